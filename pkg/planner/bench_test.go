@@ -1,0 +1,127 @@
+package planner
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Synthetic clusters are built once per size: building the 5,000-node one
+// takes longer than planning it.
+var (
+	clusterMu    sync.Mutex
+	clusterCache = map[int]Snapshot{}
+)
+
+func benchCluster(nodes int) Snapshot {
+	clusterMu.Lock()
+	defer clusterMu.Unlock()
+	s, ok := clusterCache[nodes]
+	if !ok {
+		s = syntheticCluster(nodes, 30, 0.05, uint64(nodes))
+		clusterCache[nodes] = s
+	}
+	return s
+}
+
+func BenchmarkDecide(b *testing.B) {
+	for _, n := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			s := benchCluster(n)
+			set := DefaultSettings()
+			b.ReportAllocs()
+			var p Plan
+			for b.Loop() {
+				p = Decide(s, set, s.CapturedAt)
+			}
+			placed := 0
+			for _, u := range p.ScaleUp {
+				placed += len(u.Pods)
+			}
+			b.ReportMetric(float64(len(s.Pods)), "pods")
+			b.ReportMetric(float64(placed), "packed")
+			b.ReportMetric(float64(len(p.State.UnneededSince)), "unneeded")
+		})
+	}
+}
+
+func BenchmarkDecodeSnapshot(b *testing.B) {
+	var doc bytes.Buffer
+	if err := WriteSnapshot(&doc, benchCluster(5000)); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(doc.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ReadSnapshot(bytes.NewReader(doc.Bytes())); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// yardstickSnapshot is cluster-autoscaler's BenchmarkBinpackingEstimate as
+// a snapshot: one empty group whose template has 1000m CPU, 5000 MiB and
+// 100 pod slots, room for 3,000 nodes, and 51,000 pending pods (50,000 of
+// 50m / 100 bytes, 1,000 of 95m / 190 bytes).
+func yardstickSnapshot() Snapshot {
+	s := Snapshot{CapturedAt: t0, NodeGroups: []NodeGroup{{
+		Name: "template", Provider: "kwok", MaxSize: 3000,
+		Template: Template{Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("1000m"),
+			corev1.ResourceMemory: resource.MustParse("5000Mi"),
+			corev1.ResourcePods:   resource.MustParse("100"),
+		}},
+	}}}
+	add := func(prefix string, n int, cpu, mem string) {
+		requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
+		for i := range n {
+			p := pod(fmt.Sprintf("bench/%s-%05d", prefix, i), "", "", pending(), ownedBy("ReplicaSet", prefix))
+			p.Spec.Containers[0].Resources.Requests = requests
+			p.CreationTimestamp = metav1.NewTime(t0.Add(-10 * time.Minute))
+			s.Pods = append(s.Pods, p)
+		}
+	}
+	add("small", 50000, "50m", "100")
+	add("large", 1000, "95m", "190")
+	return s
+}
+
+func yardstickSettings() Settings {
+	set := DefaultSettings()
+	set.ScaleUp.MaxNodesPerStep = 100000
+	return set
+}
+
+func checkYardstick(tb testing.TB, p Plan) {
+	tb.Helper()
+	if len(p.ScaleUp) != 1 || p.ScaleUp[0].Delta != 2595 || len(p.ScaleUp[0].Pods) != 51000 || len(p.Unschedulable) != 0 {
+		var got []string
+		for _, u := range p.ScaleUp {
+			got = append(got, fmt.Sprintf("%s +%d (%d pods)", u.NodeGroup, u.Delta, len(u.Pods)))
+		}
+		tb.Fatalf("scale-up %v, %d unschedulable; want template +2595 holding all 51000 pods", got, len(p.Unschedulable))
+	}
+}
+
+func TestYardstick(t *testing.T) {
+	checkYardstick(t, Decide(yardstickSnapshot(), yardstickSettings(), t0))
+}
+
+// BenchmarkYardstick is the comparison with cluster-autoscaler's estimator
+// (about 3.9 s and 2.9 GB per run there); the answer must be the same.
+func BenchmarkYardstick(b *testing.B) {
+	s := yardstickSnapshot()
+	set := yardstickSettings()
+	b.ReportAllocs()
+	var p Plan
+	for b.Loop() {
+		p = Decide(s, set, t0)
+	}
+	checkYardstick(b, p)
+}

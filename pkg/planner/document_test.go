@@ -1,0 +1,181 @@
+package planner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+)
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	s := scaleDownBase(light("a", hostPath("data")))
+	s.NodeGroups = append(s.NodeGroups, withTemplateTaint(group("gpu", 0, 2, 0, "8", "32Gi"), "nvidia.com/gpu", "true", corev1.TaintEffectNoSchedule))
+	s.PodDisruptionBudgets = []policyv1.PodDisruptionBudget{pdb("default/web", 1, "app", "web")}
+	s.State.LastScaleUp = map[string]time.Time{"workers": t0.Add(-time.Hour)}
+	var first bytes.Buffer
+	if err := WriteSnapshot(&first, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSnapshot(bytes.NewReader(first.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second bytes.Buffer
+	if err := WriteSnapshot(&second, got); err != nil {
+		t.Fatal(err)
+	}
+	if first.String() != second.String() {
+		t.Errorf("write, read, write differs:\n%s\n---\n%s", first.String(), second.String())
+	}
+	if !equalSnapshots(normalizedForCompare(s), normalizedForCompare(got)) {
+		t.Errorf("read snapshot differs from the written one")
+	}
+}
+
+// normalizedForCompare applies what writing does to empty collections.
+func normalizedForCompare(s Snapshot) Snapshot {
+	var b bytes.Buffer
+	_ = WriteSnapshot(&b, s)
+	var out Snapshot
+	_ = json.Unmarshal(b.Bytes(), &out)
+	return out
+}
+
+func TestWriteEmptyDocuments(t *testing.T) {
+	var b bytes.Buffer
+	if err := WritePlan(&b, Plan{ScaleUp: []ScaleUp{{NodeGroup: "g"}}}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{`"scaleDown": []`, `"unschedulable": []`, `"nodeGroups": []`, `"pods": []`, `"unneededSince": {}`, `"lastScaleUp": {}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "null") || strings.Contains(out, "decreaseTarget") {
+		t.Errorf("plan has null or an empty optional list:\n%s", out)
+	}
+	b.Reset()
+	if err := WriteSnapshot(&b, Snapshot{CapturedAt: t0, NodeGroups: []NodeGroup{{Name: "g"}}}); err != nil {
+		t.Fatal(err)
+	}
+	out = b.String()
+	for _, want := range []string{`"nodes": []`, `"pods": []`, `"podDisruptionBudgets": []`, `"instances": []`, `"taints": []`, `"labels": {}`, `"allocatable": {}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("snapshot lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "null,") {
+		t.Errorf("snapshot has a null list:\n%s", out)
+	}
+}
+
+func TestReadSnapshotToleratesNewKubernetesFields(t *testing.T) {
+	doc := `{"capturedAt": "2026-11-30T10:00:00Z", "nodeGroups": [],
+	  "nodes": [{"metadata": {"name": "n1", "futureField": 1}, "spec": {"someNewThing": {"a": 1}}}],
+	  "pods": [{"metadata": {"name": "p", "namespace": "d"}, "spec": {"containers": [], "fancy": true}, "status": {"newPhaseInfo": "x"}}],
+	  "podDisruptionBudgets": null}`
+	s, err := ReadSnapshot(strings.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Nodes) != 1 || len(s.Pods) != 1 || s.Pods[0].Namespace != "d" {
+		t.Errorf("snapshot = %+v", s)
+	}
+}
+
+func TestReadSnapshotErrors(t *testing.T) {
+	group := func(fields string) string {
+		return `{"name": "g", "minSize": 0, "maxSize": 3, "targetSize": 0, "template": {"allocatable": {"cpu": "4"}}` + fields + `}`
+	}
+	doc := func(rest string) string { return `{"capturedAt": "2026-11-30T10:00:00Z"` + rest + "}" }
+	cases := []struct {
+		name, doc, want string
+	}{
+		{"bad JSON with line and column", "{\"capturedAt\": \"2026-11-30T10:00:00Z\",\n  \"nodeGroups\": [,]}", "nodeGroups[0] (line 2:18): invalid character ','"},
+		{"truncated", `{"capturedAt": "2026-11-30T10:00:00Z", "nodes": [`, "unexpected end of document"},
+		{"trailing data", doc("") + " {}", "unexpected data after the document"},
+		{"not an object", `[]`, "expected an object, got an array"},
+		{"unknown top-level key", doc(`, "nodeGroup": []`), "nodeGroup: unknown key (known: capturedAt, nodeGroups, nodes, pods, podDisruptionBudgets, state)"},
+		{"duplicate key", doc(`, "capturedAt": "2026-11-30T10:00:00Z"`), "capturedAt: duplicate key"},
+		{"missing capturedAt", `{"nodeGroups": []}`, "capturedAt: missing"},
+		{"unknown node-group key", doc(`, "nodeGroups": [` + group(`, "maxNodes": 3`) + `]`), "nodeGroups[0].maxNodes: unknown key"},
+		{"unknown template key", doc(`, "nodeGroups": [{"name": "g", "template": {"labelz": {}}}]`), "nodeGroups[0].template.labelz: unknown key"},
+		{"unknown state key", doc(`, "state": {"unneeded": {}}`), "state.unneeded: unknown key"},
+		{"bad quantity", doc(`, "nodeGroups": [` + group("") + `, {"name": "h", "template": {"allocatable": {"cpu": "4 cores"}}}]`), "nodeGroups[1].template.allocatable.cpu: quantities must match the regular expression"},
+		{"negative quantity", doc(`, "nodeGroups": [{"name": "h", "template": {"allocatable": {"memory": "-1Gi"}}}]`), "nodeGroups[0].template.allocatable.memory: must not be negative (got -1Gi)"},
+		{"wrong type", doc(`, "nodeGroups": [{"name": "g", "maxSize": "3"}]`), "nodeGroups[0].maxSize (line 1:80): expected int, got string"},
+		{"negative size", doc(`, "nodeGroups": [{"name": "g", "minSize": -1}]`), "nodeGroups[0].minSize: must not be negative (got -1)"},
+		{"negative target", doc(`, "nodeGroups": [{"name": "g", "targetSize": -2}]`), "nodeGroups[0].targetSize: must not be negative (got -2)"},
+		{"min above max", doc(`, "nodeGroups": [{"name": "g", "minSize": 5, "maxSize": 3}]`), "nodeGroups[0].minSize: 5 is greater than maxSize 3"},
+		{"empty name", doc(`, "nodeGroups": [{"minSize": 0}]`), "nodeGroups[0].name: must not be empty"},
+		{"duplicate name", doc(`, "nodeGroups": [{"name": "a"}, {"name": "a"}]`), `nodeGroups[1].name: duplicate node group name "a" (also nodeGroups[0])`},
+		{"instance in two groups", doc(`, "nodeGroups": [{"name": "a", "instances": ["kwok://n1"]}, {"name": "b", "instances": ["kwok://n2", "kwok://n1"]}]`), `nodeGroups[1].instances[1]: instance "kwok://n1" is already in node group "a"`},
+		{"bad taint effect", doc(`, "nodeGroups": [{"name": "a", "template": {"taints": [{"key": "k", "effect": "Never"}]}}]`), `nodeGroups[0].template.taints[0].effect: must be NoSchedule, PreferNoSchedule or NoExecute (got "Never")`},
+		{"bad quantity in a pod", doc(`, "pods": [{"metadata": {"name": "a"}},` + "\n" + `{"metadata": {"name": "b"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}]`), "pods[1] (line 2:1): quantities must match the regular expression"},
+		{"wrong type in a node", doc(`, "nodes": [{"metadata": {"name": 5}}]`), "nodes[0].metadata.name (line 1:73): expected string, got number"},
+		{"list of the wrong kind", doc(`, "nodes": {}`), "nodes (line 1:49): expected an array, got an object"},
+		{"duplicate node", doc(`, "nodes": [{"metadata": {"name": "n"}}, {"metadata": {"name": "n"}}]`), `nodes[1].metadata.name: duplicate node "n" (also nodes[0])`},
+		{"duplicate pod", doc(`, "pods": [{"metadata": {"name": "p", "namespace": "a"}}, {"metadata": {"name": "p", "namespace": "a"}}]`), `pods[1].metadata.name: duplicate pod a/p (also pods[0])`},
+		{"bad state time", doc(`, "state": {"lastScaleUp": {"g": "yesterday"}}`), "state.lastScaleUp"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadSnapshot(strings.NewReader(tc.doc))
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q\nwant it to contain %q", err, tc.want)
+			}
+			var de *DocumentError
+			if !errors.As(err, &de) {
+				t.Errorf("error %T is not a *DocumentError", err)
+			}
+		})
+	}
+}
+
+func TestWriteSnapshotValidates(t *testing.T) {
+	s := snapshot([]NodeGroup{group("a", 3, 1, 0, "4", "16Gi")}, nil, nil)
+	if err := WriteSnapshot(&bytes.Buffer{}, s); err == nil || !strings.Contains(err.Error(), "nodeGroups[0].minSize: 3 is greater than maxSize 1") {
+		t.Errorf("error = %v", err)
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestWriteErrorsAreWrapped(t *testing.T) {
+	err := WritePlan(failingWriter{}, Plan{})
+	if err == nil || !strings.Contains(err.Error(), "write plan: disk full") {
+		t.Errorf("error = %v", err)
+	}
+}
+
+func TestCountElements(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int
+	}{
+		{`[]`, 0},
+		{`[ ]`, 0},
+		{`[1]`, 1},
+		{`[{"a": [1, 2]}, {"b": "x,]"}, 3]`, 3},
+		{`[[], []]`, 2},
+		{`["a\"],", "b"]`, 2},
+		{`null`, 0},
+		{`[1, 2`, 0},
+	}
+	for _, c := range cases {
+		if got := countElements([]byte(c.in)); got != c.want {
+			t.Errorf("countElements(%s) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,359 @@
+package planner
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Names the planner reads from objects.
+const (
+	// TaintDraining marks a node nodetide is draining.
+	TaintDraining = "nodetide.io/draining"
+
+	annotationScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+	annotationSafeToEvict       = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	annotationSafeLocalVolumes  = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+	annotationDoNotDisrupt      = "karpenter.sh/do-not-disrupt"
+	annotationMirror            = corev1.MirrorPodAnnotationKey
+)
+
+// nodeInfo is a registered node as the simulation sees it.
+type nodeInfo struct {
+	node  *corev1.Node
+	group int // index into model.groups, -1 for nodes of no group
+	alloc res
+	used  res // requests of the non-terminal pods bound to it
+	free  res // alloc - used, consumed by simulated placements
+	// taints are the hard taints; a booting node's start-up taints are left out.
+	taints []corev1.Taint
+
+	ready       bool
+	booting     bool // not Ready, but created within the provision time
+	schedulable bool // not cordoned, not draining, not being deleted
+	draining    bool
+	// gotPending: stage (a) placed a pending pod here; it is about to get work.
+	gotPending bool
+}
+
+// podInfo is what the planner derives from one pod of the snapshot.
+type podInfo struct {
+	req  res
+	node int32 // bound node, -1 when unbound or bound to an unknown node
+	// class is the equivalence class, -1 until the pod needs one.
+	class    int32
+	terminal bool
+	unsched  bool // nodeName empty, not terminal, not deleted, PodScheduled=False/Unschedulable
+	pending  bool // unsched and old enough
+}
+
+// groupInfo is a node group with what the decision derives from it.
+type groupInfo struct {
+	ng       *NodeGroup
+	alloc    res // template allocatable
+	overhead res // DaemonSet pods a new node would run
+	cap      res // alloc - overhead: room for pending pods on a new node
+	taints   []corev1.Taint
+	nodes    []int32 // registered nodes
+
+	// target is the size the plan works from: TargetSize, minus what a
+	// DecreaseTarget gives back.
+	target   int
+	upcoming int // target - registered nodes, when still counted
+	backoff  time.Time
+	draining int // registered nodes carrying the draining taint
+}
+
+// podClass is a set of pending pods that are interchangeable for packing:
+// same requests, node selector, required affinity and tolerations.
+type podClass struct {
+	rep  *corev1.Pod
+	req  res
+	pods []int32  // pending pods, by "ns/name"
+	keys []string // their "ns/name"
+	next int      // pods[:next] are placed
+}
+
+type model struct {
+	snap *Snapshot
+	set  Settings
+	now  time.Time
+
+	groups     []groupInfo
+	byName     []int // group indices by name, so choices among groups are stable
+	nodes      []nodeInfo
+	nodeByName map[string]int32
+	pods       []podInfo
+	// podsOn[nodeStart[i]:nodeStart[i+1]] are the pods bound to node i.
+	podsOn    []int32
+	nodeStart []int32
+
+	classes   []podClass
+	classByID map[uint64][]int32
+}
+
+func podKey(p *corev1.Pod) string {
+	return p.Namespace + "/" + p.Name
+}
+
+func comparePods(a, b *corev1.Pod) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+func isTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+func isUnschedulable(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || isTerminal(p) || p.DeletionTimestamp != nil {
+		return false
+	}
+	for i := range p.Status.Conditions {
+		c := &p.Status.Conditions[i]
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
+func controllerOf(p *corev1.Pod) (kind, uid string, ok bool) {
+	for i := range p.OwnerReferences {
+		o := &p.OwnerReferences[i]
+		if o.Controller != nil && *o.Controller {
+			return o.Kind, string(o.UID), true
+		}
+	}
+	return "", "", false
+}
+
+func isDaemonSetPod(p *corev1.Pod) bool {
+	kind, _, ok := controllerOf(p)
+	return ok && kind == "DaemonSet"
+}
+
+func isMirrorPod(p *corev1.Pod) bool {
+	_, ok := p.Annotations[annotationMirror]
+	return ok
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return n.Status.Conditions[i].Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for i := range n.Spec.Taints {
+		if n.Spec.Taints[i].Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func newModel(s *Snapshot, set Settings, now time.Time) *model {
+	m := &model{snap: s, set: set, now: now, classByID: map[uint64][]int32{}}
+
+	instanceGroup := map[string]int{}
+	m.groups = make([]groupInfo, len(s.NodeGroups))
+	for gi := range s.NodeGroups {
+		ng := &s.NodeGroups[gi]
+		alloc := templateAllocatable(ng.Template.Allocatable)
+		m.groups[gi] = groupInfo{ng: ng, alloc: alloc, taints: hardTaints(ng.Template.Taints, false), target: ng.TargetSize}
+		for _, id := range ng.Instances {
+			if _, dup := instanceGroup[id]; !dup {
+				instanceGroup[id] = gi
+			}
+		}
+	}
+
+	m.byName = make([]int, len(m.groups))
+	for i := range m.byName {
+		m.byName[i] = i
+	}
+	slices.SortStableFunc(m.byName, func(a, b int) int {
+		return strings.Compare(m.groups[a].ng.Name, m.groups[b].ng.Name)
+	})
+
+	m.nodes = make([]nodeInfo, len(s.Nodes))
+	m.nodeByName = make(map[string]int32, len(s.Nodes))
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		ni := &m.nodes[i]
+		ni.node = n
+		ni.group = -1
+		if gi, ok := instanceGroup[n.Spec.ProviderID]; ok && n.Spec.ProviderID != "" {
+			ni.group = gi
+			m.groups[gi].nodes = append(m.groups[gi].nodes, int32(i))
+		}
+		ni.alloc = resourceList(n.Status.Allocatable)
+		ni.ready = nodeReady(n)
+		ni.booting = !ni.ready && now.Sub(n.CreationTimestamp.Time) <= set.ScaleUp.MaxNodeProvisionTime
+		ni.draining = hasTaint(n, TaintDraining)
+		ni.schedulable = !n.Spec.Unschedulable && !ni.draining && n.DeletionTimestamp == nil
+		ni.taints = hardTaints(n.Spec.Taints, ni.booting)
+		if ni.group >= 0 && ni.draining {
+			m.groups[ni.group].draining++
+		}
+		if _, dup := m.nodeByName[n.Name]; !dup {
+			m.nodeByName[n.Name] = int32(i)
+		}
+	}
+
+	// Pods: requests of bound pods, and the pods of each node laid out in one
+	// slice (counting sort), which is far cheaper than a slice per node.
+	m.pods = make([]podInfo, len(s.Pods))
+	counts := make([]int32, len(m.nodes)+1)
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		pi := &m.pods[i]
+		pi.node, pi.class = -1, -1
+		pi.terminal = isTerminal(p)
+		if p.Spec.NodeName != "" {
+			if ni, ok := m.nodeByName[p.Spec.NodeName]; ok && !pi.terminal {
+				pi.node = ni
+				pi.req = podRequests(p)
+				m.nodes[ni].used = m.nodes[ni].used.add(pi.req)
+				counts[ni+1]++
+			}
+			continue
+		}
+		if isUnschedulable(p) {
+			pi.unsched = true
+			pi.req = podRequests(p)
+			pi.pending = now.Sub(p.CreationTimestamp.Time) >= set.ScaleUp.PendingPodMinAge
+		}
+	}
+	for i := 1; i < len(counts); i++ {
+		counts[i] += counts[i-1]
+	}
+	m.nodeStart = counts
+	m.podsOn = make([]int32, counts[len(counts)-1])
+	fill := make([]int32, len(m.nodes))
+	for i := range m.pods {
+		if ni := m.pods[i].node; ni >= 0 {
+			m.podsOn[counts[ni]+fill[ni]] = int32(i)
+			fill[ni]++
+		}
+	}
+	for i := range m.nodes {
+		m.nodes[i].free = m.nodes[i].alloc.sub(m.nodes[i].used)
+	}
+
+	m.daemonSetOverhead()
+	return m
+}
+
+// podsOf returns the pods bound to node i.
+func (m *model) podsOf(i int32) []int32 {
+	return m.podsOn[m.nodeStart[i]:m.nodeStart[i+1]]
+}
+
+// daemonSetOverhead charges every template with the DaemonSets that would
+// run on a new node of it: one pod per DaemonSet (the first by name), if its
+// own selector, affinity (minus the pin to its current node) and
+// tolerations admit the template.
+func (m *model) daemonSetOverhead() {
+	first := map[string]int{}
+	var order []string
+	for i := range m.snap.Pods {
+		p := &m.snap.Pods[i]
+		if m.pods[i].terminal {
+			continue
+		}
+		kind, uid, ok := controllerOf(p)
+		if !ok || kind != "DaemonSet" {
+			continue
+		}
+		j, seen := first[uid]
+		if !seen {
+			order = append(order, uid)
+			first[uid] = i
+		} else if comparePods(p, &m.snap.Pods[j]) < 0 {
+			first[uid] = i
+		}
+	}
+	for gi := range m.groups {
+		g := &m.groups[gi]
+		for _, uid := range order {
+			p := &m.snap.Pods[first[uid]]
+			if placementFits(p, g.ng.Template.Labels, g.taints, "", fieldsIgnored) {
+				g.overhead = g.overhead.add(podRequests(p))
+			}
+		}
+		g.cap = g.alloc.sub(g.overhead)
+	}
+}
+
+// classOf interns pod i into an equivalence class.
+func (m *model) classOf(i int32) int32 {
+	pi := &m.pods[i]
+	if pi.class >= 0 {
+		return pi.class
+	}
+	p := &m.snap.Pods[i]
+	h := classHash(pi.req, p)
+	for _, c := range m.classByID[h] {
+		cl := &m.classes[c]
+		if cl.req == pi.req && sameConstraints(cl.rep, p) {
+			pi.class = c
+			return c
+		}
+	}
+	c := int32(len(m.classes))
+	m.classes = append(m.classes, podClass{rep: p, req: pi.req})
+	m.classByID[h] = append(m.classByID[h], c)
+	pi.class = c
+	return c
+}
+
+// fitsNode reports whether class c's constraints admit node i (resources
+// are checked by the caller).
+func (m *model) fitsNode(c int32, i int32) bool {
+	n := &m.nodes[i]
+	return placementFits(m.classes[c].rep, n.node.Labels, n.taints, n.node.Name, fieldsOfNode)
+}
+
+// fitsTemplate reports whether one pod of class c fits a new node of group g.
+func (m *model) fitsTemplate(c int32, g int) bool {
+	gr := &m.groups[g]
+	cl := &m.classes[c]
+	return fitCount(gr.cap, cl.req) > 0 && placementFits(cl.rep, gr.ng.Template.Labels, gr.taints, "", fieldsNewNode)
+}
+
+// templateMisfit explains why class c does not fit group g's template.
+func (m *model) templateMisfit(c int32, g int) string {
+	gr := &m.groups[g]
+	cl := &m.classes[c]
+	if why := placementMisfit(cl.rep, gr.ng.Template.Labels, gr.taints, "", fieldsNewNode); why != "" {
+		return why
+	}
+	dims := []struct {
+		name            string
+		need, have, use int64
+	}{
+		{"cpu", cl.req.cpu, gr.alloc.cpu, gr.overhead.cpu},
+		{"memory", cl.req.mem, gr.alloc.mem, gr.overhead.mem},
+		{string(ResourceGPU), cl.req.gpu, gr.alloc.gpu, gr.overhead.gpu},
+		{"pods", cl.req.pods, gr.alloc.pods, gr.overhead.pods},
+	}
+	for _, d := range dims {
+		if d.need > 0 && d.need > d.have-d.use {
+			s := "insufficient " + d.name + " (needs " + formatDim(d.name, d.need) + ", template has " + formatDim(d.name, d.have)
+			if d.use > 0 {
+				s += ", DaemonSets use " + formatDim(d.name, d.use)
+			}
+			return s + ")"
+		}
+	}
+	return ""
+}

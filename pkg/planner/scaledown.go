@@ -1,0 +1,383 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// utilization is requests ÷ allocatable per dimension. A dimension with no
+// allocatable counts as full when something requests it, empty otherwise.
+func utilization(used, alloc int64) float64 {
+	if alloc <= 0 {
+		if used > 0 {
+			return 1
+		}
+		return 0
+	}
+	return float64(used) / float64(alloc)
+}
+
+func (n *nodeInfo) utilization() (cpu, mem float64) {
+	return utilization(n.used.cpu, n.alloc.cpu), utilization(n.used.mem, n.alloc.mem)
+}
+
+// pdbInfo is a PodDisruptionBudget with the disruptions this plan has left.
+type pdbInfo struct {
+	sel  labels.Selector
+	left int32
+}
+
+type pdbSet struct {
+	pdbs []pdbInfo
+	byNS map[string][]int
+}
+
+func (m *model) pdbSet() pdbSet {
+	s := pdbSet{byNS: map[string][]int{}}
+	for i := range m.snap.PodDisruptionBudgets {
+		b := &m.snap.PodDisruptionBudgets[i]
+		// A null selector selects nothing and an invalid one is treated alike:
+		// the budget then protects no pod.
+		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+		if err != nil {
+			sel = labels.Nothing()
+		}
+		s.byNS[b.Namespace] = append(s.byNS[b.Namespace], len(s.pdbs))
+		s.pdbs = append(s.pdbs, pdbInfo{sel: sel, left: b.Status.DisruptionsAllowed})
+	}
+	return s
+}
+
+// matching appends the budgets that cover pod p.
+func (s *pdbSet) matching(p *corev1.Pod, out []int) []int {
+	for _, i := range s.byNS[p.Namespace] {
+		if s.pdbs[i].sel.Matches(labels.Set(p.Labels)) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// movesWithNode reports whether a pod on a removed node needs a new home:
+// DaemonSet and mirror pods go with the node, terminal and terminating pods
+// are on their way out anyway.
+func movesWithNode(p *corev1.Pod) bool {
+	return !isMirrorPod(p) && !isDaemonSetPod(p) && !isTerminal(p) && p.DeletionTimestamp == nil
+}
+
+// blocksRemoval is cluster-autoscaler's drainability rules, budgets aside:
+// does pod p (one that must move when its node goes) keep the node? covered
+// says whether a PodDisruptionBudget selects the pod.
+func blocksRemoval(p *corev1.Pod, covered bool) bool {
+	if p.Annotations[annotationDoNotDisrupt] == "true" {
+		return true
+	}
+	switch p.Annotations[annotationSafeToEvict] {
+	case "false":
+		return true
+	case "true":
+		return false
+	}
+	if _, _, ok := controllerOf(p); !ok {
+		return true
+	}
+	if p.Namespace == metav1.NamespaceSystem && !covered {
+		return true
+	}
+	for i := range p.Spec.Volumes {
+		v := &p.Spec.Volumes[i]
+		local := v.HostPath != nil || (v.EmptyDir != nil && v.EmptyDir.Medium != corev1.StorageMediumMemory)
+		if local && !listedSafe(p.Annotations[annotationSafeLocalVolumes], v.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// listedSafe reports whether volume is in the comma-separated list.
+func listedSafe(list, volume string) bool {
+	for item := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(item) == volume {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeOptedOut reports the node annotations that forbid removing it.
+func nodeOptedOut(n *corev1.Node) bool {
+	return n.Annotations[annotationScaleDownDisabled] == "true" || n.Annotations[annotationDoNotDisrupt] == "true"
+}
+
+// removal simulates taking nodes away one after the other: each one's pods
+// must fit on the nodes that stay, and consume their room.
+type removal struct {
+	m    *model
+	dest []bool // may receive pods: Ready, schedulable, not already removed
+	// cursor[c] is the first node that may still take a pod of class c. Free
+	// capacity only shrinks (a rollback moves cursors back), so first fit
+	// need not rescan the full nodes each time: this keeps the simulation
+	// near linear on large clusters.
+	cursor  []int32
+	touched []int32 // classes whose cursor has moved, once each
+	tracked []bool
+	movedIn map[int32][]classCount
+}
+
+type move struct {
+	node  int32
+	class int32
+	n     int64
+}
+
+func (r *removal) cursorOf(c int32) *int32 {
+	for int(c) >= len(r.cursor) {
+		r.cursor = append(r.cursor, 0)
+		r.tracked = append(r.tracked, false)
+	}
+	return &r.cursor[c]
+}
+
+// place puts count pods of class c on destination nodes other than self
+// (first fit) and returns how many did not fit.
+func (r *removal) place(c int32, count int64, self int32, moves *[]move) int64 {
+	m := r.m
+	req := m.classes[c].req
+	cur := r.cursorOf(c)
+	first := int32(-1)
+	i := *cur
+	for ; int(i) < len(m.nodes) && count > 0; i++ {
+		useless := true
+		switch {
+		case !r.dest[i]:
+		case i == self:
+			useless = false
+		default:
+			n := &m.nodes[i]
+			f := fitCount(n.free, req)
+			if f == 0 || !m.fitsNode(c, i) {
+				break
+			}
+			take := min(f, count)
+			n.free = n.free.sub(req.mul(take))
+			count -= take
+			*moves = append(*moves, move{i, c, take})
+			useless = take == f
+		}
+		if !useless && first < 0 {
+			first = i
+		}
+	}
+	if first < 0 {
+		first = i
+	}
+	if first != *cur && !r.tracked[c] {
+		r.tracked[c] = true
+		r.touched = append(r.touched, c)
+	}
+	*cur = first
+	return count
+}
+
+// rollback gives back the room a failed attempt took.
+func (r *removal) rollback(moves []move) {
+	if len(moves) == 0 {
+		return
+	}
+	low := moves[0].node
+	for _, mv := range moves {
+		n := &r.m.nodes[mv.node]
+		n.free = n.free.add(r.m.classes[mv.class].req.mul(mv.n))
+		low = min(low, mv.node)
+	}
+	for _, c := range r.touched {
+		if r.cursor[c] > low {
+			r.cursor[c] = low
+		}
+	}
+}
+
+func addClassCount(list []classCount, c int32, n int64) []classCount {
+	for i := range list {
+		if list[i].class == c {
+			list[i].n += n
+			return list
+		}
+	}
+	return append(list, classCount{c, n})
+}
+
+// unneededNode is a node the simulation removed, with how many pods it
+// moved elsewhere.
+type unneededNode struct {
+	node  int32
+	moved int64
+}
+
+// unneeded finds the nodes that could go: candidates by ascending
+// utilisation, each removed in the simulation when nothing blocks it and its
+// pods fit elsewhere.
+func (m *model) unneeded() []unneededNode {
+	threshold := m.set.ScaleDown.UtilizationThreshold
+	var cands []int32
+	util := make([]float64, len(m.nodes))
+	r := &removal{m: m, dest: make([]bool, len(m.nodes)), movedIn: map[int32][]classCount{}}
+	for i := range m.nodes {
+		n := &m.nodes[i]
+		r.dest[i] = n.ready && n.schedulable
+		cpu, mem := n.utilization()
+		util[i] = max(cpu, mem)
+		if n.group >= 0 && n.ready && n.schedulable && !n.gotPending && !nodeOptedOut(n.node) && util[i] < threshold {
+			cands = append(cands, int32(i))
+		}
+	}
+	slices.SortFunc(cands, func(a, b int32) int {
+		if c := cmp.Compare(util[a], util[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(m.nodes[a].node.Name, m.nodes[b].node.Name)
+	})
+
+	budgets := m.pdbSet()
+	var out []unneededNode
+	var classes []classCount
+	var need []classCount // (budget index, pods of this node it covers)
+	var matches []int
+	var moves []move
+	for _, ci := range cands {
+		classes, need, moves = classes[:0], need[:0], moves[:0]
+		blocked := false
+		for _, pi := range m.podsOf(ci) {
+			p := &m.snap.Pods[pi]
+			if !movesWithNode(p) {
+				continue
+			}
+			matches = budgets.matching(p, matches[:0])
+			if blocksRemoval(p, len(matches) > 0) {
+				blocked = true
+				break
+			}
+			for _, b := range matches {
+				need = addClassCount(need, int32(b), 1)
+			}
+			classes = addClassCount(classes, m.classOf(pi), 1)
+		}
+		if blocked {
+			continue
+		}
+		for _, nb := range need {
+			if int64(budgets.pdbs[nb.class].left) < nb.n {
+				blocked = true
+				break
+			}
+		}
+		if blocked {
+			continue
+		}
+		for _, cc := range r.movedIn[ci] {
+			classes = addClassCount(classes, cc.class, cc.n)
+		}
+		fits := true
+		for _, cc := range classes {
+			if r.place(cc.class, cc.n, ci, &moves) > 0 {
+				fits = false
+				break
+			}
+		}
+		if !fits {
+			r.rollback(moves)
+			continue
+		}
+		r.dest[ci] = false
+		delete(r.movedIn, ci)
+		for _, mv := range moves {
+			r.movedIn[mv.node] = addClassCount(r.movedIn[mv.node], mv.class, mv.n)
+		}
+		for _, nb := range need {
+			budgets.pdbs[nb.class].left -= int32(nb.n)
+		}
+		var moved int64
+		for _, cc := range classes {
+			moved += cc.n
+		}
+		out = append(out, unneededNode{ci, moved})
+	}
+	return out
+}
+
+// scaleDown tracks unneeded nodes and lists those due for removal.
+func (m *model) scaleDown(plan *Plan, next *State) {
+	if !m.set.ScaleDown.Enabled {
+		return
+	}
+	// A group whose template could host a pod that is unschedulable now
+	// (whatever its age) keeps its nodes: removing one would only make room
+	// for a scale-up of the same group.
+	pendingFits := make([]bool, len(m.groups))
+	for i := range m.pods {
+		if !m.pods[i].unsched {
+			continue
+		}
+		c := m.classOf(int32(i))
+		for gi := range m.groups {
+			if !pendingFits[gi] && m.fitsTemplate(c, gi) {
+				pendingFits[gi] = true
+			}
+		}
+	}
+
+	removals := make([]int, len(m.groups))
+	for _, u := range m.unneeded() {
+		n := &m.nodes[u.node]
+		name := n.node.Name
+		since, ok := m.snap.State.UnneededSince[name]
+		if !ok || since.After(m.now) {
+			since = m.now
+		}
+		next.UnneededSince[name] = since
+		g := &m.groups[n.group]
+		if m.now.Sub(since) < m.set.ScaleDown.UnneededTime {
+			continue
+		}
+		if last, ok := next.LastScaleUp[g.ng.Name]; ok && m.now.Sub(last) < m.set.ScaleDown.DelayAfterAdd {
+			continue
+		}
+		if pendingFits[n.group] {
+			continue
+		}
+		if g.target-g.draining-removals[n.group]-1 < g.ng.MinSize {
+			continue
+		}
+		if g.draining+removals[n.group]+1 > m.set.ScaleDown.MaxConcurrentDrains {
+			continue
+		}
+		removals[n.group]++
+		cpu, mem := n.utilization()
+		moves := "no pods to move"
+		if u.moved > 0 {
+			moves = plural(int(u.moved), "pod") + " fit on other nodes"
+			if u.moved == 1 {
+				moves = "1 pod fits on other nodes"
+			}
+		}
+		plan.ScaleDown = append(plan.ScaleDown, ScaleDown{
+			NodeGroup: g.ng.Name,
+			Node:      name,
+			Reason: fmt.Sprintf("utilisation %d%% (cpu %d%%, memory %d%%) below %d%%, unneeded since %s; %s",
+				pct(max(cpu, mem)), pct(cpu), pct(mem), pct(m.set.ScaleDown.UtilizationThreshold), since.UTC().Format(time.RFC3339), moves),
+		})
+	}
+	slices.SortFunc(plan.ScaleDown, func(a, b ScaleDown) int {
+		if c := strings.Compare(a.NodeGroup, b.NodeGroup); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Node, b.Node)
+	})
+}

@@ -1,0 +1,387 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// trace records where pending pods went without new nodes; tests use it to
+// check that every pending pod is accounted for.
+type trace struct {
+	existing map[string]string // pod → node
+	upcoming map[string]string // pod → node group
+}
+
+// upcomingCapacity works out each group's upcoming nodes and backs off the
+// groups whose last scale-up did not register within the provision time.
+func (m *model) upcomingCapacity(plan *Plan, next *State) {
+	prev := m.snap.State
+	for _, gi := range m.byName {
+		g := &m.groups[gi]
+		name := g.ng.Name
+		if until, ok := prev.BackoffUntil[name]; ok && until.After(m.now) {
+			g.backoff = until
+		}
+		up := g.target - len(g.nodes)
+		if up <= 0 {
+			continue
+		}
+		last, ok := prev.LastScaleUp[name]
+		if !ok {
+			// Someone else raised the target (by hand, a schedule): start the
+			// provision clock now rather than count those nodes forever.
+			next.LastScaleUp[name] = m.now
+			g.upcoming = up
+			continue
+		}
+		if m.now.Sub(last) <= m.set.ScaleUp.MaxNodeProvisionTime {
+			g.upcoming = up
+			continue
+		}
+		until := m.now.Add(m.set.ScaleUp.Backoff)
+		if until.After(g.backoff) {
+			g.backoff = until
+		}
+		g.target = len(g.nodes)
+		plan.DecreaseTarget = append(plan.DecreaseTarget, DecreaseTarget{
+			NodeGroup:     name,
+			Delta:         up,
+			NewTargetSize: g.target,
+			Reason: fmt.Sprintf("%s not registered within %s of the scale-up at %s; backed off until %s",
+				plural(up, "node"), m.set.ScaleUp.MaxNodeProvisionTime, last.UTC().Format(time.RFC3339),
+				g.backoff.UTC().Format(time.RFC3339)),
+		})
+	}
+}
+
+// sortDecreasing orders classes for first-fit decreasing: by the share of a
+// reference node they take (cpu + memory), then GPUs, then pod slots, then
+// class index, which follows the pods' names, so ties are stable.
+func (m *model) sortDecreasing(classes []int32, ref res) {
+	score := func(c int32) float64 {
+		r := m.classes[c].req
+		var s float64
+		if ref.cpu > 0 {
+			s += float64(r.cpu) / float64(ref.cpu)
+		}
+		if ref.mem > 0 {
+			s += float64(r.mem) / float64(ref.mem)
+		}
+		return s
+	}
+	slices.SortFunc(classes, func(a, b int32) int {
+		if c := cmp.Compare(score(b), score(a)); c != 0 {
+			return c
+		}
+		ra, rb := m.classes[a].req, m.classes[b].req
+		if c := cmp.Compare(rb.gpu, ra.gpu); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(rb.pods, ra.pods); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+}
+
+// pendingClasses groups the pending pods into classes, in the order of their
+// first pod's "ns/name".
+func (m *model) pendingClasses() []int32 {
+	type keyed struct {
+		key string
+		i   int32
+	}
+	var pend []keyed
+	for i := range m.pods {
+		if m.pods[i].pending {
+			pend = append(pend, keyed{podKey(&m.snap.Pods[i]), int32(i)})
+		}
+	}
+	byKey := func(a, b keyed) int { return strings.Compare(a.key, b.key) }
+	// Lists from the API server come sorted already; checking is linear.
+	if !slices.IsSortedFunc(pend, byKey) {
+		slices.SortFunc(pend, byKey)
+	}
+	var classes []int32
+	for _, p := range pend {
+		c := m.classOf(p.i)
+		cl := &m.classes[c]
+		if len(cl.pods) == 0 {
+			classes = append(classes, c)
+		}
+		cl.pods = append(cl.pods, p.i)
+		cl.keys = append(cl.keys, p.key)
+	}
+	return classes
+}
+
+func remaining(cl *podClass) int64 { return int64(len(cl.pods) - cl.next) }
+
+// onExisting is cluster-autoscaler's "filter out schedulable": pending pods
+// that fit on existing schedulable nodes (Ready, or still booting) need no
+// new node. Placements consume the nodes' free capacity.
+func (m *model) onExisting(classes []int32, tr *trace) {
+	var ref res
+	for i := range m.nodes {
+		ref = ref.max(m.nodes[i].alloc)
+	}
+	order := slices.Clone(classes)
+	m.sortDecreasing(order, ref)
+	for _, c := range order {
+		cl := &m.classes[c]
+		count := remaining(cl)
+		for i := range m.nodes {
+			if count == 0 {
+				break
+			}
+			n := &m.nodes[i]
+			if !n.schedulable || !(n.ready || n.booting) {
+				continue
+			}
+			f := fitCount(n.free, cl.req)
+			if f == 0 || !m.fitsNode(c, int32(i)) {
+				continue
+			}
+			take := min(f, count)
+			n.free = n.free.sub(cl.req.mul(take))
+			n.gotPending = true
+			if tr != nil {
+				for _, k := range cl.keys[cl.next : cl.next+int(take)] {
+					tr.existing[k] = n.node.Name
+				}
+			}
+			cl.next += int(take)
+			count -= take
+		}
+	}
+}
+
+// fittingClasses are the classes with pods left whose pods fit group g's
+// template, in first-fit-decreasing order for that template.
+func (m *model) fittingClasses(classes []int32, g int) []int32 {
+	var out []int32
+	for _, c := range classes {
+		if remaining(&m.classes[c]) > 0 && m.fitsTemplate(c, g) {
+			out = append(out, c)
+		}
+	}
+	m.sortDecreasing(out, m.groups[g].alloc)
+	return out
+}
+
+// onUpcoming packs pending pods onto the nodes groups are already bringing
+// up, so a cycle does not add nodes for pods that earlier nodes will take.
+func (m *model) onUpcoming(classes []int32, tr *trace) {
+	for _, gi := range m.byName {
+		g := &m.groups[gi]
+		if g.upcoming <= 0 {
+			continue
+		}
+		p := packer{cap: g.cap, runs: []run{{int64(g.upcoming), g.cap}}}
+		for _, c := range m.fittingClasses(classes, gi) {
+			cl := &m.classes[c]
+			n := int(p.place(cl.req, remaining(cl)))
+			if tr != nil {
+				for _, k := range cl.keys[cl.next : cl.next+n] {
+					tr.upcoming[k] = g.ng.Name
+				}
+			}
+			cl.next += n
+		}
+	}
+}
+
+// estimate is what new nodes of one group would do for the pending pods.
+type estimate struct {
+	group  int
+	nodes  int64
+	pods   int64
+	placed []classCount
+	// waste is the mean unused share of cpu and memory on the new nodes.
+	// DaemonSet requests count as waste: they are what another node costs
+	// before it runs anything.
+	waste float64
+}
+
+type classCount struct {
+	class int32
+	n     int64
+}
+
+func (m *model) estimate(classes []int32, g int, limit int64) estimate {
+	gr := &m.groups[g]
+	p := packer{cap: gr.cap, limit: limit}
+	e := estimate{group: g}
+	var used res
+	for _, c := range m.fittingClasses(classes, g) {
+		cl := &m.classes[c]
+		if n := p.place(cl.req, remaining(cl)); n > 0 {
+			e.placed = append(e.placed, classCount{c, n})
+			e.pods += n
+			used = used.add(cl.req.mul(n))
+		}
+	}
+	e.nodes = p.opened
+	if e.nodes > 0 {
+		var w, dims float64
+		if gr.alloc.cpu > 0 {
+			total := float64(gr.alloc.cpu) * float64(e.nodes)
+			w += (total - float64(used.cpu)) / total
+			dims++
+		}
+		if gr.alloc.mem > 0 {
+			total := float64(gr.alloc.mem) * float64(e.nodes)
+			w += (total - float64(used.mem)) / total
+			dims++
+		}
+		if dims > 0 {
+			e.waste = w / dims
+		}
+	}
+	return e
+}
+
+// better is the expander: does a beat b?
+func (m *model) better(a, b *estimate) bool {
+	if m.set.ScaleUp.Expander == ExpanderPriority {
+		pa := m.set.ScaleUp.Priorities[m.groups[a.group].ng.Name]
+		pb := m.set.ScaleUp.Priorities[m.groups[b.group].ng.Name]
+		if pa != pb {
+			return pa > pb
+		}
+	}
+	// Wastes computed the same way for equal packings are equal; the
+	// tolerance only absorbs rounding between different groups.
+	if math.Abs(a.waste-b.waste) > 1e-9 {
+		return a.waste < b.waste
+	}
+	if a.pods != b.pods {
+		return a.pods > b.pods
+	}
+	return m.groups[a.group].ng.Name < m.groups[b.group].ng.Name
+}
+
+func (m *model) stepBudget() int64 {
+	if m.set.ScaleUp.MaxNodesPerStep <= 0 {
+		return math.MaxInt64
+	}
+	return int64(m.set.ScaleUp.MaxNodesPerStep)
+}
+
+// onNewNodes is the expander loop: estimate every group that may grow, take
+// the best, remove its pods and repeat until no group places anything.
+func (m *model) onNewNodes(classes []int32, plan *Plan, next *State) (grown map[int]int, budget int64) {
+	grown = map[int]int{}
+	budget = m.stepBudget()
+	for budget > 0 {
+		var best *estimate
+		for _, gi := range m.byName {
+			g := &m.groups[gi]
+			room := int64(g.ng.MaxSize - g.target)
+			if _, done := grown[gi]; done || room <= 0 || g.backoff.After(m.now) {
+				continue
+			}
+			e := m.estimate(classes, gi, min(room, budget))
+			if e.pods == 0 {
+				continue
+			}
+			if best == nil || m.better(&e, best) {
+				best = &e
+			}
+		}
+		if best == nil {
+			break
+		}
+		g := &m.groups[best.group]
+		pods := make([]string, 0, best.pods)
+		for _, cc := range best.placed {
+			cl := &m.classes[cc.class]
+			pods = append(pods, cl.keys[cl.next:cl.next+int(cc.n)]...)
+			cl.next += int(cc.n)
+		}
+		slices.Sort(pods)
+		delta := int(best.nodes)
+		grown[best.group] = delta
+		budget -= best.nodes
+		next.LastScaleUp[g.ng.Name] = m.now
+		why := fmt.Sprintf("least waste %d%%", pct(best.waste))
+		if m.set.ScaleUp.Expander == ExpanderPriority {
+			why = fmt.Sprintf("priority %d, waste %d%%", m.set.ScaleUp.Priorities[g.ng.Name], pct(best.waste))
+		}
+		verb := "need"
+		if best.pods == 1 {
+			verb = "needs"
+		}
+		plan.ScaleUp = append(plan.ScaleUp, ScaleUp{
+			NodeGroup:     g.ng.Name,
+			Delta:         delta,
+			NewTargetSize: g.target + delta,
+			Pods:          pods,
+			Reason:        fmt.Sprintf("%s %s %s (%s)", plural(int(best.pods), "pending pod"), verb, plural(delta, "node"), why),
+		})
+	}
+	return grown, budget
+}
+
+// unschedulable lists the pending pods the plan leaves pending.
+func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, plan *Plan) {
+	for _, c := range classes {
+		cl := &m.classes[c]
+		if remaining(cl) == 0 {
+			continue
+		}
+		var blocked, misfit []string
+		stepCapped := false
+		for _, gi := range m.byName {
+			g := &m.groups[gi]
+			if !m.fitsTemplate(c, gi) {
+				misfit = append(misfit, g.ng.Name+": "+m.templateMisfit(c, gi))
+				continue
+			}
+			switch {
+			case g.backoff.After(m.now):
+				blocked = append(blocked, fmt.Sprintf("node group %s backed off until %s", g.ng.Name, g.backoff.UTC().Format(time.RFC3339)))
+			case g.target+grown[gi] >= g.ng.MaxSize:
+				s := fmt.Sprintf("node group %s at max size %d", g.ng.Name, g.ng.MaxSize)
+				if g.ng.BoundsFrom != "" {
+					s += " (max set by " + g.ng.BoundsFrom + ")"
+				}
+				blocked = append(blocked, s)
+			case budget <= 0:
+				if !stepCapped {
+					blocked = append(blocked, fmt.Sprintf("max nodes per step (%d) reached", m.set.ScaleUp.MaxNodesPerStep))
+					stepCapped = true
+				}
+			default:
+				blocked = append(blocked, fmt.Sprintf("node group %s: no room on the planned new nodes", g.ng.Name))
+			}
+		}
+		var reason string
+		switch {
+		case len(blocked) > 0:
+			reason = strings.Join(blocked, "; ")
+		case len(m.groups) == 0:
+			reason = "fits no node group: there are no node groups"
+		default:
+			reason = "fits no node group: " + strings.Join(misfit, "; ")
+		}
+		for _, k := range cl.keys[cl.next:] {
+			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: k, Reason: reason})
+		}
+	}
+	slices.SortFunc(plan.Unschedulable, func(a, b Unschedulable) int { return strings.Compare(a.Pod, b.Pod) })
+}
+
+func pct(f float64) int { return int(math.Round(f * 100)) }
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}

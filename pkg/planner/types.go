@@ -1,0 +1,158 @@
+// Package planner holds nodetide's decisions: a Snapshot of the cluster and its
+// node groups, plus Settings and the current instant, in; a Plan, carrying the
+// next State, out. It does no I/O and reads no clock, so every decision can be
+// replayed from a recorded snapshot (`nodetide plan --snapshot`).
+package planner
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+)
+
+// Snapshot is everything a decision reads. Its JSON form is the document
+// `nodetide snapshot` writes and `nodetide plan --snapshot` reads.
+type Snapshot struct {
+	CapturedAt           time.Time                      `json:"capturedAt"`
+	NodeGroups           []NodeGroup                    `json:"nodeGroups"`
+	Nodes                []corev1.Node                  `json:"nodes"`
+	Pods                 []corev1.Pod                   `json:"pods"`
+	PodDisruptionBudgets []policyv1.PodDisruptionBudget `json:"podDisruptionBudgets"`
+	State                State                          `json:"state"`
+}
+
+// NodeGroup is one provider-managed group as the planner sees it. MinSize and
+// MaxSize are the effective bounds (provider, narrowed by config, overridden by
+// a schedule); BoundsFrom names what set them when it was not the provider.
+type NodeGroup struct {
+	Name       string   `json:"name"`
+	Provider   string   `json:"provider"`
+	MinSize    int      `json:"minSize"`
+	MaxSize    int      `json:"maxSize"`
+	TargetSize int      `json:"targetSize"`
+	Template   Template `json:"template"`
+	// Instances are provider IDs; a Node belongs to the group when its
+	// spec.providerID is one of them (never by name).
+	Instances  []string `json:"instances"`
+	BoundsFrom string   `json:"boundsFrom,omitempty"`
+}
+
+// Template describes a new node of a group, so pods can be packed onto nodes
+// that do not exist yet (also when the group is at zero).
+type Template struct {
+	Allocatable corev1.ResourceList `json:"allocatable"`
+	Labels      map[string]string   `json:"labels"`
+	Taints      []corev1.Taint      `json:"taints"`
+}
+
+// State is what the planner remembers between cycles.
+type State struct {
+	UnneededSince map[string]time.Time `json:"unneededSince"`
+	LastScaleUp   map[string]time.Time `json:"lastScaleUp"`
+	// BackoffUntil holds groups whose last scale-up did not register in time.
+	BackoffUntil map[string]time.Time `json:"backoffUntil,omitempty"`
+}
+
+// Plan is the planner's output; its JSON form is `nodetide plan -o json`.
+type Plan struct {
+	ScaleUp        []ScaleUp        `json:"scaleUp"`
+	ScaleDown      []ScaleDown      `json:"scaleDown"`
+	DecreaseTarget []DecreaseTarget `json:"decreaseTarget,omitempty"`
+	Unschedulable  []Unschedulable  `json:"unschedulable"`
+	NodeGroups     []GroupStatus    `json:"nodeGroups"`
+	State          State            `json:"state"`
+}
+
+// ScaleUp grows one group by Delta nodes for the listed pods ("ns/name").
+type ScaleUp struct {
+	NodeGroup     string   `json:"nodeGroup"`
+	Delta         int      `json:"delta"`
+	NewTargetSize int      `json:"newTargetSize"`
+	Pods          []string `json:"pods"`
+	Reason        string   `json:"reason"`
+}
+
+// ScaleDown removes one node (through a drain).
+type ScaleDown struct {
+	NodeGroup string `json:"nodeGroup"`
+	Node      string `json:"node"`
+	Reason    string `json:"reason"`
+}
+
+// DecreaseTarget gives back capacity that was asked for but never registered
+// within the provision time.
+type DecreaseTarget struct {
+	NodeGroup     string `json:"nodeGroup"`
+	Delta         int    `json:"delta"`
+	NewTargetSize int    `json:"newTargetSize"`
+	Reason        string `json:"reason"`
+}
+
+// Unschedulable is a pending pod this plan leaves pending, and why.
+type Unschedulable struct {
+	Pod    string `json:"pod"`
+	Reason string `json:"reason"`
+}
+
+// GroupStatus is a group's size and utilisation (requests ÷ allocatable of its
+// registered nodes).
+type GroupStatus struct {
+	Name              string  `json:"name"`
+	Nodes             int     `json:"nodes"`
+	TargetSize        int     `json:"targetSize"`
+	CPUUtilization    float64 `json:"cpuUtilization"`
+	MemoryUtilization float64 `json:"memoryUtilization"`
+}
+
+// Settings are the tunables of a decision (config's scaleUp and scaleDown).
+type Settings struct {
+	ScaleUp   ScaleUpSettings
+	ScaleDown ScaleDownSettings
+}
+
+// Expanders pick among the groups that could host pending pods.
+const (
+	ExpanderLeastWaste = "least-waste"
+	ExpanderPriority   = "priority"
+)
+
+// ScaleUpSettings tune scale-up.
+type ScaleUpSettings struct {
+	PendingPodMinAge     time.Duration
+	MaxNodesPerStep      int
+	MaxNodeProvisionTime time.Duration
+	Backoff              time.Duration
+	Expander             string
+	// Priorities (expander "priority"): higher wins; ties fall back to least waste.
+	Priorities map[string]int
+}
+
+// ScaleDownSettings tune scale-down.
+type ScaleDownSettings struct {
+	Enabled              bool
+	UtilizationThreshold float64
+	UnneededTime         time.Duration
+	DelayAfterAdd        time.Duration
+	MaxConcurrentDrains  int
+}
+
+// DefaultSettings follow cluster-autoscaler's defaults.
+func DefaultSettings() Settings {
+	return Settings{
+		ScaleUp: ScaleUpSettings{
+			PendingPodMinAge:     10 * time.Second,
+			MaxNodesPerStep:      10,
+			MaxNodeProvisionTime: 15 * time.Minute,
+			Backoff:              5 * time.Minute,
+			Expander:             ExpanderLeastWaste,
+		},
+		ScaleDown: ScaleDownSettings{
+			Enabled:              true,
+			UtilizationThreshold: 0.5,
+			UnneededTime:         10 * time.Minute,
+			DelayAfterAdd:        10 * time.Minute,
+			MaxConcurrentDrains:  1,
+		},
+	}
+}

@@ -148,6 +148,16 @@ func TestFilterOutSchedulable(t *testing.T) {
 				[]corev1.Pod{pod("p", "1", "1Gi", pending())}),
 		},
 		{
+			name: "a Ready node whose not-ready taint is not yet cleared takes pods",
+			snap: snapshot([]NodeGroup{workers(1, "n1")},
+				[]corev1.Node{func() corev1.Node {
+					n := node("n1", "workers", "4", "16Gi")
+					n.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}}
+					return n
+				}()},
+				[]corev1.Pod{pod("p", "1", "1Gi", pending())}),
+		},
+		{
 			name: "a node not ready past the provision time takes nothing",
 			snap: snapshot([]NodeGroup{workers(1, "n1")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi", notReady(t0.Add(-30*time.Minute)))},

@@ -200,7 +200,9 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 		ni.booting = !ni.ready && now.Sub(n.CreationTimestamp.Time) <= set.ScaleUp.MaxNodeProvisionTime
 		ni.draining = hasTaint(n, TaintDraining)
 		ni.schedulable = !n.Spec.Unschedulable && !ni.draining && n.DeletionTimestamp == nil
-		ni.taints = hardTaints(n.Spec.Taints, ni.booting)
+		// A Ready node's start-up taints are about to be cleared by the node
+		// lifecycle controller; a booting node's will be once it is Ready.
+		ni.taints = hardTaints(n.Spec.Taints, ni.booting || ni.ready)
 		if ni.group >= 0 && ni.draining {
 			m.groups[ni.group].draining++
 		}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+)
+
+func newAddCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "add GROUP N",
+		Short: "Add N nodes to a node group, within its maximum",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 1 {
+				return fmt.Errorf("N must be a whole number of at least 1, got %q", args[1])
+			}
+			cfg, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			ev, err := g.evaluator(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if _, err := ev.Add(cmd.Context(), args[0], n); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "node group %s: %d node(s) added\n", args[0], n)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodetide/nodetide/pkg/config"
+)
+
+func newConfigCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Work with nodetide.yaml"}
+	validate := &cobra.Command{
+		Use:   "validate",
+		Short: "Load the config and print the node groups it defines, or every problem found",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			cfg, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			groups := describeGroups(cfg)
+			switch g.output {
+			case "json":
+				return writeJSON(g.stdout, map[string]any{"nodeGroups": groups})
+			case "yaml":
+				out, err := yaml.Marshal(map[string]any{"nodeGroups": groups})
+				if err != nil {
+					return err
+				}
+				_, err = g.stdout.Write(out)
+				return err
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tPROVIDER\tMIN\tMAX")
+			for _, ng := range groups {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ng.Name, ng.Provider, orDash(ng.MinSize), orDash(ng.MaxSize))
+			}
+			return tw.Flush()
+		},
+	}
+	addOutputFlag(validate, g, "table", "table", "json", "yaml")
+	cmd.AddCommand(validate)
+	return cmd
+}
+
+// groupSummary is one node group a config defines; sizes the provider
+// decides are null.
+type groupSummary struct {
+	Name     string `json:"name"`
+	Provider string `json:"provider"`
+	MinSize  *int   `json:"minSize"`
+	MaxSize  *int   `json:"maxSize"`
+}
+
+func describeGroups(cfg *config.Config) []groupSummary {
+	out := make([]groupSummary, 0, len(cfg.NodeGroups))
+	for _, ng := range cfg.NodeGroups {
+		name := ng.Name
+		switch {
+		case name != "":
+		case ng.AWS != nil && ng.AWS.AutoScalingGroup != "":
+			name = ng.AWS.AutoScalingGroup
+		case ng.AWS != nil:
+			name = fmt.Sprintf("(discovered by tags %v)", ng.AWS.AutoDiscovery)
+		case ng.Scaleway != nil && ng.Scaleway.Pool != "":
+			name = ng.Scaleway.Pool
+		case ng.Kamatera != nil:
+			name = fmt.Sprintf("(node groups of %s)", ng.Kamatera.CloudConfig)
+		default:
+			name = "(discovered)"
+		}
+		out = append(out, groupSummary{Name: name, Provider: ng.Provider, MinSize: ng.MinSize, MaxSize: ng.MaxSize})
+	}
+	return out
+}
+
+func orDash(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}

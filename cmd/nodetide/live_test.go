@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/testbed"
+)
+
+func TestMain(m *testing.M) { testbed.Main(m) }
+
+// TestSnapshotThenPlan records a live snapshot with the CLI and plans it
+// offline: the offline plan asks for the node the pending pod needs.
+func TestSnapshotThenPlan(t *testing.T) {
+	cp := testbed.Cluster(t)
+	ns := cp.Namespace(t)
+	ctx := context.Background()
+	pool := ns
+	cfg := writeFile(t, "nodetide.yaml", fmt.Sprintf(`cluster: {name: cli}
+state: {memory: {}}
+nodeGroups:
+  - name: %s
+    provider: kwok
+    minSize: 0
+    maxSize: 3
+    kwok: {template: {allocatable: {cpu: "2", memory: 8Gi}, labels: {pool: %s}}}
+`, pool, pool))
+
+	// Grow the group by hand first: `nodetide add` within max, then above it.
+	if out, errOut, code := nodetide(t, "add", pool, "1", "--config", cfg, "--kubeconfig", cp.KubeconfigPath); code != 0 {
+		t.Fatalf("add: exit %d: %s %s", code, out, errOut)
+	}
+	if _, errOut, code := nodetide(t, "add", pool, "3", "--config", cfg, "--kubeconfig", cp.KubeconfigPath); code == 0 || !strings.Contains(errOut, "above its max size 3") {
+		t.Fatalf("add above max: exit %d: %s", code, errOut)
+	}
+	t.Cleanup(func() {
+		_ = cp.Client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "nodetide.io/node-group=" + pool})
+	})
+
+	// The pods' owner must exist, or the garbage collector deletes them.
+	owner, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: boolPtr(true)}}},
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": pool}, Containers: []corev1.Container{{Name: "c", Image: "c",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}}}}},
+	}
+	for _, name := range []string{"big-1", "big-2"} {
+		p := pod.DeepCopy()
+		p.Name = name
+		if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The 2-CPU node holds one of them; the other stays Pending.
+	cp.WaitFor(t, time.Minute, "one pod running, one unschedulable", func(ctx context.Context) (bool, error) {
+		pods, err := cp.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		running, unschedulable := 0, 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
+					unschedulable++
+				}
+			}
+		}
+		return running == 1 && unschedulable == 1, nil
+	})
+
+	snapPath := filepath.Join(t.TempDir(), "snap.json")
+	if _, errOut, code := nodetide(t, "snapshot", "--config", cfg, "--kubeconfig", cp.KubeconfigPath, "-o", snapPath); code != 0 {
+		t.Fatalf("snapshot: exit %d: %s", code, errOut)
+	}
+	f, err := os.Open(snapPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := planner.ReadSnapshot(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("the recorded snapshot does not read back: %v", err)
+	}
+	if len(snap.NodeGroups) != 1 || snap.NodeGroups[0].TargetSize != 1 || len(snap.NodeGroups[0].Instances) != 1 {
+		t.Errorf("node groups = %+v", snap.NodeGroups)
+	}
+	if snap.Pods[0].Kind != "Pod" || snap.Nodes[0].APIVersion != "v1" {
+		t.Errorf("objects lack their API type: %q %q", snap.Pods[0].Kind, snap.Nodes[0].APIVersion)
+	}
+
+	// Plan it offline, as of a minute later so the pod counts as pending.
+	snap.CapturedAt = snap.CapturedAt.Add(time.Minute)
+	later := filepath.Join(t.TempDir(), "later.json")
+	lf, err := os.Create(later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := planner.WriteSnapshot(lf, snap); err != nil {
+		t.Fatal(err)
+	}
+	lf.Close()
+	out, errOut, code := nodetide(t, "plan", "--snapshot", later, "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errOut)
+	}
+	var plan planner.Plan
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.ScaleUp) != 1 || plan.ScaleUp[0].NodeGroup != pool || plan.ScaleUp[0].Delta != 1 {
+		t.Errorf("offline plan scale-up = %+v, want %s +1", plan.ScaleUp, pool)
+	}
+}
+
+func boolPtr(b bool) *bool { return &b }

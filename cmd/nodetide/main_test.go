@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// nodetide runs one command line in-process.
+func nodetide(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// TestPlanFixtures plans every recorded snapshot of the planner's rule
+// fixtures through the CLI and compares with the expected plan.
+func TestPlanFixtures(t *testing.T) {
+	dirs, err := filepath.Glob("../../pkg/planner/testdata/*/snapshot.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 10 {
+		t.Fatalf("found %d fixtures, want at least 10", len(dirs))
+	}
+	for _, snap := range dirs {
+		dir := filepath.Dir(snap)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			out, errOut, code := nodetide(t, "plan", "--snapshot", snap, "-o", "json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			want, err := os.ReadFile(filepath.Join(dir, "plan.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, exp any
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("output is not JSON: %v\n%s", err, out)
+			}
+			if err := json.Unmarshal(want, &exp); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, exp) {
+				t.Errorf("plan differs from %s/plan.json:\n%s", dir, out)
+			}
+			// The table form of the same plan prints without error.
+			if _, errOut, code := nodetide(t, "plan", "--snapshot", snap); code != 0 {
+				t.Errorf("table output: exit %d: %s", code, errOut)
+			}
+		})
+	}
+}
+
+func TestPlanTable(t *testing.T) {
+	snap := writeFile(t, "snap.json", `{
+  "capturedAt": "2026-11-30T10:00:00Z",
+  "nodeGroups": [{"name": "workers", "provider": "kwok", "minSize": 0, "maxSize": 4, "targetSize": 0,
+    "template": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}, "labels": {"pool": "workers"}, "taints": []},
+    "instances": []}],
+  "nodes": [],
+  "pods": [{"apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "web-1", "namespace": "default", "creationTimestamp": "2026-11-30T09:59:00Z",
+      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1", "controller": true}]},
+    "spec": {"containers": [{"name": "c", "image": "c", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]},
+    "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": "2026-11-30T09:59:01Z"}]}}],
+  "podDisruptionBudgets": [],
+  "state": {"unneededSince": {}, "lastScaleUp": {}}
+}`)
+	out, errOut, code := nodetide(t, "plan", "--snapshot", snap)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"NODE GROUP", "workers", "SCALE UP", "+1", "Scale down: none"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBadInputs(t *testing.T) {
+	badJSON := writeFile(t, "bad.json", `{"capturedAt": "2026-11-30T10:00:00Z", "nodeGroups": [`)
+	badQty := writeFile(t, "qty.json", `{"capturedAt":"2026-11-30T10:00:00Z","nodeGroups":[{"name":"g","provider":"kwok","minSize":0,"maxSize":1,"targetSize":0,"template":{"allocatable":{"cpu":"four"},"labels":{},"taints":[]},"instances":[]}],"nodes":[],"pods":[],"podDisruptionBudgets":[],"state":{"unneededSince":{},"lastScaleUp":{}}}`)
+	minMax := writeFile(t, "minmax.json", `{"capturedAt":"2026-11-30T10:00:00Z","nodeGroups":[{"name":"g","provider":"kwok","minSize":3,"maxSize":1,"targetSize":0,"template":{"allocatable":{"cpu":"4"},"labels":{},"taints":[]},"instances":[]}],"nodes":[],"pods":[],"podDisruptionBudgets":[],"state":{"unneededSince":{},"lastScaleUp":{}}}`)
+	negative := writeFile(t, "neg.json", `{"capturedAt":"2026-11-30T10:00:00Z","nodeGroups":[{"name":"g","provider":"kwok","minSize":0,"maxSize":1,"targetSize":-1,"template":{"allocatable":{"cpu":"4"},"labels":{},"taints":[]},"instances":[]}],"nodes":[],"pods":[],"podDisruptionBudgets":[],"state":{"unneededSince":{},"lastScaleUp":{}}}`)
+	badConfig := writeFile(t, "nodetide.yaml", "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 2, kwok: {template: {allocatable: {cpu: 2, memory: 1Gi}}}}]\nscaleDown: {unneededTme: 5m}\n")
+	good := writeFile(t, "good.json", `{"capturedAt":"2026-11-30T10:00:00Z","nodeGroups":[],"nodes":[],"pods":[],"podDisruptionBudgets":[],"state":{"unneededSince":{},"lastScaleUp":{}}}`)
+
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no snapshot flag", []string{"plan"}, "--snapshot is required"},
+		{"missing file", []string{"plan", "--snapshot", "/nonexistent/snap.json"}, "no such file"},
+		{"bad JSON", []string{"plan", "--snapshot", badJSON}, badJSON},
+		{"bad quantity", []string{"plan", "--snapshot", badQty}, "nodeGroups[0].template.allocatable.cpu"},
+		{"min above max", []string{"plan", "--snapshot", minMax}, "nodeGroups[0]"},
+		{"negative size", []string{"plan", "--snapshot", negative}, "targetSize"},
+		{"bad output", []string{"plan", "--snapshot", good, "-o", "xml"}, `--output "xml"`},
+		{"bad config", []string{"plan", "--snapshot", good, "--config", badConfig}, "scaleDown.unneededTme: unknown field"},
+		{"unknown flag", []string{"plan", "--snapshots", good}, "unknown flag: --snapshots"},
+		{"unknown command", []string{"scale"}, `unknown command "scale"`},
+		{"add needs a number", []string{"add", "g", "two"}, `N must be a whole number`},
+		{"add needs two args", []string{"add", "g"}, "accepts 2 arg(s)"},
+		{"run interval", []string{"run", "--interval", "0s", "--config", badConfig}, "--interval 0s"},
+		{"config validate", []string{"config", "validate", "--config", badConfig}, "nodetide.yaml:4: scaleDown.unneededTme: unknown field"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := nodetide(t, tc.args...)
+			if code == 0 {
+				t.Fatalf("exit 0 for a bad input; stdout %s", out)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr %q does not mention %q", errOut, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cfg := writeFile(t, "nodetide.yaml", `cluster: {name: prod, kubernetes: {eks: {name: prod}}}
+state: {dynamodb: {table: nodetide}}
+nodeGroups:
+  - {name: workers, provider: aws, aws: {autoScalingGroup: prod-workers}}
+  - {provider: aws, maxSize: 8, aws: {autoDiscovery: ["k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/prod"]}}
+  - {name: local, provider: kwok, minSize: 1, maxSize: 5, kwok: {template: {allocatable: {cpu: 4, memory: 16Gi}}}}
+`)
+	out, errOut, code := nodetide(t, "config", "validate", "--config", cfg, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		NodeGroups []struct {
+			Name     string `json:"name"`
+			Provider string `json:"provider"`
+			MinSize  *int   `json:"minSize"`
+			MaxSize  *int   `json:"maxSize"`
+		} `json:"nodeGroups"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(doc.NodeGroups) != 3 {
+		t.Fatalf("groups = %+v", doc.NodeGroups)
+	}
+	w, d, l := doc.NodeGroups[0], doc.NodeGroups[1], doc.NodeGroups[2]
+	if w.Name != "workers" || w.MinSize != nil || w.MaxSize != nil {
+		t.Errorf("workers = %+v, want sizes null (the ASG decides)", w)
+	}
+	if d.MaxSize == nil || *d.MaxSize != 8 || d.MinSize != nil {
+		t.Errorf("discovered = %+v, want max 8 and min null", d)
+	}
+	if l.Name != "local" || *l.MinSize != 1 || *l.MaxSize != 5 {
+		t.Errorf("local = %+v", l)
+	}
+	table, _, code := nodetide(t, "config", "validate", "--config", cfg)
+	if code != 0 || !strings.Contains(table, "NAME") || !strings.Contains(table, "local") {
+		t.Errorf("table output (exit %d):\n%s", code, table)
+	}
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodetide/nodetide/pkg/planner"
+)
+
+func newPlanCmd(g *globals) *cobra.Command {
+	var snapshotPath string
+	cmd := &cobra.Command{
+		Use:   "plan --snapshot FILE",
+		Short: "Plan offline from a recorded snapshot (what evaluate would decide)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if snapshotPath == "" {
+				return fmt.Errorf("--snapshot is required (record one with `nodetide snapshot`)")
+			}
+			settings := planner.DefaultSettings()
+			if cmd.Flags().Changed("config") {
+				cfg, err := g.loadConfig()
+				if err != nil {
+					return err
+				}
+				settings = cfg.Settings()
+			}
+			snap, err := readSnapshot(snapshotPath)
+			if err != nil {
+				return err
+			}
+			plan := planner.Decide(snap, settings, snap.CapturedAt)
+			if g.output == "json" {
+				return planner.WritePlan(g.stdout, plan)
+			}
+			return writePlanTable(g.stdout, plan)
+		},
+	}
+	cmd.Flags().StringVar(&snapshotPath, "snapshot", "", "snapshot file (JSON, from `nodetide snapshot`); - for stdin")
+	addOutputFlag(cmd, g, "table", "table", "json")
+	return cmd
+}
+
+func readSnapshot(path string) (planner.Snapshot, error) {
+	var r io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return planner.Snapshot{}, fmt.Errorf("read snapshot: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	snap, err := planner.ReadSnapshot(r)
+	if err != nil {
+		return planner.Snapshot{}, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	return snap, nil
+}
+
+func writePlanTable(w io.Writer, p planner.Plan) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE GROUP\tNODES\tTARGET\tCPU\tMEMORY")
+	for _, g := range p.NodeGroups {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f%%\t%.0f%%\n", g.Name, g.Nodes, g.TargetSize, 100*g.CPUUtilization, 100*g.MemoryUtilization)
+	}
+	fmt.Fprintln(tw)
+	if len(p.ScaleUp) == 0 {
+		fmt.Fprintln(tw, "Scale up: none")
+	} else {
+		fmt.Fprintln(tw, "SCALE UP\tDELTA\tNEW TARGET\tPODS\tREASON")
+		for _, u := range p.ScaleUp {
+			fmt.Fprintf(tw, "%s\t+%d\t%d\t%d\t%s\n", u.NodeGroup, u.Delta, u.NewTargetSize, len(u.Pods), u.Reason)
+		}
+	}
+	for _, d := range p.DecreaseTarget {
+		fmt.Fprintf(tw, "Decrease target of %s by %d to %d: %s\n", d.NodeGroup, -d.Delta, d.NewTargetSize, d.Reason)
+	}
+	fmt.Fprintln(tw)
+	if len(p.ScaleDown) == 0 {
+		fmt.Fprintln(tw, "Scale down: none")
+	} else {
+		fmt.Fprintln(tw, "SCALE DOWN\tNODE\tREASON")
+		for _, d := range p.ScaleDown {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", d.NodeGroup, d.Node, d.Reason)
+		}
+	}
+	if len(p.Unschedulable) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "UNSCHEDULABLE POD\tREASON")
+		for _, u := range p.Unschedulable {
+			fmt.Fprintf(tw, "%s\t%s\n", u.Pod, u.Reason)
+		}
+	}
+	if n := len(p.State.UnneededSince); n > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "UNNEEDED NODE\tSINCE")
+		for _, name := range sortedKeys(p.State.UnneededSince) {
+			fmt.Fprintf(tw, "%s\t%s\n", name, p.State.UnneededSince[name].Format("2006-01-02T15:04:05Z07:00"))
+		}
+	}
+	return tw.Flush()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

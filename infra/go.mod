@@ -1,0 +1,3 @@
+module github.com/nodetide/nodetide/infra
+
+go 1.26

@@ -1,0 +1,323 @@
+// Package evaluate is nodetide's evaluate cycle: read (a snapshot of the
+// cluster, the provider groups and the stored state), decide (pkg/planner),
+// act (scale up through the providers, start drains for removals, record the
+// new state). The Lambda function and `nodetide run` both drive it.
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/state"
+)
+
+// LeaseName is the lease that keeps two evaluate runs from acting at once.
+const LeaseName = "evaluate"
+
+// Drainer starts the removal of a node the plan chose. Starting must be
+// idempotent for the same node and unneeded-since time (a retried run must not
+// start two drains).
+type Drainer interface {
+	StartDrain(ctx context.Context, d planner.ScaleDown, unneededSince time.Time) error
+}
+
+// Evaluator runs the evaluate cycle for one cluster.
+type Evaluator struct {
+	Client   kubernetes.Interface
+	Groups   func(ctx context.Context) ([]providers.NodeGroup, error)
+	Store    state.Store
+	Settings planner.Settings
+	// Drainer may be nil: removals are then planned and logged, not acted on.
+	Drainer Drainer
+	Log     *slog.Logger
+	Now     func() time.Time
+	// Holder names this run in the lease (e.g. the Lambda request ID).
+	Holder string
+	// LeaseTTL must outlive one run (the function timeout).
+	LeaseTTL time.Duration
+}
+
+// Action is one thing a run did, or tried to do.
+type Action struct {
+	Kind      string `json:"kind"` // scaleUp, decreaseTarget, drain, add
+	NodeGroup string `json:"nodeGroup"`
+	Node      string `json:"node,omitempty"`
+	Delta     int    `json:"delta,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Result is what a run did.
+type Result struct {
+	Plan    *planner.Plan `json:"plan,omitempty"`
+	Actions []Action      `json:"actions"`
+	// Skipped says why nothing was done (another run holds the lease).
+	Skipped string `json:"skipped,omitempty"`
+	// WatchRuns counts the extra cycles the watch that followed started.
+	WatchRuns int `json:"watchRuns,omitempty"`
+}
+
+func (e *Evaluator) now() time.Time {
+	if e.Now != nil {
+		return e.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (e *Evaluator) log() *slog.Logger {
+	if e.Log != nil {
+		return e.Log
+	}
+	return slog.Default()
+}
+
+// Snapshot reads the cluster, the node groups and the stored state.
+func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers.NodeGroup, error) {
+	now := e.now()
+	objs, err := k8s.List(ctx, e.Client)
+	if err != nil {
+		return planner.Snapshot{}, nil, fmt.Errorf("snapshot: %w", err)
+	}
+	groups, err := e.Groups(ctx)
+	if err != nil {
+		return planner.Snapshot{}, nil, fmt.Errorf("snapshot: node groups: %w", err)
+	}
+	described, err := Describe(ctx, groups)
+	if err != nil {
+		return planner.Snapshot{}, nil, err
+	}
+	st, err := e.Store.LoadState(ctx)
+	if err != nil {
+		return planner.Snapshot{}, nil, fmt.Errorf("snapshot: load state: %w", err)
+	}
+	return planner.Snapshot{
+		CapturedAt:           now,
+		NodeGroups:           described,
+		Nodes:                objs.Nodes,
+		Pods:                 objs.Pods,
+		PodDisruptionBudgets: objs.PodDisruptionBudgets,
+		State:                st,
+	}, groups, nil
+}
+
+// Describe turns provider groups into the planner's view of them.
+func Describe(ctx context.Context, groups []providers.NodeGroup) ([]planner.NodeGroup, error) {
+	out := make([]planner.NodeGroup, 0, len(groups))
+	for _, g := range groups {
+		target, err := g.TargetSize(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("node group %s: target size: %w", g.Name(), err)
+		}
+		insts, err := g.Instances(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("node group %s: instances: %w", g.Name(), err)
+		}
+		tpl, err := g.Template(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("node group %s: template: %w", g.Name(), err)
+		}
+		ids := make([]string, 0, len(insts))
+		for _, in := range insts {
+			ids = append(ids, in.ProviderID)
+		}
+		slices.Sort(ids)
+		out = append(out, planner.NodeGroup{
+			Name: g.Name(), Provider: g.Provider(),
+			MinSize: g.MinSize(), MaxSize: g.MaxSize(), TargetSize: target,
+			Template: tpl, Instances: ids,
+		})
+	}
+	return out, nil
+}
+
+// Plan reads and decides, and changes nothing (the "plan" action, dry runs).
+func (e *Evaluator) Plan(ctx context.Context) (planner.Plan, error) {
+	snap, _, err := e.Snapshot(ctx)
+	if err != nil {
+		return planner.Plan{}, err
+	}
+	return planner.Decide(snap, e.Settings, snap.CapturedAt), nil
+}
+
+// Run is one evaluate cycle. When another run holds the lease it does nothing
+// and says so in Result.Skipped.
+func (e *Evaluator) Run(ctx context.Context) (Result, error) {
+	lease, skipped, err := e.acquire(ctx)
+	if err != nil || skipped != "" {
+		return Result{Skipped: skipped, Actions: []Action{}}, err
+	}
+	defer e.release(lease)
+
+	snap, groups, err := e.Snapshot(ctx)
+	if err != nil {
+		return Result{Actions: []Action{}}, err
+	}
+	plan := planner.Decide(snap, e.Settings, snap.CapturedAt)
+	e.log().Info("plan", "plan", plan)
+
+	next := plan.State
+	actions := e.act(ctx, plan, groups, snap, &next)
+	if err := e.Store.SaveState(ctx, snap.State, next); err != nil {
+		return Result{Plan: &plan, Actions: actions}, fmt.Errorf("save state: %w", err)
+	}
+	plan.State = next
+	return Result{Plan: &plan, Actions: actions}, nil
+}
+
+func (e *Evaluator) acquire(ctx context.Context) (state.Lease, string, error) {
+	ttl := e.LeaseTTL
+	if ttl <= 0 {
+		ttl = 2 * time.Minute
+	}
+	holder := e.Holder
+	if holder == "" {
+		holder = fmt.Sprintf("evaluate-%d", time.Now().UnixNano())
+	}
+	lease, err := e.Store.AcquireLease(ctx, LeaseName, holder, ttl, e.now())
+	if errors.Is(err, state.ErrLeaseHeld) {
+		e.log().Info("skipped: another evaluate run holds the lease", "error", err.Error())
+		return lease, err.Error(), nil
+	}
+	if err != nil {
+		return lease, "", fmt.Errorf("acquire lease: %w", err)
+	}
+	return lease, "", nil
+}
+
+func (e *Evaluator) release(l state.Lease) {
+	// Release even when the run's context is done, so the next run need not
+	// wait for expiry.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Store.ReleaseLease(ctx, l); err != nil {
+		e.log().Warn("release lease", "error", err.Error())
+	}
+}
+
+// act carries the plan out. A failed scale-up is not recorded as a scale-up:
+// the group is backed off instead, so the next cycle tries another group.
+func (e *Evaluator) act(ctx context.Context, plan planner.Plan, groups []providers.NodeGroup, snap planner.Snapshot, next *planner.State) []Action {
+	byName := make(map[string]providers.NodeGroup, len(groups))
+	for _, g := range groups {
+		byName[g.Name()] = g
+	}
+	actions := []Action{}
+	for _, d := range plan.DecreaseTarget {
+		a := Action{Kind: "decreaseTarget", NodeGroup: d.NodeGroup, Delta: d.Delta}
+		if err := byName[d.NodeGroup].DecreaseTargetSize(ctx, d.Delta); err != nil {
+			a.Error = err.Error()
+			e.log().Warn("decrease target", "nodeGroup", d.NodeGroup, "delta", d.Delta, "error", a.Error)
+		}
+		actions = append(actions, a)
+	}
+	for _, up := range plan.ScaleUp {
+		a := Action{Kind: "scaleUp", NodeGroup: up.NodeGroup, Delta: up.Delta}
+		if err := byName[up.NodeGroup].IncreaseSize(ctx, up.Delta); err != nil {
+			a.Error = err.Error()
+			e.log().Error("scale up", "nodeGroup", up.NodeGroup, "delta", up.Delta, "error", a.Error)
+			restore(next.LastScaleUp, snap.State.LastScaleUp, up.NodeGroup)
+			if next.BackoffUntil == nil {
+				next.BackoffUntil = map[string]time.Time{}
+			}
+			next.BackoffUntil[up.NodeGroup] = snap.CapturedAt.Add(e.Settings.ScaleUp.Backoff)
+		} else {
+			e.log().Info("scaled up", "nodeGroup", up.NodeGroup, "delta", up.Delta, "newTargetSize", up.NewTargetSize, "pods", len(up.Pods))
+		}
+		actions = append(actions, a)
+	}
+	for _, down := range plan.ScaleDown {
+		a := Action{Kind: "drain", NodeGroup: down.NodeGroup, Node: down.Node}
+		switch {
+		case e.Drainer == nil:
+			a.Error = "not started: no drainer configured"
+			e.log().Info("scale-down planned, not acted on", "nodeGroup", down.NodeGroup, "node", down.Node, "reason", down.Reason)
+		default:
+			if err := e.Drainer.StartDrain(ctx, down, next.UnneededSince[down.Node]); err != nil {
+				a.Error = err.Error()
+				e.log().Error("start drain", "node", down.Node, "error", a.Error)
+			}
+		}
+		actions = append(actions, a)
+	}
+	return actions
+}
+
+func restore(dst, src map[string]time.Time, key string) {
+	if t, ok := src[key]; ok {
+		dst[key] = t
+	} else {
+		delete(dst, key)
+	}
+}
+
+// Add grows a group by count by hand (scalerctl's addinstances), never past its
+// maximum; it is recorded as a scale-up so scale-down waits delayAfterAdd.
+func (e *Evaluator) Add(ctx context.Context, group string, count int) (Result, error) {
+	if count < 1 {
+		return Result{}, fmt.Errorf("add: count must be at least 1, got %d", count)
+	}
+	lease, skipped, err := e.acquire(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if skipped != "" {
+		return Result{}, fmt.Errorf("add: %s; try again in a moment", skipped)
+	}
+	defer e.release(lease)
+
+	groups, err := e.Groups(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("add: node groups: %w", err)
+	}
+	var g providers.NodeGroup
+	names := make([]string, 0, len(groups))
+	for _, cand := range groups {
+		names = append(names, cand.Name())
+		if cand.Name() == group {
+			g = cand
+		}
+	}
+	if g == nil {
+		return Result{}, fmt.Errorf("add: unknown node group %q (known: %v)", group, names)
+	}
+	target, err := g.TargetSize(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("add: node group %s: %w", group, err)
+	}
+	if target+count > g.MaxSize() {
+		return Result{}, fmt.Errorf("add: node group %s: %d + %d = %d is above its max size %d: %w", group, target, count, target+count, g.MaxSize(), providers.ErrAboveMax)
+	}
+	if err := g.IncreaseSize(ctx, count); err != nil {
+		return Result{}, fmt.Errorf("add: node group %s: %w", group, err)
+	}
+	prev, err := e.Store.LoadState(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("add: load state: %w", err)
+	}
+	next := copyState(prev)
+	next.LastScaleUp[group] = e.now()
+	if err := e.Store.SaveState(ctx, prev, next); err != nil {
+		return Result{}, fmt.Errorf("add: save state: %w", err)
+	}
+	e.log().Info("added", "nodeGroup", group, "count", count, "newTargetSize", target+count)
+	return Result{Actions: []Action{{Kind: "add", NodeGroup: group, Delta: count}}}, nil
+}
+
+func copyState(s planner.State) planner.State {
+	cp := func(m map[string]time.Time) map[string]time.Time {
+		out := make(map[string]time.Time, len(m))
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
+	return planner.State{UnneededSince: cp(s.UnneededSince), LastScaleUp: cp(s.LastScaleUp), BackoffUntil: cp(s.BackoffUntil)}
+}

@@ -1,0 +1,115 @@
+package evaluate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Request is a hand-made invocation of the evaluate function.
+type Request struct {
+	// Action: "run" (one cycle, as the schedule does), "plan" (dry run: the
+	// plan, nothing changed) or "add" (grow NodeGroup by Count).
+	Action    string `json:"action"`
+	NodeGroup string `json:"nodeGroup,omitempty"`
+	Count     *int   `json:"count,omitempty"`
+}
+
+// Handler is the evaluate function's entry point: it accepts EventBridge's
+// scheduled event and the hand-made requests above, and rejects anything else
+// before changing anything.
+type Handler struct {
+	Evaluator *Evaluator
+	// WatchFor, when positive, keeps a scheduled run watching for new pending
+	// pods that long after its tick (bounded by the invocation's deadline).
+	WatchFor time.Duration
+}
+
+// watchMargin is left of the invocation's time when watching ends.
+const watchMargin = 10 * time.Second
+
+// ParseEvent tells a scheduled tick from a hand-made request, strictly.
+func ParseEvent(payload []byte) (Request, error) {
+	trimmed := bytes.TrimSpace(payload)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return Request{}, errors.New("event must be a JSON object")
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &keys); err != nil {
+		return Request{}, fmt.Errorf("event is not valid JSON: %w", err)
+	}
+	if _, ok := keys["detail-type"]; ok {
+		var ev events.CloudWatchEvent
+		if err := json.Unmarshal(trimmed, &ev); err != nil {
+			return Request{}, fmt.Errorf("EventBridge event: %w", err)
+		}
+		if ev.Source != "aws.events" || ev.DetailType != "Scheduled Event" {
+			return Request{}, fmt.Errorf("unsupported EventBridge event: source %q, detail-type %q (want aws.events, Scheduled Event)", ev.Source, ev.DetailType)
+		}
+		return Request{Action: "run"}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	var req Request
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, fmt.Errorf("bad request: %s (fields: action, nodeGroup, count)", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	switch req.Action {
+	case "run", "plan":
+		if req.NodeGroup != "" || req.Count != nil {
+			return Request{}, fmt.Errorf("action %q takes no nodeGroup or count", req.Action)
+		}
+	case "add":
+		if req.NodeGroup == "" {
+			return Request{}, errors.New(`action "add" needs "nodeGroup"`)
+		}
+		if req.Count == nil {
+			return Request{}, errors.New(`action "add" needs "count"`)
+		}
+		if *req.Count < 1 {
+			return Request{}, fmt.Errorf(`action "add": "count" must be at least 1, got %d`, *req.Count)
+		}
+	case "":
+		return Request{}, errors.New(`missing "action" (run, plan or add), and not an EventBridge scheduled event`)
+	default:
+		return Request{}, fmt.Errorf("unknown action %q (run, plan or add)", req.Action)
+	}
+	return req, nil
+}
+
+// Handle serves one invocation.
+func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, error) {
+	req, err := ParseEvent(payload)
+	if err != nil {
+		return nil, err
+	}
+	switch req.Action {
+	case "plan":
+		plan, err := h.Evaluator.Plan(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return plan, nil
+	case "add":
+		return h.Evaluator.Add(ctx, req.NodeGroup, *req.Count)
+	default:
+		start := time.Now()
+		res, err := h.Evaluator.Run(ctx)
+		if err != nil || h.WatchFor <= 0 {
+			return res, err
+		}
+		until := start.Add(h.WatchFor)
+		if dl, ok := ctx.Deadline(); ok && dl.Add(-watchMargin).Before(until) {
+			until = dl.Add(-watchMargin)
+		}
+		more, err := h.Evaluator.Watch(ctx, until)
+		res.WatchRuns = len(more)
+		return res, err
+	}
+}

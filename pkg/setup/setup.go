@@ -1,0 +1,255 @@
+// Package setup builds, from a loaded config, the clients the functions and
+// the CLI share: the Kubernetes client, the node-group providers and the state
+// store. It holds the wiring, so the Lambda mains and the CLI commands stay
+// thin.
+package setup
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/state"
+)
+
+// Environment variables the functions read their config from (first set wins).
+const (
+	EnvConfig          = "NODETIDE_CONFIG"           // the YAML itself
+	EnvConfigFile      = "NODETIDE_CONFIG_FILE"      // a path
+	EnvConfigParameter = "NODETIDE_CONFIG_PARAMETER" // an SSM parameter name
+)
+
+// AWS loads the AWS SDK config once, on first use, so runs that need no AWS
+// service (a kubeconfig and in-memory state) never look for credentials.
+type AWS struct {
+	Region string
+	cfg    *aws.Config
+}
+
+// Config returns the SDK config (default chain: env, shared files, role).
+func (a *AWS) Config(ctx context.Context) (aws.Config, error) {
+	if a.cfg != nil {
+		return *a.cfg, nil
+	}
+	var opts []func(*awsconfig.LoadOptions) error
+	if a.Region != "" {
+		opts = append(opts, awsconfig.WithRegion(a.Region))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS config: %w", err)
+	}
+	a.cfg = &cfg
+	return cfg, nil
+}
+
+// LoadConfig reads the config the way the functions do: inline from
+// NODETIDE_CONFIG, from the file NODETIDE_CONFIG_FILE, or from the SSM
+// parameter NODETIDE_CONFIG_PARAMETER.
+func LoadConfig(ctx context.Context, getenv func(string) string, a *AWS) (*config.Config, error) {
+	switch {
+	case getenv(EnvConfig) != "":
+		return config.Parse([]byte(getenv(EnvConfig)), EnvConfig)
+	case getenv(EnvConfigFile) != "":
+		return config.LoadFile(getenv(EnvConfigFile))
+	case getenv(EnvConfigParameter) != "":
+		name := getenv(EnvConfigParameter)
+		cfg, err := a.Config(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out, err := ssm.NewFromConfig(cfg).GetParameter(ctx, &ssm.GetParameterInput{Name: &name, WithDecryption: aws.Bool(true)})
+		if err != nil {
+			return nil, fmt.Errorf("read config parameter %s: %w", name, err)
+		}
+		if out.Parameter == nil || out.Parameter.Value == nil {
+			return nil, fmt.Errorf("config parameter %s has no value", name)
+		}
+		return config.Parse([]byte(*out.Parameter.Value), "ssm:"+name)
+	}
+	return nil, fmt.Errorf("no config: set %s, %s or %s", EnvConfig, EnvConfigFile, EnvConfigParameter)
+}
+
+// RESTConfig reaches the cluster the config names. kubeconfig, when set (the
+// CLI's --kubeconfig), wins over the config.
+func RESTConfig(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS) (*rest.Config, error) {
+	k := cfg.Cluster.Kubernetes
+	switch {
+	case kubeconfig != "":
+		return k8s.FromKubeconfigFile(kubeconfig, k.Context)
+	case k.EKS != nil:
+		ac, err := a.Config(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if k.EKS.Region != "" {
+			ac.Region = k.EKS.Region
+		}
+		return k8s.FromEKSConfig(ctx, ac, k.EKS.Name)
+	case k.KubeconfigSecret != "":
+		ac, err := a.Config(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return k8s.FromKubeconfigSecret(ctx, secretsmanager.NewFromConfig(ac), k.KubeconfigSecret)
+	case k.Kapsule != nil:
+		return nil, fmt.Errorf("cluster.kubernetes.kapsule: reaching Kapsule clusters is not available yet; use kubeconfigSecret")
+	case k.Kubeconfig != "":
+		return k8s.FromKubeconfigFile(resolve(cfg.Dir, k.Kubeconfig), k.Context)
+	default:
+		return k8s.FromKubeconfigFile("", k.Context)
+	}
+}
+
+func resolve(dir, path string) string {
+	if dir == "" || strings.HasPrefix(path, "/") {
+		return path
+	}
+	return dir + "/" + path
+}
+
+// Kubernetes returns a clientset for the cluster the config names.
+func Kubernetes(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS) (kubernetes.Interface, error) {
+	rc, err := RESTConfig(ctx, cfg, kubeconfig, a)
+	if err != nil {
+		return nil, err
+	}
+	rc.UserAgent = "nodetide"
+	// client-go's defaults (5 QPS) would make a drain of a busy node crawl.
+	rc.QPS, rc.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+// NodeGroups returns a function listing every node group the config manages.
+// Providers are asked on each call, since discovery can find new groups.
+func NodeGroups(cfg *config.Config, client kubernetes.Interface) func(context.Context) ([]providers.NodeGroup, error) {
+	return func(ctx context.Context) ([]providers.NodeGroup, error) {
+		var out []providers.NodeGroup
+		seen := map[string]bool{}
+		for i, g := range cfg.NodeGroups {
+			var groups []providers.NodeGroup
+			switch g.Provider {
+			case config.ProviderKwok:
+				tpl, err := g.Kwok.Template.Planner()
+				if err != nil {
+					return nil, fmt.Errorf("nodeGroups[%d]: %w", i, err)
+				}
+				groups = []providers.NodeGroup{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl)}
+			default:
+				return nil, fmt.Errorf("nodeGroups[%d]: provider %q is not available in this build yet", i, g.Provider)
+			}
+			for _, ng := range groups {
+				if seen[ng.Name()] {
+					return nil, fmt.Errorf("nodeGroups[%d]: node group %q is defined twice", i, ng.Name())
+				}
+				seen[ng.Name()] = true
+				out = append(out, ng)
+			}
+		}
+		return out, nil
+	}
+}
+
+// Store returns the state store the config names.
+func Store(ctx context.Context, cfg *config.Config, a *AWS) (state.Store, error) {
+	if cfg.State.Memory != nil {
+		return state.NewMemory(cfg.Cluster.Name), nil
+	}
+	d := cfg.State.DynamoDB
+	client, err := DynamoDBClient(ctx, d.Region, d.Endpoint, a)
+	if err != nil {
+		return nil, err
+	}
+	return state.NewDynamoDB(client, d.Table, cfg.Cluster.Name), nil
+}
+
+// DynamoDBClient builds a DynamoDB client; a loopback endpoint (a local
+// DynamoDB implementation) gets placeholder credentials when none are set.
+func DynamoDBClient(ctx context.Context, region, endpoint string, a *AWS) (*dynamodb.Client, error) {
+	if endpoint != "" && isLoopback(endpoint) && os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+		if region == "" {
+			region = "us-east-1"
+		}
+		return dynamodb.New(dynamodb.Options{
+			Region:       region,
+			BaseEndpoint: aws.String(endpoint),
+			Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
+		}), nil
+	}
+	ac, err := a.Config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) {
+		if region != "" {
+			o.Region = region
+		}
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	}), nil
+}
+
+func isLoopback(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	return h == "localhost" || strings.HasPrefix(h, "127.") || h == "::1"
+}
+
+// InstanceID names this process in leases: the function plus a random suffix.
+func InstanceID(function string) string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return fmt.Sprintf("%s-%d", function, os.Getpid())
+	}
+	return function + "-" + hex.EncodeToString(b)
+}
+
+// Evaluator wires the evaluate cycle a config describes, as the function, the
+// CLI and the demo run it.
+func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, log *slog.Logger, holder string) (*evaluate.Evaluator, error) {
+	client, err := Kubernetes(ctx, cfg, kubeconfig, a)
+	if err != nil {
+		return nil, err
+	}
+	store, err := Store(ctx, cfg, a)
+	if err != nil {
+		return nil, err
+	}
+	return &evaluate.Evaluator{
+		Client:   client,
+		Groups:   NodeGroups(cfg, client),
+		Store:    store,
+		Settings: cfg.Settings(),
+		Log:      log,
+		Holder:   holder,
+		LeaseTTL: 2 * time.Minute,
+	}, nil
+}

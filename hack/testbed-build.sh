@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Builds, once, the binaries the local test bed runs: etcd, kube-apiserver,
-# kube-controller-manager and kube-scheduler from k8s.io/kubernetes, and kwok.
-# They are cached by version outside the repository's tracked files
-# (NODETIDE_CACHE, default ~/.cache/nodetide) and rebuilt only when missing.
+# kube-controller-manager and kube-scheduler from k8s.io/kubernetes, kwok, and
+# the Lambda Runtime Interface Emulator (aws-lambda-rie) that runs function
+# bootstraps for the local Step Functions service (pkg/sfnlocal). They are
+# cached by version outside the repository's tracked files (NODETIDE_CACHE,
+# default ~/.cache/nodetide) and rebuilt only when missing.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 k8s_version=v1.37.2
 kwok_version=v0.8.0
+rie_version=v0.0.0-20261030222936-bef5c4ba774d
 cache=${NODETIDE_CACHE:-$HOME/.cache/nodetide}
 dir="$cache/testbed/k8s-$k8s_version-kwok-$kwok_version"
 mkdir -p "$dir"
@@ -50,5 +53,17 @@ if [ ! -f "$dir/kwok-stages.yaml" ]; then
     { cat "$stage"; echo "---"; } >> "$dir/kwok-stages.yaml.tmp"
   done
   mv "$dir/kwok-stages.yaml.tmp" "$dir/kwok-stages.yaml"
+fi
+# The RIE is a plain Go command, so `go install` at its pinned pseudo-version
+# builds it (~35 s) straight into its own cache directory; pkg/sfnlocal looks
+# for it there.
+rie_dir="$cache/testbed/aws-lambda-rie-$rie_version"
+if [ ! -x "$rie_dir/aws-lambda-rie" ]; then
+  start=$SECONDS
+  echo "testbed: installing aws-lambda-rie (first time only) ..." >&2
+  mkdir -p "$rie_dir"
+  CGO_ENABLED=0 GOBIN="$rie_dir" go install -trimpath \
+    "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$rie_version"
+  echo "testbed: installed aws-lambda-rie in $((SECONDS - start))s" >&2
 fi
 echo "$dir"

@@ -172,19 +172,25 @@ func (s *DynamoDB) write(ctx context.Context, c itemChange) error {
 	}
 	cond := aws.String(strings.Join(conds, " AND "))
 
-	// A node that is no longer unneeded has nothing left to keep.
+	// A node that is no longer unneeded has nothing left to keep, unless a
+	// drain marks it (then only the attribute goes, below).
 	if c.prefix == nodePrefix && len(sets) == 0 {
+		noDrain := *cond + " AND attribute_not_exists(" + e.name(attrDrainID) + ")"
 		_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName:                 aws.String(s.table),
 			Key:                       s.key(c.sk()),
-			ConditionExpression:       cond,
+			ConditionExpression:       aws.String(noDrain),
 			ExpressionAttributeNames:  e.names,
 			ExpressionAttributeValues: e.valuesOrNil(),
 		})
-		if err != nil {
+		var failed *types.ConditionalCheckFailedException
+		if err == nil {
+			return nil
+		}
+		if !errors.As(err, &failed) {
 			return fmt.Errorf("delete %s: %w", c.sk(), err)
 		}
-		return nil
+		delete(e.names, "#"+attrDrainID)
 	}
 
 	var update []string

@@ -20,6 +20,9 @@ type Memory struct {
 	mu     sync.Mutex
 	state  planner.State
 	leases map[string]Lease
+
+	drainOnce  sync.Once
+	drainState *memDrains
 }
 
 var _ Store = (*Memory)(nil)

@@ -228,7 +228,7 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 		"--leader-elect=false",
 		"--service-account-private-key-file="+keys.saKey,
 		"--root-ca-file="+keys.caCert,
-		// Its default is under /usr/libexec, which it would try to create.
+		// Its default is a system directory, which it would try to create.
 		"--flex-volume-plugin-dir="+filepath.Join(dir, "flexvolume"),
 		"--profiling=false",
 	)
@@ -289,7 +289,7 @@ func (c *ControlPlane) Stop() error {
 	c.stopOnce.Do(func() {
 		// In reverse start order, one at a time: etcd and the apiserver each
 		// hold out for their clients to go, so stopping them together costs
-		// the whole grace period, in order about a second.
+		// the whole grace period; in order it takes about a second.
 		for i := len(c.procs) - 1; i >= 0; i-- {
 			c.procs[i].stop(stopGrace)
 		}

@@ -1,17 +1,31 @@
-// Command drain is the drain Lambda function. It is wired in, but its actions
-// are not implemented yet: every invocation returns an error saying so.
+// Command drain is the drain Lambda function: the steps of the drain state
+// machine (statemachine.asl.json beside this file) and the hand-made actions
+// shutdown and enable (see pkg/drain).
 package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
+	"log/slog"
+	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/nodetide/nodetide/pkg/setup"
 )
 
 func main() {
-	lambda.Start(func(_ context.Context, _ json.RawMessage) (any, error) {
-		return nil, fmt.Errorf("the drain function is not implemented yet")
-	})
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	ctx := context.Background()
+	a := &setup.AWS{}
+	cfg, err := setup.LoadConfig(ctx, os.Getenv, a)
+	if err != nil {
+		log.Error("start", "error", err.Error())
+		os.Exit(1)
+	}
+	h, err := setup.Drain(ctx, cfg, "", a, log)
+	if err != nil {
+		log.Error("start", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(h.Handle)
 }

@@ -20,11 +20,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/providers"
@@ -37,6 +39,9 @@ const (
 	EnvConfig          = "NODETIDE_CONFIG"           // the YAML itself
 	EnvConfigFile      = "NODETIDE_CONFIG_FILE"      // a path
 	EnvConfigParameter = "NODETIDE_CONFIG_PARAMETER" // an SSM parameter name
+	// EnvDrainStateMachine is the drain state machine's ARN; without it
+	// removals are planned and logged, not started.
+	EnvDrainStateMachine = "NODETIDE_DRAIN_STATE_MACHINE_ARN"
 )
 
 // AWS loads the AWS SDK config once, on first use, so runs that need no AWS
@@ -174,8 +179,14 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface) func(context.Co
 	}
 }
 
+// Stores is every store the functions keep in the state table.
+type Stores interface {
+	state.Store
+	state.DrainStore
+}
+
 // Store returns the state store the config names.
-func Store(ctx context.Context, cfg *config.Config, a *AWS) (state.Store, error) {
+func Store(ctx context.Context, cfg *config.Config, a *AWS) (Stores, error) {
 	if cfg.State.Memory != nil {
 		return state.NewMemory(cfg.Cluster.Name), nil
 	}
@@ -243,7 +254,7 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 	if err != nil {
 		return nil, err
 	}
-	return &evaluate.Evaluator{
+	ev := &evaluate.Evaluator{
 		Client:   client,
 		Groups:   NodeGroups(cfg, client),
 		Store:    store,
@@ -251,5 +262,68 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 		Log:      log,
 		Holder:   holder,
 		LeaseTTL: 2 * time.Minute,
+	}
+	starter, err := Starter(ctx, cfg, store, a)
+	if err != nil {
+		return nil, err
+	}
+	if starter != nil {
+		ev.Drainer = starter
+	}
+	return ev, nil
+}
+
+// Starter starts drain executions on the state machine named by
+// NODETIDE_DRAIN_STATE_MACHINE_ARN (nil when unset). AWS_ENDPOINT_URL_SFN
+// points it at a local Step Functions service.
+func Starter(ctx context.Context, cfg *config.Config, store state.DrainStore, a *AWS) (*drain.Starter, error) {
+	arn := os.Getenv(EnvDrainStateMachine)
+	if arn == "" {
+		return nil, nil
+	}
+	ac, err := a.Config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d := cfg.DrainSettings()
+	return &drain.Starter{
+		SFN: sfn.NewFromConfig(ac), StateMachineArn: arn, Store: store,
+		Timeout: d.Timeout, Policy: d.OnTimeout, Surge: d.Surge,
 	}, nil
+}
+
+// Drain wires the drain function: its steps, and the starter its shutdown
+// action uses.
+func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, log *slog.Logger) (*drain.Handler, error) {
+	client, err := Kubernetes(ctx, cfg, kubeconfig, a)
+	if err != nil {
+		return nil, err
+	}
+	store, err := Store(ctx, cfg, a)
+	if err != nil {
+		return nil, err
+	}
+	starter, err := Starter(ctx, cfg, store, a)
+	if err != nil {
+		return nil, err
+	}
+	if starter == nil {
+		starter = &drain.Starter{SFN: noStateMachine{}, Store: store}
+	}
+	return &drain.Handler{
+		Steps:   &drain.Steps{Client: client, Groups: NodeGroups(cfg, client), Store: store, Log: log},
+		Starter: starter,
+	}, nil
+}
+
+// noStateMachine makes shutdown say what is missing instead of failing
+// obscurely.
+type noStateMachine struct{}
+
+func (noStateMachine) StartExecution(context.Context, *sfn.StartExecutionInput, ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error) {
+	return nil, fmt.Errorf("no drain state machine: set %s", EnvDrainStateMachine)
+}
+
+func (noStateMachine) DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error) {
+	return nil, fmt.Errorf("no drain state machine: set %s", EnvDrainStateMachine)
 }

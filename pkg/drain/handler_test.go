@@ -1,0 +1,58 @@
+package drain
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseEvent(t *testing.T) {
+	cases := []struct{ payload, err string }{
+		{`{"step":"Cordon","state":{"node":"n"}}`, ""},
+		{`{"action":"shutdown","node":"n"}`, ""},
+		{`{"action":"shutdown","node":"n","policy":"force","timeout":"5m","belowMin":true}`, ""},
+		{`{"action":"enable"}`, ""},
+		{`{"action":"enable","node":"n"}`, ""},
+		{`{"action":"shutdown"}`, `needs "node"`},
+		{`{"action":"shutdown","node":"n","policy":"later"}`, `"policy" must be abort or force`},
+		{`{"action":"shutdown","node":"n","timeout":"5"}`, `"timeout" must be a duration`},
+		{`{"action":"shutdown","node":"n","timeout":"1s"}`, `at least 30s`},
+		{`{"action":"enable","policy":"force"}`, `takes only "node"`},
+		{`{"action":"reboot","node":"n"}`, `unknown action "reboot"`},
+		{`{"step":"Cordon"}`, `"state" is required`},
+		{`{"step":"Cordon","state":{},"action":"enable"}`, "not both"},
+		{`{"step":"Cordon","state":{},"node":"n"}`, `only "step" and "state"`},
+		{`{"nodes":"n"}`, `unknown field "nodes"`},
+		{`{}`, `missing "action"`},
+		{`[]`, "must be a JSON object"},
+	}
+	for _, tc := range cases {
+		_, err := ParseEvent([]byte(tc.payload))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.payload, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want %q", tc.payload, err, tc.err)
+		}
+	}
+}
+
+func TestExecutionName(t *testing.T) {
+	long := strings.Repeat("ip-10-0-0-1.eu-west-1.compute.internal", 3)
+	for _, node := range []string{"worker-1", "ip-10-0-0-1.eu-west-1.compute.internal", long} {
+		name := executionName("scaledown", node, "1764496800")
+		if len(name) > 80 {
+			t.Errorf("%q: name %q longer than 80", node, name)
+		}
+		for _, r := range name {
+			if !(r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				t.Errorf("%q: name %q has %q", node, name, r)
+			}
+		}
+		if name != executionName("scaledown", node, "1764496800") {
+			t.Errorf("%q: name not deterministic", node)
+		}
+	}
+	if executionName("s", "a.b", "1") == executionName("s", "a-b", "1") {
+		t.Error("two node names share an execution name")
+	}
+}

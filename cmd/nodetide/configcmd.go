@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/providers/kamatera"
 )
 
 func newConfigCmd(g *globals) *cobra.Command {
@@ -21,7 +23,10 @@ func newConfigCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			groups := describeGroups(cfg)
+			groups, err := describeGroups(cfg)
+			if err != nil {
+				return err
+			}
 			switch g.output {
 			case "json":
 				return writeJSON(g.stdout, map[string]any{"nodeGroups": groups})
@@ -55,9 +60,25 @@ type groupSummary struct {
 	MaxSize  *int   `json:"maxSize"`
 }
 
-func describeGroups(cfg *config.Config) []groupSummary {
+func describeGroups(cfg *config.Config) ([]groupSummary, error) {
 	out := make([]groupSummary, 0, len(cfg.NodeGroups))
-	for _, ng := range cfg.NodeGroups {
+	for i, ng := range cfg.NodeGroups {
+		if ng.Kamatera != nil {
+			// The INI names the groups and their sizes; reading it contacts no cloud.
+			path := ng.Kamatera.CloudConfig
+			if cfg.Dir != "" && !filepath.IsAbs(path) {
+				path = filepath.Join(cfg.Dir, path)
+			}
+			cc, err := kamatera.LoadCloudConfig(path)
+			if err != nil {
+				return nil, fmt.Errorf("nodeGroups[%d].kamatera.cloudConfig: %w", i, err)
+			}
+			for _, kg := range cc.NodeGroups {
+				lo, hi := kg.MinSize, kg.MaxSize
+				out = append(out, groupSummary{Name: kg.Name, Provider: ng.Provider, MinSize: &lo, MaxSize: &hi})
+			}
+			continue
+		}
 		name := ng.Name
 		switch {
 		case name != "":
@@ -67,14 +88,12 @@ func describeGroups(cfg *config.Config) []groupSummary {
 			name = fmt.Sprintf("(discovered by tags %v)", ng.AWS.AutoDiscovery)
 		case ng.Scaleway != nil && ng.Scaleway.Pool != "":
 			name = ng.Scaleway.Pool
-		case ng.Kamatera != nil:
-			name = fmt.Sprintf("(node groups of %s)", ng.Kamatera.CloudConfig)
 		default:
 			name = "(discovered)"
 		}
 		out = append(out, groupSummary{Name: name, Provider: ng.Provider, MinSize: ng.MinSize, MaxSize: ng.MaxSize})
 	}
-	return out
+	return out, nil
 }
 
 func orDash(p *int) string {

@@ -128,6 +128,29 @@ nodeGroups:
 	if len(plan.ScaleUp) != 1 || plan.ScaleUp[0].NodeGroup != pool || plan.ScaleUp[0].Delta != 1 {
 		t.Errorf("offline plan scale-up = %+v, want %s +1", plan.ScaleUp, pool)
 	}
+	// `nodes` shows the group's node with the running pod and its requests.
+	out, errOut, code = nodetide(t, "nodes", "--config", cfg, "--kubeconfig", cp.KubeconfigPath, "-o", "json")
+	if code != 0 {
+		t.Fatalf("nodes: exit %d: %s", code, errOut)
+	}
+	var doc nodesDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range doc.Nodes {
+		if n.NodeGroup == pool {
+			found = true
+			if !n.Ready || !n.Schedulable || n.Draining || n.Pods != 1 || n.CPURequested != "1500m" || n.CPUUtilization != 0.75 {
+				t.Errorf("node row = %+v", n)
+			}
+		}
+	}
+	if !found || doc.Totals.Nodes != len(doc.Nodes) {
+		t.Errorf("nodes = %+v", doc)
+	}
 }
 
-func boolPtr(b bool) *bool { return &b }
+func boolPtr(b bool) *bool {
+	return &b
+}

@@ -167,6 +167,42 @@ nodeGroups:
 	}
 }
 
+// TestConfigValidateKamatera: a Kamatera entry lists the groups of its INI
+// (cluster-autoscaler's format, read unchanged), and a broken INI fails
+// validation naming file, line and key.
+func TestConfigValidateKamatera(t *testing.T) {
+	ini, err := os.ReadFile("../../pkg/providers/kamatera/testdata/kamatera.ini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kamatera.ini"), ini, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "nodetide.yaml")
+	if err := os.WriteFile(cfg, []byte("cluster: {name: prod}\nstate: {memory: {}}\nnodeGroups: [{provider: kamatera, kamatera: {cloudConfig: kamatera.ini}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := nodetide(t, "config", "validate", "--config", cfg, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, `"name": "highcpu"`) || !strings.Contains(out, `"maxSize": 20`) || !strings.Contains(out, `"name": "workers"`) {
+		t.Errorf("groups from the INI missing:\n%s", out)
+	}
+	if strings.Contains(out, "9ii88h7g6f55555ee4444444dd33eee2") || strings.Contains(errOut, "9ii88h7g6f55555ee4444444dd33eee2") {
+		t.Error("the Kamatera secret was printed")
+	}
+	bad := strings.Replace(string(ini), "max-size = 20", "max-size = lots", 1)
+	if err := os.WriteFile(filepath.Join(dir, "kamatera.ini"), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = nodetide(t, "config", "validate", "--config", cfg)
+	if code == 0 || !strings.Contains(errOut, "kamatera.ini") || !strings.Contains(errOut, "max-size") {
+		t.Errorf("broken INI: exit %d, stderr %s", code, errOut)
+	}
+}
+
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)

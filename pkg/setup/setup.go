@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,7 +31,9 @@ import (
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/providers/kamatera"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/providers/scaleway"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -150,33 +153,99 @@ func Kubernetes(ctx context.Context, cfg *config.Config, kubeconfig string, a *A
 }
 
 // NodeGroups returns a function listing every node group the config manages.
-// Providers are asked on each call, since discovery can find new groups.
+// Providers are built once (they may keep in-flight work in memory) and asked
+// for their groups on each call, since discovery can find new groups.
 func NodeGroups(cfg *config.Config, client kubernetes.Interface) func(context.Context) ([]providers.NodeGroup, error) {
+	var mu sync.Mutex
+	var built []entryProvider
 	return func(ctx context.Context) ([]providers.NodeGroup, error) {
+		mu.Lock()
+		if built == nil {
+			b, err := buildProviders(cfg, client)
+			if err != nil {
+				mu.Unlock()
+				return nil, err
+			}
+			built = b
+		}
+		mu.Unlock()
 		var out []providers.NodeGroup
-		seen := map[string]bool{}
-		for i, g := range cfg.NodeGroups {
-			var groups []providers.NodeGroup
-			switch g.Provider {
-			case config.ProviderKwok:
-				tpl, err := g.Kwok.Template.Planner()
-				if err != nil {
-					return nil, fmt.Errorf("nodeGroups[%d]: %w", i, err)
-				}
-				groups = []providers.NodeGroup{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl)}
-			default:
-				return nil, fmt.Errorf("nodeGroups[%d]: provider %q is not available in this build yet", i, g.Provider)
+		seen := map[string]string{}
+		for _, ep := range built {
+			groups, err := ep.provider.NodeGroups(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ep.path, err)
 			}
 			for _, ng := range groups {
-				if seen[ng.Name()] {
-					return nil, fmt.Errorf("nodeGroups[%d]: node group %q is defined twice", i, ng.Name())
+				if prev, dup := seen[ng.Name()]; dup {
+					return nil, fmt.Errorf("%s: node group %q is also defined by %s", ep.path, ng.Name(), prev)
 				}
-				seen[ng.Name()] = true
-				out = append(out, ng)
+				seen[ng.Name()] = ep.path
+				narrowed, err := providers.Narrow(ng, ep.minSize, ep.maxSize)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", ep.path, err)
+				}
+				out = append(out, narrowed)
 			}
 		}
 		return out, nil
 	}
+}
+
+// entryProvider is the provider of one nodeGroups entry.
+type entryProvider struct {
+	path             string
+	provider         providers.Provider
+	minSize, maxSize *int
+}
+
+func buildProviders(cfg *config.Config, client kubernetes.Interface) ([]entryProvider, error) {
+	var out []entryProvider
+	for i, g := range cfg.NodeGroups {
+		ep := entryProvider{path: fmt.Sprintf("nodeGroups[%d]", i), minSize: g.MinSize, maxSize: g.MaxSize}
+		switch g.Provider {
+		case config.ProviderKwok:
+			tpl, err := g.Kwok.Template.Planner()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ep.path, err)
+			}
+			ep.provider = providers.Static{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl)}
+			ep.minSize, ep.maxSize = nil, nil // they are the group's own bounds
+		case config.ProviderKamatera:
+			cc, err := kamatera.LoadCloudConfig(resolve(cfg.Dir, g.Kamatera.CloudConfig))
+			if err != nil {
+				return nil, fmt.Errorf("%s.kamatera.cloudConfig: %w", ep.path, err)
+			}
+			p, err := kamatera.New(cc, nil)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ep.path, err)
+			}
+			ep.provider = p
+		case config.ProviderScaleway:
+			path := ""
+			if g.Scaleway.CloudConfig != "" {
+				path = resolve(cfg.Dir, g.Scaleway.CloudConfig)
+			}
+			cc, err := scaleway.LoadCloudConfig(path, os.Getenv)
+			if err != nil {
+				return nil, fmt.Errorf("%s.scaleway: %w", ep.path, err)
+			}
+			opts := scaleway.Options{CloudConfig: cc, Name: g.Name, AllowAutoscaledPool: g.Scaleway.AllowAutoscaledPool, MinSize: g.MinSize, MaxSize: g.MaxSize}
+			if g.Scaleway.Pool != "" {
+				opts.Pools = []string{g.Scaleway.Pool}
+			}
+			p, err := scaleway.New(opts, nil)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ep.path, err)
+			}
+			ep.provider = p
+			ep.minSize, ep.maxSize = nil, nil // the provider narrows the pool's bounds itself
+		default:
+			return nil, fmt.Errorf("%s: provider %q is not available in this build yet", ep.path, g.Provider)
+		}
+		out = append(out, ep)
+	}
+	return out, nil
 }
 
 // Stores is every store the functions keep in the state table.

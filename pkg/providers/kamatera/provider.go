@@ -1,0 +1,560 @@
+package kamatera
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodetide/nodetide/pkg/providers"
+)
+
+// ProviderName is the name groups report through Provider().
+const ProviderName = "kamatera"
+
+// Server tag prefixes (cluster-autoscaler's): a server belongs to group g of
+// cluster c when it carries both k8sca-c and k8scang-g.
+const (
+	ClusterTagPrefix   = "k8sca-"
+	NodeGroupTagPrefix = "k8scang-"
+)
+
+// Environment variables that hold the API key; they win over the file.
+const (
+	EnvAPIClientID = "KAMATERA_API_CLIENT_ID"
+	EnvAPISecret   = "KAMATERA_API_SECRET"
+)
+
+// ErrNoInitScript is returned (wrapped) by IncreaseSize for a group with no
+// script-base64: its servers would boot but never join the cluster.
+var ErrNoInitScript = errors.New("no script-base64 to join new servers to the cluster")
+
+// Option tunes New.
+type Option func(*options)
+
+type options struct {
+	clientID, secret string
+	lookupEnv        func(string) (string, bool)
+	attempts         int
+	backoff          time.Duration
+	requestTimeout   time.Duration
+	cacheTTL         time.Duration
+	createTimeout    time.Duration
+	failedRetention  time.Duration
+	now              func() time.Time
+	reserve          func(cpuMilli, memBytes int64) (int64, int64)
+	log              *slog.Logger
+}
+
+// WithCredentials sets the API key (e.g. read from Secrets Manager); it wins
+// over the environment and the file.
+func WithCredentials(clientID, secret string) Option {
+	return func(o *options) { o.clientID, o.secret = clientID, secret }
+}
+
+// WithLookupEnv replaces os.LookupEnv for KAMATERA_API_CLIENT_ID and
+// KAMATERA_API_SECRET.
+func WithLookupEnv(lookup func(string) (string, bool)) Option {
+	return func(o *options) { o.lookupEnv = lookup }
+}
+
+// WithRetry sets how many attempts a call gets (default 5) and the first
+// backoff (default 1 s, doubling).
+func WithRetry(attempts int, backoff time.Duration) Option {
+	return func(o *options) { o.attempts, o.backoff = max(attempts, 1), backoff }
+}
+
+// WithRequestTimeout bounds each attempt (default 60 s).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(o *options) { o.requestTimeout = d }
+}
+
+// WithCacheTTL sets how long a listing of the servers is reused by reads
+// (default 5 s: one evaluation reads each group several times). Size changes
+// always list afresh.
+func WithCacheTTL(d time.Duration) Option {
+	return func(o *options) { o.cacheTTL = d }
+}
+
+// WithCreateTimeout sets how long a create may stay in Kamatera's queue
+// before it counts as failed (default 40 min, as cluster-autoscaler waits).
+func WithCreateTimeout(d time.Duration) Option {
+	return func(o *options) { o.createTimeout = d }
+}
+
+// WithFailedRetention sets how long a failed create stays listed, with its
+// error, among the instances (default 15 min).
+func WithFailedRetention(d time.Duration) Option {
+	return func(o *options) { o.failedRetention = d }
+}
+
+// WithClock replaces time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// WithSystemReserve replaces the default reserve (see Template) with fixed
+// amounts held back from every node's CPU and memory.
+func WithSystemReserve(cpu, memory resource.Quantity) Option {
+	return func(o *options) {
+		o.reserve = func(int64, int64) (int64, int64) { return cpu.MilliValue(), memory.Value() }
+	}
+}
+
+// WithLogger sets where the provider logs (default: nowhere). Secrets are
+// never logged.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.log = l }
+}
+
+// Provider is the Kamatera node-group provider of one cloud config. It keeps
+// the creates it has queued in memory, so keep one Provider for the life of
+// the process.
+type Provider struct {
+	cfg    *CloudConfig
+	api    *apiClient
+	opts   options
+	groups []*NodeGroup
+
+	// opMu serialises size changes, so that two increases can't both pass
+	// the max-size check.
+	opMu sync.Mutex
+	// refreshMu lets one listing run at a time.
+	refreshMu sync.Mutex
+
+	mu sync.Mutex // guards the fields below
+	// servers is the last listing (after filter-name-prefix), by name.
+	servers map[string]listedServer
+	// tags caches each server's tags: ours never change, and fetching them
+	// costs one call per server.
+	tags map[string][]string
+	// creates are the creates this provider queued that are not yet seen
+	// running (or failed recently), by server name.
+	creates map[string]*create
+	// deleting are the servers asked to terminate.
+	deleting  map[string]deletion
+	refreshed time.Time
+}
+
+type deletion struct {
+	group string
+	at    time.Time
+}
+
+type listedServer struct {
+	name  string
+	power bool
+}
+
+// unconfirmedTimeout is how long a create that got no clear answer (see
+// errOutcomeUnknown) counts, waiting for its server to appear.
+const unconfirmedTimeout = 5 * time.Minute
+
+// create is one server creation queued in Kamatera.
+type create struct {
+	group string
+	name  string
+	// commandID is empty for a create that got no clear answer: it is
+	// followed through the listing instead of the queue.
+	commandID string
+	started   time.Time
+	// done: the command completed; the server counts as creating until the
+	// listing shows it powered on.
+	done bool
+	// failed holds the error once the command failed or timed out.
+	failed   string
+	failedAt time.Time
+	// cancelled: DecreaseTargetSize gave it up; it is terminated once its
+	// command completes (a queued command can't be recalled).
+	cancelled bool
+}
+
+var _ providers.Provider = (*Provider)(nil)
+
+// New returns the provider of cfg. httpClient may be nil. The API key comes
+// from WithCredentials, else KAMATERA_API_CLIENT_ID / KAMATERA_API_SECRET,
+// else the file.
+func New(cfg *CloudConfig, httpClient *http.Client, opts ...Option) (*Provider, error) {
+	if cfg == nil {
+		return nil, errors.New("kamatera: no cloud config")
+	}
+	o := options{
+		lookupEnv:       os.LookupEnv,
+		attempts:        5,
+		backoff:         time.Second,
+		requestTimeout:  time.Minute,
+		cacheTTL:        5 * time.Second,
+		createTimeout:   40 * time.Minute,
+		failedRetention: 15 * time.Minute,
+		now:             time.Now,
+		reserve:         defaultReserve,
+		log:             slog.New(slog.DiscardHandler),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	clientID, secret := resolveCredential(o.clientID, o.lookupEnv, EnvAPIClientID, cfg.APIClientID),
+		resolveCredential(o.secret, o.lookupEnv, EnvAPISecret, cfg.APISecret.Reveal())
+	if clientID == "" {
+		return nil, fmt.Errorf("kamatera %s: no API client ID: set %s or kamatera-api-client-id in [global]", cfg.Source, EnvAPIClientID)
+	}
+	if secret == "" {
+		return nil, fmt.Errorf("kamatera %s: no API secret: set %s or kamatera-api-secret in [global]", cfg.Source, EnvAPISecret)
+	}
+	if httpClient == nil {
+		httpClient = &http.Client{}
+	}
+	hide := []string{secret}
+	for _, g := range cfg.NodeGroups {
+		hide = append(hide, g.Server.Password.Reveal())
+	}
+	p := &Provider{
+		cfg:  cfg,
+		opts: o,
+		api: &apiClient{
+			baseURL: strings.TrimRight(cfg.APIURL, "/"),
+			http:    httpClient,
+			auth: func(h http.Header) {
+				h.Set("AuthClientId", clientID)
+				h.Set("AuthSecret", secret)
+			},
+			redact:   redactor(hide...),
+			attempts: o.attempts,
+			backoff:  o.backoff,
+			timeout:  o.requestTimeout,
+			log:      o.log,
+		},
+		servers:  map[string]listedServer{},
+		tags:     map[string][]string{},
+		creates:  map[string]*create{},
+		deleting: map[string]deletion{},
+	}
+	for _, gc := range cfg.NodeGroups {
+		p.groups = append(p.groups, &NodeGroup{p: p, cfg: gc})
+	}
+	return p, nil
+}
+
+func resolveCredential(explicit string, lookup func(string) (string, bool), env, file string) string {
+	if explicit != "" {
+		return explicit
+	}
+	if v, ok := lookup(env); ok && v != "" {
+		return v
+	}
+	return file
+}
+
+// String names the provider without any secret.
+func (p *Provider) String() string {
+	return fmt.Sprintf("kamatera provider (%s, cluster %q)", p.cfg.Source, p.cfg.ClusterName)
+}
+
+// GoString keeps %#v free of secrets.
+func (p *Provider) GoString() string { return p.String() }
+
+// NodeGroups implements providers.Provider: one group per [nodegroup]
+// section, in file order. It lists the servers, so an unreachable API or a
+// rejected key shows here.
+func (p *Provider) NodeGroups(ctx context.Context) ([]providers.NodeGroup, error) {
+	if err := p.refresh(ctx, false); err != nil {
+		return nil, err
+	}
+	out := make([]providers.NodeGroup, len(p.groups))
+	for i, g := range p.groups {
+		out[i] = g
+	}
+	return out, nil
+}
+
+// NodeGroup returns the named group.
+func (p *Provider) NodeGroup(name string) (*NodeGroup, bool) {
+	for _, g := range p.groups {
+		if g.cfg.Name == name {
+			return g, true
+		}
+	}
+	return nil, false
+}
+
+// ProviderID is the provider ID of a server.
+func (p *Provider) ProviderID(serverName string) string {
+	return p.cfg.ProviderIDPrefix + serverName
+}
+
+// serverName reads a provider ID: the configured prefix, or kamatera:// as
+// cluster-autoscaler also accepts.
+func (p *Provider) serverName(providerID string) (string, bool) {
+	name, ok := strings.CutPrefix(providerID, p.cfg.ProviderIDPrefix)
+	if !ok {
+		name, ok = strings.CutPrefix(providerID, DefaultProviderIDPrefix)
+	}
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
+}
+
+// newServerName follows cluster-autoscaler: the name prefix, a dash, and 11
+// random hex digits (it takes a UUID's first 12 characters, one of which is
+// the UUID's dash, and drops the dash).
+func newServerName(namePrefix string) (string, error) {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return serverNamePrefix(namePrefix) + hex.EncodeToString(b)[:11], nil
+}
+
+// refresh lists the servers (reusing a listing younger than the cache TTL
+// unless force), reads the tags of servers not seen before, and follows the
+// queued creates.
+func (p *Provider) refresh(ctx context.Context, force bool) error {
+	p.refreshMu.Lock()
+	defer p.refreshMu.Unlock()
+	p.mu.Lock()
+	fresh := !p.refreshed.IsZero() && p.opts.now().Sub(p.refreshed) < p.opts.cacheTTL
+	p.mu.Unlock()
+	if fresh && !force {
+		return nil
+	}
+
+	list, err := p.api.listServers(ctx)
+	if err != nil {
+		return fmt.Errorf("kamatera cluster %s: list servers: %w", p.cfg.ClusterName, err)
+	}
+	servers := make(map[string]listedServer, len(list))
+	for _, s := range list {
+		if s.Name == "" || !strings.HasPrefix(s.Name, p.cfg.FilterNamePrefix) {
+			continue
+		}
+		servers[s.Name] = listedServer{name: s.Name, power: s.Power == "on"}
+	}
+
+	p.mu.Lock()
+	var needTags []string
+	for name := range servers {
+		if _, ok := p.tags[name]; !ok {
+			needTags = append(needTags, name)
+		}
+	}
+	var follow []*create
+	for _, c := range p.creates {
+		if c.failed == "" && !c.done && c.commandID != "" {
+			follow = append(follow, c)
+		}
+	}
+	p.mu.Unlock()
+
+	sort.Strings(needTags)
+	newTags := make(map[string][]string, len(needTags))
+	for _, name := range needTags {
+		tags, err := p.api.serverTags(ctx, name)
+		if err != nil {
+			return fmt.Errorf("kamatera cluster %s: tags of server %s: %w", p.cfg.ClusterName, name, err)
+		}
+		newTags[name] = tags
+	}
+
+	type outcome struct {
+		c      *create
+		status queueCommand
+		err    error
+	}
+	outcomes := make([]outcome, 0, len(follow))
+	for _, c := range follow {
+		st, err := p.api.queueStatus(ctx, c.commandID)
+		if err != nil && !errors.Is(err, errUnknownCommand) {
+			return fmt.Errorf("kamatera group %s: follow the create of server %s (command %s): %w", c.group, c.name, c.commandID, err)
+		}
+		outcomes = append(outcomes, outcome{c: c, status: st, err: err})
+	}
+
+	now := p.opts.now()
+	p.mu.Lock()
+	for _, o := range outcomes {
+		c := o.c
+		switch {
+		case o.err != nil:
+			// Not (yet) in the queue: wait, up to the create timeout.
+		case o.status.Status == queueComplete:
+			c.done = true
+		case o.status.Status == queueError || o.status.Status == queueCancelled:
+			msg := o.status.Log
+			if msg == "" {
+				msg = "the create command ended with status " + o.status.Status
+			}
+			p.fail(c, now, "kamatera create of server "+c.name+" failed: "+msg)
+		}
+	}
+	var terminate []*create
+	for name, c := range p.creates {
+		s, listed := servers[name]
+		if c.commandID == "" && listed {
+			c.done = true // an unconfirmed create whose server appeared
+		}
+		timeout := p.opts.createTimeout
+		if c.commandID == "" && !c.done {
+			timeout = min(timeout, unconfirmedTimeout)
+		}
+		switch {
+		case c.failed != "":
+			if now.Sub(c.failedAt) >= p.opts.failedRetention || c.cancelled {
+				delete(p.creates, name)
+			}
+		case c.done && c.cancelled && listed:
+			terminate = append(terminate, c)
+		case c.done && listed && s.power:
+			delete(p.creates, name) // now an ordinary running server
+		case now.Sub(c.started) >= timeout:
+			if c.cancelled {
+				delete(p.creates, name)
+				continue
+			}
+			var msg string
+			switch {
+			case c.commandID == "" && !c.done:
+				msg = fmt.Sprintf("kamatera create of server %s got no clear answer, and no such server appeared within %s", name, timeout)
+			case c.done:
+				msg = fmt.Sprintf("kamatera create of server %s completed, but the server is not listed powered on after %s", name, timeout)
+			default:
+				msg = fmt.Sprintf("kamatera create of server %s (command %s) is still not complete after %s", name, c.commandID, timeout)
+			}
+			p.fail(c, now, msg)
+		}
+	}
+	// A terminated server is remembered a while after it is gone, so that
+	// a repeated DeleteInstance (a retried drain step) succeeds.
+	for name, d := range p.deleting {
+		if _, ok := servers[name]; !ok && now.Sub(d.at) >= p.opts.failedRetention {
+			delete(p.deleting, name)
+		}
+	}
+	for name, t := range newTags {
+		p.tags[name] = t
+	}
+	for name := range p.tags {
+		if _, listed := servers[name]; !listed && p.creates[name] == nil {
+			delete(p.tags, name)
+		}
+	}
+	p.servers = servers
+	p.refreshed = now
+	p.mu.Unlock()
+
+	// Creates given up by DecreaseTargetSize are removed once they exist.
+	for _, c := range terminate {
+		if err := p.api.terminateServer(ctx, c.name); err != nil {
+			p.opts.log.WarnContext(ctx, "kamatera: terminate a cancelled server failed; will retry", "group", c.group, "server", c.name, "error", err.Error())
+			continue
+		}
+		p.mu.Lock()
+		delete(p.creates, c.name)
+		p.deleting[c.name] = deletion{group: c.group, at: now}
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// fail marks a create failed; p.mu is held.
+func (p *Provider) fail(c *create, now time.Time, msg string) {
+	c.failed, c.failedAt = msg, now
+	if !c.cancelled {
+		p.opts.log.Warn("kamatera server create failed", "group", c.group, "server", c.name, "command", c.commandID, "error", msg)
+	}
+}
+
+// member is one instance of a group as the provider sees it.
+type member struct {
+	name    string
+	state   providers.InstanceState
+	errMsg  string
+	counted bool // part of the target size
+	listed  bool
+	create  *create
+	marked  bool // asked to terminate
+}
+
+// members returns a group's instances from the last refresh, by name.
+func (p *Provider) members(group string) []member {
+	clusterTag := ClusterTagPrefix + p.cfg.ClusterName
+	groupTag := NodeGroupTagPrefix + group
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []member
+	for name, c := range p.creates {
+		if c.group != group {
+			continue
+		}
+		_, listed := p.servers[name]
+		m := member{name: name, listed: listed, create: c, state: providers.StateCreating}
+		switch {
+		case c.failed != "":
+			m.errMsg = c.failed
+		case c.cancelled:
+			m.state = providers.StateDeleting
+		default:
+			m.counted = true
+		}
+		out = append(out, m)
+	}
+	for name, s := range p.servers {
+		if p.creates[name] != nil || !hasTags(p.tags[name], clusterTag, groupTag) {
+			continue
+		}
+		m := member{name: name, listed: true}
+		_, m.marked = p.deleting[name]
+		switch {
+		case m.marked:
+			m.state = providers.StateDeleting
+		case s.power:
+			m.state, m.counted = providers.StateRunning, true
+		default:
+			// A powered-off server this process didn't create: like
+			// cluster-autoscaler, take it for a deletion that didn't finish.
+			m.state = providers.StateDeleting
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func hasTags(tags []string, want ...string) bool {
+	for _, w := range want {
+		found := false
+		for _, t := range tags {
+			if t == w {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func targetOf(ms []member) int {
+	n := 0
+	for _, m := range ms {
+		if m.counted {
+			n++
+		}
+	}
+	return n
+}

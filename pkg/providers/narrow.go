@@ -1,0 +1,69 @@
+package providers
+
+import (
+	"context"
+	"fmt"
+)
+
+// Static is a Provider with a fixed set of groups.
+type Static []NodeGroup
+
+// NodeGroups implements Provider.
+func (s Static) NodeGroups(context.Context) ([]NodeGroup, error) { return s, nil }
+
+// Narrow applies config bounds to a group: they may narrow what the provider
+// reports, never widen it (a config asking for more than the cloud allows is
+// an error naming both numbers). Nil bounds keep the provider's.
+func Narrow(g NodeGroup, minSize, maxSize *int) (NodeGroup, error) {
+	if minSize == nil && maxSize == nil {
+		return g, nil
+	}
+	lo, hi := g.MinSize(), g.MaxSize()
+	if minSize != nil {
+		if *minSize < lo {
+			return nil, fmt.Errorf("node group %s: minSize %d is below the provider's minimum %d (config may narrow, not widen)", g.Name(), *minSize, lo)
+		}
+		lo = *minSize
+	}
+	if maxSize != nil {
+		if *maxSize > hi {
+			return nil, fmt.Errorf("node group %s: maxSize %d is above the provider's maximum %d (config may narrow, not widen)", g.Name(), *maxSize, hi)
+		}
+		hi = *maxSize
+	}
+	if lo > hi {
+		return nil, fmt.Errorf("node group %s: narrowed minSize %d is above maxSize %d", g.Name(), lo, hi)
+	}
+	return &narrowed{NodeGroup: g, min: lo, max: hi}, nil
+}
+
+// narrowed checks the narrowed bounds before the provider checks its own.
+type narrowed struct {
+	NodeGroup
+	min, max int
+}
+
+func (n *narrowed) MinSize() int { return n.min }
+func (n *narrowed) MaxSize() int { return n.max }
+
+func (n *narrowed) IncreaseSize(ctx context.Context, delta int) error {
+	target, err := n.TargetSize(ctx)
+	if err != nil {
+		return err
+	}
+	if target+delta > n.max {
+		return fmt.Errorf("node group %s: size %d + %d = %d: %w (%d, set in config)", n.Name(), target, delta, target+delta, ErrAboveMax, n.max)
+	}
+	return n.NodeGroup.IncreaseSize(ctx, delta)
+}
+
+func (n *narrowed) DeleteInstance(ctx context.Context, providerID string) error {
+	target, err := n.TargetSize(ctx)
+	if err != nil {
+		return err
+	}
+	if target-1 < n.min {
+		return fmt.Errorf("node group %s: size %d - 1: %w (%d, set in config)", n.Name(), target, ErrBelowMin, n.min)
+	}
+	return n.NodeGroup.DeleteInstance(ctx, providerID)
+}

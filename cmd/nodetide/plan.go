@@ -80,7 +80,7 @@ func writePlanTable(w io.Writer, p planner.Plan) error {
 		}
 	}
 	for _, d := range p.DecreaseTarget {
-		fmt.Fprintf(tw, "Decrease target of %s by %d to %d: %s\n", d.NodeGroup, -d.Delta, d.NewTargetSize, d.Reason)
+		fmt.Fprintf(tw, "Decrease target of %s by %d to %d: %s\n", d.NodeGroup, d.Delta, d.NewTargetSize, d.Reason)
 	}
 	fmt.Fprintln(tw)
 	if len(p.ScaleDown) == 0 {

@@ -211,8 +211,9 @@ func (e *Evaluator) act(ctx context.Context, plan planner.Plan, groups []provide
 	}
 	actions := []Action{}
 	for _, d := range plan.DecreaseTarget {
-		a := Action{Kind: "decreaseTarget", NodeGroup: d.NodeGroup, Delta: d.Delta}
-		if err := byName[d.NodeGroup].DecreaseTargetSize(ctx, d.Delta); err != nil {
+		a := Action{Kind: "decreaseTarget", NodeGroup: d.NodeGroup, Delta: -d.Delta}
+		// The plan says how much to give back; the provider takes a negative delta.
+		if err := byName[d.NodeGroup].DecreaseTargetSize(ctx, -d.Delta); err != nil {
 			a.Error = err.Error()
 			e.log().Warn("decrease target", "nodeGroup", d.NodeGroup, "delta", d.Delta, "error", a.Error)
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/providers"
+	awsprovider "github.com/nodetide/nodetide/pkg/providers/aws"
 	"github.com/nodetide/nodetide/pkg/providers/kamatera"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/providers/scaleway"
@@ -155,13 +156,13 @@ func Kubernetes(ctx context.Context, cfg *config.Config, kubeconfig string, a *A
 // NodeGroups returns a function listing every node group the config manages.
 // Providers are built once (they may keep in-flight work in memory) and asked
 // for their groups on each call, since discovery can find new groups.
-func NodeGroups(cfg *config.Config, client kubernetes.Interface) func(context.Context) ([]providers.NodeGroup, error) {
+func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS) func(context.Context) ([]providers.NodeGroup, error) {
 	var mu sync.Mutex
 	var built []entryProvider
 	return func(ctx context.Context) ([]providers.NodeGroup, error) {
 		mu.Lock()
 		if built == nil {
-			b, err := buildProviders(cfg, client)
+			b, err := buildProviders(ctx, cfg, client, a)
 			if err != nil {
 				mu.Unlock()
 				return nil, err
@@ -199,7 +200,7 @@ type entryProvider struct {
 	minSize, maxSize *int
 }
 
-func buildProviders(cfg *config.Config, client kubernetes.Interface) ([]entryProvider, error) {
+func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.Interface, a *AWS) ([]entryProvider, error) {
 	var out []entryProvider
 	for i, g := range cfg.NodeGroups {
 		ep := entryProvider{path: fmt.Sprintf("nodeGroups[%d]", i), minSize: g.MinSize, maxSize: g.MaxSize}
@@ -221,6 +222,26 @@ func buildProviders(cfg *config.Config, client kubernetes.Interface) ([]entryPro
 				return nil, fmt.Errorf("%s: %w", ep.path, err)
 			}
 			ep.provider = p
+		case config.ProviderAWS:
+			ac, err := a.Config(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ep.path, err)
+			}
+			if g.AWS.Region != "" {
+				ac.Region = g.AWS.Region
+			}
+			as, ec := awsprovider.NewClients(ac)
+			opts := awsprovider.Options{ClusterName: cfg.Cluster.Name, AutoScalingGroup: g.AWS.AutoScalingGroup,
+				AutoDiscovery: g.AWS.AutoDiscovery, MinSize: g.MinSize, MaxSize: g.MaxSize}
+			if g.AWS.AutoScalingGroup != "" {
+				opts.DisplayName = g.Name
+			}
+			p, err := awsprovider.New(as, ec, opts)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ep.path, err)
+			}
+			ep.provider = p
+			ep.minSize, ep.maxSize = nil, nil // the provider narrows the ASG's bounds itself
 		case config.ProviderScaleway:
 			path := ""
 			if g.Scaleway.CloudConfig != "" {
@@ -325,7 +346,7 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 	}
 	ev := &evaluate.Evaluator{
 		Client:   client,
-		Groups:   NodeGroups(cfg, client),
+		Groups:   NodeGroups(cfg, client, a),
 		Store:    store,
 		Settings: cfg.Settings(),
 		Log:      log,
@@ -380,7 +401,7 @@ func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, l
 		starter = &drain.Starter{SFN: noStateMachine{}, Store: store}
 	}
 	return &drain.Handler{
-		Steps:   &drain.Steps{Client: client, Groups: NodeGroups(cfg, client), Store: store, Log: log},
+		Steps:   &drain.Steps{Client: client, Groups: NodeGroups(cfg, client, a), Store: store, Log: log},
 		Starter: starter,
 	}, nil
 }

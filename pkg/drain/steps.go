@@ -626,6 +626,11 @@ func (d *Steps) noteWorkload(ctx context.Context, s *State, p *corev1.Pod) error
 // ForceDelete deletes the movable pods still on the node at the deadline
 // (policy force), PodDisruptionBudgets notwithstanding.
 func (d *Steps) ForceDelete(ctx context.Context, s State) (State, error) {
+	// A surge that never got its replacements Ready gives way too: the
+	// Deployment goes back to its recorded count.
+	if err := d.restoreSurged(ctx, s); err != nil {
+		return s, err
+	}
 	pods, err := d.podsOn(ctx, s.Node)
 	if err != nil {
 		return s, err
@@ -731,9 +736,40 @@ func (d *Steps) RemoveNode(ctx context.Context, s State) (State, error) {
 	return s, nil
 }
 
-// Finish records success and frees the node's drain mark.
+// Finish records success and frees the node's drain mark; a surge still
+// raised is put back first.
 func (d *Steps) Finish(ctx context.Context, s State) (State, error) {
+	if err := d.restoreSurged(ctx, s); err != nil {
+		return s, err
+	}
 	return s, d.Store.EndDrain(ctx, s.Node, s.DrainID, state.DrainSucceeded, "", d.now())
+}
+
+// restoreSurged puts every surged Deployment not yet restored back to its
+// recorded count.
+func (d *Steps) restoreSurged(ctx context.Context, s State) error {
+	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
+	if errors.Is(err, state.ErrNoDrain) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	changed := false
+	for i := range rec.Surged {
+		w := &rec.Surged[i]
+		if w.Restored {
+			continue
+		}
+		if err := d.setReplicas(ctx, w.Namespace, w.Name, w.OriginalReplicas); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		w.Restored, changed = true, true
+	}
+	if !changed {
+		return nil
+	}
+	return d.Store.UpdateDrain(ctx, rec)
 }
 
 // Rollback undoes what the drain did: uncordon and untaint the node, put

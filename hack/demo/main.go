@@ -1,6 +1,8 @@
 // Command demo shows nodetide's evaluate cycle on a local control plane
 // (etcd, kube-apiserver, controller-manager, scheduler, kwok) with DynamoDB
-// state on dynalite: pending pods, the decision, nodes joining, pods Running.
+// state on dynalite: pending pods, the decision, nodes joining, pods Running;
+// then the workload shrinks and unneeded nodes are drained (PDB respected)
+// and removed through the drain state machine run locally.
 // It stops everything it started, also on Ctrl-C. Run it with `make demo`.
 package main
 
@@ -11,23 +13,32 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/setup"
+	"github.com/nodetide/nodetide/pkg/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/testbed"
 )
@@ -46,6 +57,8 @@ nodeGroups:
         allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
         labels: {pool: workers}
 scaleUp: {pendingPodMinAge: 2s}
+scaleDown: {unneededTime: 10s, delayAfterAdd: 0s}
+drain: {timeout: 2m, onTimeout: abort}
 `
 
 func main() {
@@ -160,8 +173,221 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	d.showPlan(res)
-	d.step("Done: %d pods Running on %d nodes. Scale-down (drains) is planned and logged, not yet acted on.", 6, 3)
+
+	return d.scaleDown(ctx, ev, cfg, a, dir)
+}
+
+// scaleDown shrinks the workload and lets the cycle find the unneeded
+// nodes and drain them, one at a time, through the drain state machine run
+// locally (the same ASL file the stack deploys, its steps in the drain
+// function's bootstrap under the Lambda Runtime Interface Emulator).
+func (d *demo) scaleDown(ctx context.Context, ev *evaluate.Evaluator, cfg *config.Config, a *setup.AWS, dir string) error {
+	d.step("Building the drain function for this machine and starting the drain state machine locally")
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		return err
+	}
+	bootstrap := filepath.Join(dir, "bootstrap")
+	build := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-o", bootstrap, "./functions/drain")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the drain function: %v\n%s", err, out)
+	}
+	yaml, err := os.ReadFile(filepath.Join(dir, "nodetide.yaml"))
+	if err != nil {
+		return err
+	}
+	svc, err := sfnlocal.Start(ctx, sfnlocal.Options{
+		Functions:     []sfnlocal.Function{{Name: "drain", Bootstrap: bootstrap, Env: []string{"NODETIDE_CONFIG=" + string(yaml)}}},
+		StateMachines: []sfnlocal.StateMachine{{Name: "drain", DefinitionFile: filepath.Join(root, "functions/drain/statemachine.asl.json")}},
+		MaxWait:       2 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	defer svc.Stop()
+	store, err := setup.Store(ctx, cfg, a)
+	if err != nil {
+		return err
+	}
+	ds := cfg.DrainSettings()
+	client := svc.Client(ctx)
+	ev.Drainer = &drain.Starter{SFN: client, StateMachineArn: svc.StateMachineArn["drain"], Store: store,
+		Timeout: ds.Timeout, Policy: ds.OnTimeout, Surge: ds.Surge}
+	d.say("Step Functions (local) at %s, state machine %s", svc.Endpoint, svc.StateMachineArn["drain"])
+
+	d.step("Scaling %q down to 4 replicas, one pod off each of two nodes, guarded by a PodDisruptionBudget (minAvailable 3)", "web")
+	one := intstr.FromInt32(3)
+	if _, err := d.client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := d.markTwoForRemoval(ctx); err != nil {
+		return err
+	}
+	scale, err := d.client.AppsV1().Deployments("default").GetScale(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	scale.Spec.Replicas = 4
+	if _, err := d.client.AppsV1().Deployments("default").UpdateScale(ctx, "web", scale, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	if err := d.waitCount(ctx, "app=web", 4); err != nil {
+		return err
+	}
+	if err := d.showSpread(ctx); err != nil {
+		return err
+	}
+
+	d.step("Evaluate cycles every 3 s: nodes under 50%% whose pods fit elsewhere become unneeded; after 10 s each is drained and removed")
+	seen := map[string]bool{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		res, err := ev.Run(ctx)
+		if err != nil {
+			return err
+		}
+		if res.Plan != nil {
+			for _, n := range sortedKeys(res.Plan.State.UnneededSince) {
+				if !seen["unneeded/"+n] {
+					seen["unneeded/"+n] = true
+					d.say("node %s unneeded since %s", n, res.Plan.State.UnneededSince[n].Format("15:04:05"))
+				}
+			}
+			for _, down := range res.Plan.ScaleDown {
+				d.say("decision: remove %s — %s", down.Node, down.Reason)
+			}
+		}
+		for _, act := range res.Actions {
+			if act.Kind == "drain" {
+				status := "drain execution started"
+				if act.Error != "" {
+					status = "drain not started: " + act.Error
+				}
+				d.say("action: %s %s", status, act.Node)
+			}
+		}
+		nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=workers"})
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes.Items {
+			for _, t := range n.Spec.Taints {
+				if t.Key == drain.TaintKey && !seen["draining/"+n.Name] {
+					seen["draining/"+n.Name] = true
+					d.say("node %s cordoned and tainted %s: evicting within the PDB", n.Name, drain.TaintKey)
+				}
+			}
+		}
+		// Two nodes are what four 1500m pods need on 4-CPU nodes.
+		if len(nodes.Items) == 2 && res.Plan != nil && len(res.Plan.ScaleDown) == 0 && !anyDraining(nodes.Items) {
+			if err := d.waitRunning(ctx, "web", 4); err != nil {
+				return err
+			}
+			d.step("Done: the group shrank from 3 nodes to %d; the pod moved through the Eviction API, within the PDB", len(nodes.Items))
+			if err := d.showSpread(ctx); err != nil {
+				return err
+			}
+			return d.showExecutions(ctx, client, svc.StateMachineArn["drain"])
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(3 * time.Second):
+		}
+	}
+	return fmt.Errorf("the group did not shrink to 2 nodes within 3 minutes")
+}
+
+// markTwoForRemoval gives one pod on each of two nodes the lowest deletion
+// cost, so the ReplicaSet's scale-down leaves those nodes half empty (it
+// would otherwise empty one node, and the demo would have no pod to move).
+func (d *demo) markTwoForRemoval(ctx context.Context) error {
+	pods, err := d.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		return err
+	}
+	marked := map[string]bool{}
+	for _, p := range pods.Items {
+		if len(marked) == 2 || marked[p.Spec.NodeName] {
+			continue
+		}
+		patch := []byte(`{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"-100"}}}`)
+		if _, err := d.client.CoreV1().Pods("default").Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		marked[p.Spec.NodeName] = true
+	}
 	return nil
+}
+
+func anyDraining(nodes []corev1.Node) bool {
+	for _, n := range nodes {
+		for _, t := range n.Spec.Taints {
+			if t.Key == drain.TaintKey {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// showSpread prints which node runs which pod of web.
+func (d *demo) showSpread(ctx context.Context) error {
+	pods, err := d.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			d.say("pod %s on %s (%s)", p.Name, p.Spec.NodeName, p.Status.Phase)
+		}
+	}
+	return nil
+}
+
+func (d *demo) waitCount(ctx context.Context, selector string, want int) error {
+	return poll(ctx, fmt.Sprintf("%d pods", want), func() (bool, error) {
+		pods, err := d.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		live := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				live++
+			}
+		}
+		return live == want, nil
+	})
+}
+
+func (d *demo) showExecutions(ctx context.Context, client *sfn.Client, arn string) error {
+	out, err := client.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(arn)})
+	if err != nil {
+		return err
+	}
+	for _, e := range out.Executions {
+		took := ""
+		if e.StopDate != nil && e.StartDate != nil {
+			took = e.StopDate.Sub(*e.StartDate).Round(100 * time.Millisecond).String()
+		}
+		d.say("execution %s: %s in %s", aws.ToString(e.Name), e.Status, took)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func (d *demo) deploy(ctx context.Context, name string, replicas int32) error {

@@ -1,15 +1,53 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/drain"
+	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/setup"
+	"github.com/nodetide/nodetide/pkg/sfnlocal"
 )
+
+// localDrains starts the drain state machine locally and points the cycle's
+// removals at it. Local drains run in other processes, so state must be in
+// DynamoDB (a local one works), not in memory.
+func (g *globals) localDrains(ctx context.Context, cfg *config.Config, ev *evaluate.Evaluator) (func(), error) {
+	if cfg.State.DynamoDB == nil {
+		return nil, fmt.Errorf("--local-drains: the drain runs in another process, so state must be state.dynamodb (a local DynamoDB such as dynalite works)")
+	}
+	yaml, err := os.ReadFile(g.configPath)
+	if err != nil {
+		return nil, err
+	}
+	if g.kubeconfig != "" {
+		return nil, fmt.Errorf("--local-drains: put the kubeconfig in the config (cluster.kubernetes.kubeconfig) so the drain function reaches the same cluster")
+	}
+	svc, err := sfnlocal.StartDrain(ctx, "", string(yaml), 0)
+	if err != nil {
+		return nil, err
+	}
+	store, err := setup.Store(ctx, cfg, &setup.AWS{})
+	if err != nil {
+		svc.Stop()
+		return nil, err
+	}
+	d := cfg.DrainSettings()
+	ev.Drainer = &drain.Starter{SFN: svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine], Store: store,
+		Timeout: d.Timeout, Policy: d.OnTimeout, Surge: d.Surge}
+	fmt.Fprintf(g.stderr, "local drain state machine at %s\n", svc.Endpoint)
+	return func() { svc.Stop() }, nil
+}
 
 func newRunCmd(g *globals) *cobra.Command {
 	var interval time.Duration
-	var once bool
+	var once, localDrains bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the evaluate cycle in this process on a timer (local or long-running use)",
@@ -30,6 +68,13 @@ func newRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+			if localDrains {
+				stop, err := g.localDrains(ctx, cfg, ev)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			tick := time.NewTicker(interval)
 			defer tick.Stop()
 			for {
@@ -54,5 +99,6 @@ func newRunCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&interval, "interval", time.Minute, "time between cycles (default: the config's evaluate.interval)")
 	cmd.Flags().BoolVar(&once, "once", false, "run one cycle and exit")
+	cmd.Flags().BoolVar(&localDrains, "local-drains", false, "run the drain state machine locally (from a checkout of this repository; needs `make testbed` and `npm ci`) and act on removals")
 	return cmd
 }

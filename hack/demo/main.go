@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -187,22 +186,11 @@ func (d *demo) scaleDown(ctx context.Context, ev *evaluate.Evaluator, cfg *confi
 	if err != nil {
 		return err
 	}
-	bootstrap := filepath.Join(dir, "bootstrap")
-	build := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-o", bootstrap, "./functions/drain")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the drain function: %v\n%s", err, out)
-	}
 	yaml, err := os.ReadFile(filepath.Join(dir, "nodetide.yaml"))
 	if err != nil {
 		return err
 	}
-	svc, err := sfnlocal.Start(ctx, sfnlocal.Options{
-		Functions:     []sfnlocal.Function{{Name: "drain", Bootstrap: bootstrap, Env: []string{"NODETIDE_CONFIG=" + string(yaml)}}},
-		StateMachines: []sfnlocal.StateMachine{{Name: "drain", DefinitionFile: filepath.Join(root, "functions/drain/statemachine.asl.json")}},
-		MaxWait:       2 * time.Second,
-	})
+	svc, err := sfnlocal.StartDrain(ctx, root, string(yaml), 2*time.Second)
 	if err != nil {
 		return err
 	}
@@ -213,9 +201,9 @@ func (d *demo) scaleDown(ctx context.Context, ev *evaluate.Evaluator, cfg *confi
 	}
 	ds := cfg.DrainSettings()
 	client := svc.Client(ctx)
-	ev.Drainer = &drain.Starter{SFN: client, StateMachineArn: svc.StateMachineArn["drain"], Store: store,
+	ev.Drainer = &drain.Starter{SFN: client, StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine], Store: store,
 		Timeout: ds.Timeout, Policy: ds.OnTimeout, Surge: ds.Surge}
-	d.say("Step Functions (local) at %s, state machine %s", svc.Endpoint, svc.StateMachineArn["drain"])
+	d.say("Step Functions (local) at %s, state machine %s", svc.Endpoint, svc.StateMachineArn[sfnlocal.DrainStateMachine])
 
 	d.step("Scaling %q down to 4 replicas, one pod off each of two nodes, guarded by a PodDisruptionBudget (minAvailable 3)", "web")
 	one := intstr.FromInt32(3)
@@ -292,7 +280,7 @@ func (d *demo) scaleDown(ctx context.Context, ev *evaluate.Evaluator, cfg *confi
 			if err := d.showSpread(ctx); err != nil {
 				return err
 			}
-			return d.showExecutions(ctx, client, svc.StateMachineArn["drain"])
+			return d.showExecutions(ctx, client, svc.StateMachineArn[sfnlocal.DrainStateMachine])
 		}
 		select {
 		case <-ctx.Done():

@@ -150,6 +150,7 @@ type Service struct {
 
 	stopOnce sync.Once
 	stopErr  error
+	cleanup  []func()
 }
 
 // FunctionArnKey is the substitution key that carries a function's ARN:
@@ -525,6 +526,9 @@ func startServer(ctx context.Context, node, script, root, cfgPath, logPath strin
 func (s *Service) Stop() error {
 	s.stopOnce.Do(func() {
 		err := stopProcs(s.procs)
+		for _, c := range s.cleanup {
+			c()
+		}
 		if rmErr := os.RemoveAll(s.dir); rmErr != nil {
 			err = errors.Join(err, fmt.Errorf("remove %s: %w", s.dir, rmErr))
 		}

@@ -719,7 +719,13 @@ func (d *Steps) Terminate(ctx context.Context, s State) (State, error) {
 	if err != nil {
 		return s, err
 	}
-	if err := g.DeleteInstance(ctx, s.ProviderID); err != nil {
+	err = g.DeleteInstance(ctx, s.ProviderID)
+	switch {
+	case errors.Is(err, providers.ErrUnknownInstance):
+		// Prepare found the machine in this group: a cloud that no longer
+		// knows it has terminated it already (a retried Terminate).
+		d.log().Info("machine already gone", "node", s.Node, "providerID", s.ProviderID)
+	case err != nil:
 		return s, fmt.Errorf("node group %s: terminate %s: %w", s.NodeGroup, s.ProviderID, err)
 	}
 	s.Terminated = true

@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"fmt"
+	"sync"
 )
 
 // Static is a Provider with a fixed set of groups.
@@ -11,10 +12,28 @@ type Static []NodeGroup
 // NodeGroups implements Provider.
 func (s Static) NodeGroups(context.Context) ([]NodeGroup, error) { return s, nil }
 
-// Narrow applies config bounds to a group: they may narrow what the provider
-// reports, never widen it (a config asking for more than the cloud allows is
-// an error naming both numbers). Nil bounds keep the provider's.
+// Bounds are config bounds for the groups of one config entry. Groups are
+// listed anew on every run; the wrappers of the same Bounds share one lock,
+// so concurrent size changes cannot pass the narrowed bounds together.
+type Bounds struct {
+	Min, Max *int
+	mu       sync.Mutex
+}
+
+// NewBounds returns bounds; nil keeps the provider's own.
+func NewBounds(minSize, maxSize *int) *Bounds { return &Bounds{Min: minSize, Max: maxSize} }
+
+// Narrow applies config bounds to a group with a lock of its own (see
+// Bounds.Narrow for groups listed more than once).
 func Narrow(g NodeGroup, minSize, maxSize *int) (NodeGroup, error) {
+	return NewBounds(minSize, maxSize).Narrow(g)
+}
+
+// Narrow applies the bounds to a group: they may narrow what the provider
+// reports, never widen it (a config asking for more than the cloud allows is
+// an error naming both numbers).
+func (b *Bounds) Narrow(g NodeGroup) (NodeGroup, error) {
+	minSize, maxSize := b.Min, b.Max
 	if minSize == nil && maxSize == nil {
 		return g, nil
 	}
@@ -34,19 +53,22 @@ func Narrow(g NodeGroup, minSize, maxSize *int) (NodeGroup, error) {
 	if lo > hi {
 		return nil, fmt.Errorf("node group %s: narrowed minSize %d is above maxSize %d", g.Name(), lo, hi)
 	}
-	return &narrowed{NodeGroup: g, min: lo, max: hi}, nil
+	return &narrowed{NodeGroup: g, min: lo, max: hi, mu: &b.mu}, nil
 }
 
 // narrowed checks the narrowed bounds before the provider checks its own.
 type narrowed struct {
 	NodeGroup
 	min, max int
+	mu       *sync.Mutex
 }
 
 func (n *narrowed) MinSize() int { return n.min }
 func (n *narrowed) MaxSize() int { return n.max }
 
 func (n *narrowed) IncreaseSize(ctx context.Context, delta int) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	target, err := n.TargetSize(ctx)
 	if err != nil {
 		return err
@@ -58,6 +80,8 @@ func (n *narrowed) IncreaseSize(ctx context.Context, delta int) error {
 }
 
 func (n *narrowed) DeleteInstance(ctx context.Context, providerID string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	target, err := n.TargetSize(ctx)
 	if err != nil {
 		return err

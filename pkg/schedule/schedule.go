@@ -1,8 +1,9 @@
 // Package schedule holds nodetide's scheduled scaling: the schedule
 // document (a superset of scalerd's), its validation, cron expressions with
 // their time zones and daylight-saving rules, and the pure decision of which
-// schedules a tick fires. It does no I/O and reads no clock; the state
-// package stores schedules and the schedule function applies them.
+// schedules a tick fires (all pure: no I/O, no clock), and the schedule
+// function's handler, which claims due fires in the store and applies them
+// to the cluster and the node groups (apply.go, handler.go).
 package schedule
 
 import (

@@ -182,7 +182,7 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS) func(co
 					return nil, fmt.Errorf("%s: node group %q is also defined by %s", ep.path, ng.Name(), prev)
 				}
 				seen[ng.Name()] = ep.path
-				narrowed, err := providers.Narrow(ng, ep.minSize, ep.maxSize)
+				narrowed, err := ep.bounds.Narrow(ng)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", ep.path, err)
 				}
@@ -195,15 +195,15 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS) func(co
 
 // entryProvider is the provider of one nodeGroups entry.
 type entryProvider struct {
-	path             string
-	provider         providers.Provider
-	minSize, maxSize *int
+	path     string
+	provider providers.Provider
+	bounds   *providers.Bounds
 }
 
 func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.Interface, a *AWS) ([]entryProvider, error) {
 	var out []entryProvider
 	for i, g := range cfg.NodeGroups {
-		ep := entryProvider{path: fmt.Sprintf("nodeGroups[%d]", i), minSize: g.MinSize, maxSize: g.MaxSize}
+		ep := entryProvider{path: fmt.Sprintf("nodeGroups[%d]", i), bounds: providers.NewBounds(g.MinSize, g.MaxSize)}
 		switch g.Provider {
 		case config.ProviderKwok:
 			tpl, err := g.Kwok.Template.Planner()
@@ -211,7 +211,7 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 				return nil, fmt.Errorf("%s: %w", ep.path, err)
 			}
 			ep.provider = providers.Static{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl)}
-			ep.minSize, ep.maxSize = nil, nil // they are the group's own bounds
+			ep.bounds = providers.NewBounds(nil, nil) // they are the group's own bounds
 		case config.ProviderKamatera:
 			cc, err := kamatera.LoadCloudConfig(resolve(cfg.Dir, g.Kamatera.CloudConfig))
 			if err != nil {
@@ -241,7 +241,7 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 				return nil, fmt.Errorf("%s: %w", ep.path, err)
 			}
 			ep.provider = p
-			ep.minSize, ep.maxSize = nil, nil // the provider narrows the ASG's bounds itself
+			ep.bounds = providers.NewBounds(nil, nil) // the provider narrows the ASG's bounds itself
 		case config.ProviderScaleway:
 			path := ""
 			if g.Scaleway.CloudConfig != "" {
@@ -260,7 +260,7 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 				return nil, fmt.Errorf("%s: %w", ep.path, err)
 			}
 			ep.provider = p
-			ep.minSize, ep.maxSize = nil, nil // the provider narrows the pool's bounds itself
+			ep.bounds = providers.NewBounds(nil, nil) // the provider narrows the pool's bounds itself
 		default:
 			return nil, fmt.Errorf("%s: provider %q is not available in this build yet", ep.path, g.Provider)
 		}

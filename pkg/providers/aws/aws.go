@@ -325,3 +325,15 @@ func (p *Provider) bounds(asg astypes.AutoScalingGroup) (int, int, error) {
 	}
 	return lo, hi, nil
 }
+
+// String names what the provider manages, without the clients it holds
+// (their credentials).
+func (p *Provider) String() string {
+	if p.opts.AutoScalingGroup != "" {
+		return "aws provider (Auto Scaling Group " + p.opts.AutoScalingGroup + ")"
+	}
+	return "aws provider (cluster " + p.opts.ClusterName + ")"
+}
+
+// Format prints String for every verb.
+func (p *Provider) Format(f fmt.State, _ rune) { fmt.Fprint(f, p.String()) }

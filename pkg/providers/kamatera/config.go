@@ -323,3 +323,7 @@ func (c *CloudConfig) Validate() error {
 }
 
 func groupSection(name string) string { return fmt.Sprintf("nodegroup %q", name) }
+
+// Format prints the redacted String for every verb: fmt's other verbs would
+// walk the fields, and nested secrets with them.
+func (c CloudConfig) Format(f fmt.State, _ rune) { fmt.Fprint(f, c.String()) }

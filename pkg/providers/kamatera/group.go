@@ -279,3 +279,10 @@ func (g *NodeGroup) Template(context.Context) (planner.Template, error) {
 	}
 	return t, nil
 }
+
+// String names the group; Format uses it for every verb, so printing a group
+// never walks into its provider's credentials.
+func (g *NodeGroup) String() string { return "kamatera node group " + g.cfg.Name }
+
+// Format prints String for every verb.
+func (g *NodeGroup) Format(f fmt.State, _ rune) { fmt.Fprint(f, g.String()) }

@@ -558,3 +558,7 @@ func targetOf(ms []member) int {
 	}
 	return n
 }
+
+// Format prints String for every verb, so no verb walks into the options
+// that hold the API key.
+func (p *Provider) Format(f fmt.State, _ rune) { fmt.Fprint(f, p.String()) }

@@ -41,6 +41,10 @@ type Group struct {
 	// mu serialises size changes made through this process; runs in several
 	// processes are kept apart by the evaluate lease.
 	mu sync.Mutex
+	// removed remembers the machines this group deleted, so removing one
+	// again is a no-op while an ID it never had is an error, as a cloud
+	// remembers terminated machines for a while.
+	removed map[string]bool
 }
 
 var _ providers.NodeGroup = (*Group)(nil)
@@ -192,7 +196,10 @@ func (g *Group) DeleteInstance(ctx context.Context, providerID string) error {
 	defer g.mu.Unlock()
 	node, err := g.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil // already gone: removal is idempotent
+		if g.removed[name] {
+			return nil
+		}
+		return fmt.Errorf("kwok group %s: node %s: %w", g.name, name, providers.ErrUnknownInstance)
 	}
 	if err != nil {
 		return fmt.Errorf("kwok group %s: get node %s: %w", g.name, name, err)
@@ -214,6 +221,10 @@ func (g *Group) DeleteInstance(ctx context.Context, providerID string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kwok group %s: delete node %s: %w", g.name, name, err)
 	}
+	if g.removed == nil {
+		g.removed = map[string]bool{}
+	}
+	g.removed[name] = true
 	return nil
 }
 

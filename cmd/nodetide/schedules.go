@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/setup"
+)
+
+func newSchedulesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "schedules", Short: "Create, inspect, check and run scheduled scaling"}
+
+	create := &cobra.Command{
+		Use:   "create FILE",
+		Short: "Store the schedules of FILE (one document, as scalerd's, or a JSON array); an existing one of the same name is replaced",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			list, err := readSchedules(args[0])
+			if err != nil {
+				return err
+			}
+			h, err := g.scheduleStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			for _, s := range list {
+				rec, err := h.Put(cmd.Context(), s)
+				if err != nil {
+					return fmt.Errorf("schedule %q: %w", s.Name, err)
+				}
+				fmt.Fprintf(g.stdout, "schedule %s stored (version %d)\n", s.Name, rec.Version)
+			}
+			return nil
+		},
+	}
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the stored schedules",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := g.scheduleStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			recs, err := h.Store.ListSchedules(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.output != "table" {
+				return g.printDoc(recs)
+			}
+			return writeSchedulesTable(g, recs, time.Now())
+		},
+	}
+	addOutputFlag(list, g, "table", "table", "json", "yaml")
+
+	get := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show one stored schedule and its fire history",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := g.scheduleStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rec, err := h.Store.GetSchedule(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if g.output != "table" {
+				return g.printDoc(rec)
+			}
+			return writeSchedulesTable(g, []schedule.Record{rec}, time.Now())
+		},
+	}
+	addOutputFlag(get, g, "table", "table", "json", "yaml")
+
+	del := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a stored schedule",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := g.scheduleStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := h.Store.DeleteSchedule(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "schedule %s deleted\n", args[0])
+			return nil
+		},
+	}
+
+	runCmd := &cobra.Command{
+		Use:   "run NAME",
+		Short: "Apply a stored schedule now (its next fire time still fires)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := g.scheduleConfig()
+			if err != nil {
+				return err
+			}
+			h, err := setup.Schedules(cmd.Context(), cfg, g.kubeconfig, &setup.AWS{}, g.logger())
+			if err != nil {
+				return err
+			}
+			res, err := h.Run(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if g.output != "table" {
+				if err := g.printDoc(res); err != nil {
+					return err
+				}
+				return res.Err()
+			}
+			writeResult(g, res)
+			return res.Err()
+		},
+	}
+	addOutputFlag(runCmd, g, "table", "table", "json", "yaml")
+
+	validate := &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a schedule file; prints every problem and exits non-zero if there are any",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			list, err := schedule.ParseList(data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			if err := schedule.ValidateList(list, nil); err != nil {
+				var verr *schedule.ValidationError
+				if errors.As(err, &verr) {
+					for _, p := range verr.Problems {
+						fmt.Fprintf(g.stderr, "%s: %s\n", args[0], p)
+					}
+					return fmt.Errorf("%s: %d problem(s)", args[0], len(verr.Problems))
+				}
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			fmt.Fprintf(g.stdout, "%s: %d schedule(s), valid\n", args[0], len(list))
+			return nil
+		},
+	}
+
+	var from string
+	var count int
+	next := &cobra.Command{
+		Use:   "next FILE",
+		Short: "Print the next fire times of the schedule in FILE, one RFC 3339 time a line in its time zone",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if count < 1 {
+				return fmt.Errorf("--count %d: must be at least 1", count)
+			}
+			start := time.Now()
+			if from != "" {
+				t, err := time.Parse(time.RFC3339, from)
+				if err != nil {
+					return fmt.Errorf("--from %q: want an RFC 3339 time such as 2027-03-27T00:00:00Z", from)
+				}
+				start = t
+			}
+			list, err := readSchedules(args[0])
+			if err != nil {
+				return err
+			}
+			for _, s := range list {
+				c, err := s.ParseCron()
+				if err != nil {
+					return fmt.Errorf("schedule %q: %w", s.Name, err)
+				}
+				if len(list) > 1 {
+					fmt.Fprintf(g.stdout, "# %s\n", s.Name)
+				}
+				t := start
+				for range count {
+					t = c.Next(t)
+					if t.IsZero() {
+						break
+					}
+					fmt.Fprintln(g.stdout, t.Format(time.RFC3339))
+				}
+			}
+			return nil
+		},
+	}
+	next.Flags().StringVar(&from, "from", "", "list fire times after this RFC 3339 time (default now)")
+	next.Flags().IntVar(&count, "count", 5, "how many fire times")
+
+	cmd.AddCommand(create, list, get, del, runCmd, validate, next)
+	return cmd
+}
+
+// readSchedules parses and validates a schedule file.
+func readSchedules(path string) ([]schedule.Schedule, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	list, err := schedule.ParseList(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := schedule.ValidateList(list, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return list, nil
+}
+
+// scheduleConfig loads the config and refuses in-memory state, which can't
+// keep schedules from one command to the next.
+func (g *globals) scheduleConfig() (*config.Config, error) {
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.State.DynamoDB == nil {
+		return nil, errors.New("schedules are kept in state.dynamodb; state.memory lasts only as long as one command (a local DynamoDB such as dynalite works)")
+	}
+	return cfg, nil
+}
+
+// scheduleStore is a handler for the store actions only (no cluster).
+func (g *globals) scheduleStore(ctx context.Context) (*schedule.Handler, error) {
+	cfg, err := g.scheduleConfig()
+	if err != nil {
+		return nil, err
+	}
+	store, err := setup.ScheduleStore(ctx, cfg, &setup.AWS{})
+	if err != nil {
+		return nil, err
+	}
+	return &schedule.Handler{Store: store}, nil
+}
+
+func (g *globals) printDoc(v any) error {
+	if g.output == "yaml" {
+		out, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = g.stdout.Write(out)
+		return err
+	}
+	return writeJSON(g.stdout, v)
+}
+
+func writeSchedulesTable(g *globals, recs []schedule.Record, now time.Time) error {
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tCRON\tTIMEZONE\tVERSION\tLAST FIRED\tNEXT")
+	for _, r := range recs {
+		tz := r.Schedule.Timezone
+		if tz == "" {
+			tz = "UTC"
+		}
+		last, nextAt := "-", "-"
+		if !r.LastFiredAt.IsZero() {
+			last = r.LastFiredAt.Format(time.RFC3339)
+		}
+		if c, err := r.Schedule.ParseCron(); err == nil {
+			if t := c.Next(now); !t.IsZero() {
+				nextAt = t.Format(time.RFC3339)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Schedule.Name, r.Schedule.Cron, tz, strconv.FormatInt(r.Version, 10), last, nextAt)
+	}
+	return tw.Flush()
+}
+
+func writeResult(g *globals, res schedule.Result) {
+	for _, c := range res.Changes {
+		from := "?"
+		if c.From != nil {
+			from = strconv.Itoa(*c.From)
+		}
+		target := c.Kind + " " + c.Name
+		if c.Namespace != "" {
+			target = c.Kind + " " + c.Namespace + "/" + c.Name
+		}
+		line := fmt.Sprintf("%s: %s -> %d %s", target, from, c.To, c.Outcome)
+		if c.Message != "" {
+			line += ": " + c.Message
+		}
+		fmt.Fprintln(g.stdout, line)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintln(g.stdout, "note: "+n)
+	}
+}

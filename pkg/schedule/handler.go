@@ -1,0 +1,257 @@
+package schedule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Store is where the schedule function keeps schedules; the state
+// package's ScheduleStore (DynamoDB, or in memory) is one. It is declared
+// here because the state package imports this one.
+type Store interface {
+	PutSchedule(ctx context.Context, s Schedule, expectedVersion int64, now time.Time) (Record, error)
+	GetSchedule(ctx context.Context, name string) (Record, error)
+	ListSchedules(ctx context.Context) ([]Record, error)
+	DeleteSchedule(ctx context.Context, name string) error
+	ClaimFire(ctx context.Context, name string, fireAt time.Time) (bool, error)
+	RecordSkip(ctx context.Context, name string, fireAt time.Time, reason string) (bool, error)
+}
+
+// The actions of the schedule function; ActionTick is what an EventBridge
+// scheduled event asks for.
+const (
+	ActionTick   = "tick"
+	ActionPut    = "put"
+	ActionList   = "list"
+	ActionGet    = "get"
+	ActionDelete = "delete"
+	ActionRun    = "run"
+)
+
+// Request is one invocation of the schedule function, parsed.
+type Request struct {
+	Action   string    `json:"action"`
+	Name     string    `json:"name,omitzero"`
+	Schedule *Schedule `json:"schedule,omitzero"`
+}
+
+func requestShape() *shape {
+	return &shape{fields: map[string]*shape{"action": nil, "name": nil, "schedule": scheduleShape()}}
+}
+
+// ParseEvent tells an EventBridge scheduled event (a tick) from a
+// hand-made request and parses it strictly: an unknown field (also inside
+// the schedule), a field given twice, an unknown action or a field the
+// action doesn't take is an error naming it.
+func ParseEvent(payload []byte) (Request, error) {
+	trimmed := bytes.TrimSpace(payload)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return Request{}, errors.New("event must be a JSON object")
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &keys); err != nil {
+		return Request{}, fmt.Errorf("event is not valid JSON: %w", err)
+	}
+	if _, ok := keys["detail-type"]; ok {
+		var ev events.CloudWatchEvent
+		if err := json.Unmarshal(trimmed, &ev); err != nil {
+			return Request{}, fmt.Errorf("EventBridge event: %w", err)
+		}
+		if ev.Source != "aws.events" || ev.DetailType != "Scheduled Event" {
+			return Request{}, fmt.Errorf("unsupported EventBridge event: source %q, detail-type %q (want aws.events, Scheduled Event)", ev.Source, ev.DetailType)
+		}
+		return Request{Action: ActionTick}, nil
+	}
+	var req Request
+	if err := decodeStrict(trimmed, requestShape(), &req); err != nil {
+		return Request{}, fmt.Errorf("bad request: %w (fields: action, name, schedule)", err)
+	}
+	const actions = "put, list, get, delete or run"
+	switch req.Action {
+	case ActionPut:
+		if req.Schedule == nil {
+			return Request{}, errors.New(`action "put" needs "schedule"`)
+		}
+		if req.Name != "" {
+			return Request{}, errors.New(`action "put" takes no "name": the schedule names itself`)
+		}
+		if err := Validate(*req.Schedule, nil); err != nil {
+			return Request{}, fmt.Errorf("schedule: %w", err)
+		}
+	case ActionList:
+		if req.Name != "" || req.Schedule != nil {
+			return Request{}, errors.New(`action "list" takes no "name" or "schedule"`)
+		}
+	case ActionGet, ActionDelete, ActionRun:
+		if req.Name == "" {
+			return Request{}, fmt.Errorf("action %q needs %q", req.Action, "name")
+		}
+		if req.Schedule != nil {
+			return Request{}, fmt.Errorf("action %q takes no %q", req.Action, "schedule")
+		}
+	case "":
+		return Request{}, fmt.Errorf(`missing "action" (%s), and not an EventBridge scheduled event`, actions)
+	default:
+		return Request{}, fmt.Errorf("unknown action %q (%s)", req.Action, actions)
+	}
+	return req, nil
+}
+
+// Handler is the schedule function: it fires due schedules once per fire
+// time and serves the hand-made requests.
+type Handler struct {
+	Store Store
+	// Applier carries out fired schedules; nil serves only the store
+	// actions (put, list, get, delete).
+	Applier *Applier
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// MaxLateness is how late a fire time may still be applied
+	// (DefaultMaxLateness when not positive).
+	MaxLateness time.Duration
+	Log         *slog.Logger
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return h.Log
+}
+
+// TickResult is what one tick did.
+type TickResult struct {
+	Now       time.Time `json:"now"`
+	Schedules []Result  `json:"schedules"`
+	// Errors are schedules that could not be decided (a stored cron or
+	// time zone that no longer parses); the others were still dealt with.
+	Errors []string `json:"errors,omitzero"`
+}
+
+// Handle serves one invocation: the payload is parsed before anything is
+// read or changed.
+func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, error) {
+	req, err := ParseEvent(payload)
+	if err != nil {
+		return nil, err
+	}
+	switch req.Action {
+	case ActionTick:
+		return h.Tick(ctx)
+	case ActionPut:
+		return h.Put(ctx, *req.Schedule)
+	case ActionList:
+		return h.Store.ListSchedules(ctx)
+	case ActionGet:
+		return h.Store.GetSchedule(ctx, req.Name)
+	case ActionDelete:
+		if err := h.Store.DeleteSchedule(ctx, req.Name); err != nil {
+			return nil, err
+		}
+		return map[string]string{"deleted": req.Name}, nil
+	default:
+		res, err := h.Run(ctx, req.Name)
+		if err != nil {
+			return nil, err
+		}
+		return res, res.Err()
+	}
+}
+
+// Put validates s and stores it: created when new, otherwise replacing the
+// stored definition (its fire history is kept).
+func (h *Handler) Put(ctx context.Context, s Schedule) (Record, error) {
+	if err := Validate(s, nil); err != nil {
+		return Record{}, err
+	}
+	list, err := h.Store.ListSchedules(ctx)
+	if err != nil {
+		return Record{}, err
+	}
+	var version int64
+	for _, r := range list {
+		if r.Schedule.Name == s.Name {
+			version = r.Version
+		}
+	}
+	return h.Store.PutSchedule(ctx, s, version, h.now())
+}
+
+// Run applies a stored schedule now, by hand: no fire time is claimed, so
+// the next due fire time still fires.
+func (h *Handler) Run(ctx context.Context, name string) (Result, error) {
+	if h.Applier == nil {
+		return Result{}, errors.New("run: this handler has no cluster to apply schedules to")
+	}
+	rec, err := h.Store.GetSchedule(ctx, name)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Schedule: name, Action: ActionRun}
+	h.Applier.Apply(ctx, rec.Schedule, &res)
+	return res, nil
+}
+
+// Tick fires the schedules due now: for each fire time it claims it in the
+// store first and applies the schedule only if the claim is won, so
+// overlapping or repeated ticks apply it once; a fire time too late to
+// apply is recorded as skipped.
+func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
+	if h.Applier == nil {
+		return TickResult{}, errors.New("tick: this handler has no cluster to apply schedules to")
+	}
+	now := h.now()
+	records, err := h.Store.ListSchedules(ctx)
+	if err != nil {
+		return TickResult{}, err
+	}
+	out := TickResult{Now: now, Schedules: []Result{}}
+	decisions, derr := Decide(records, now, h.MaxLateness)
+	if derr != nil {
+		h.log().Error("undecidable schedules", "error", derr.Error())
+		out.Errors = append(out.Errors, derr.Error())
+	}
+	byName := map[string]Schedule{}
+	for _, r := range records {
+		byName[r.Schedule.Name] = r.Schedule
+	}
+	for _, d := range decisions {
+		res := Result{Schedule: d.Name, Action: string(d.Action), FireAt: d.FireAt, Reason: d.Reason}
+		var won bool
+		if d.Action == ActionSkip {
+			won, err = h.Store.RecordSkip(ctx, d.Name, d.FireAt, d.Reason)
+		} else {
+			won, err = h.Store.ClaimFire(ctx, d.Name, d.FireAt)
+		}
+		switch {
+		case err != nil:
+			res.Errors = append(res.Errors, fmt.Sprintf("claim fire time: %v", err))
+		case !won:
+			res.Action = "lost"
+			res.Notes = append(res.Notes, "another tick dealt with this fire time")
+		case d.Action == ActionFire:
+			h.Applier.Apply(ctx, byName[d.Name], &res)
+		default:
+			h.log().Warn("schedule skipped", "schedule", d.Name, "fireAt", d.FireAt, "reason", d.Reason)
+		}
+		if err := res.Err(); err != nil {
+			h.log().Error("schedule", "schedule", d.Name, "error", err.Error())
+		}
+		out.Schedules = append(out.Schedules, res)
+	}
+	return out, nil
+}

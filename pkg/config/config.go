@@ -118,11 +118,18 @@ type ScalewayGroup struct {
 	Pool                string `yaml:"pool"`
 	CloudConfig         string `yaml:"cloudConfig"`
 	AllowAutoscaledPool bool   `yaml:"allowAutoscaledPool"`
+	// SecretKeySecret is the ARN of a Secrets Manager secret holding the
+	// Scaleway secret key (SCW_SECRET_KEY, when set, still wins).
+	SecretKeySecret string `yaml:"secretKeySecret"`
 }
 
 // KamateraGroup points at cluster-autoscaler's Kamatera INI cloud config.
 type KamateraGroup struct {
 	CloudConfig string `yaml:"cloudConfig"`
+	// CredentialsSecret is the ARN of a Secrets Manager secret holding
+	// {"clientId": "...", "secret": "..."}; it wins over the INI and the
+	// environment.
+	CredentialsSecret string `yaml:"credentialsSecret"`
 }
 
 // KwokGroup is a local group of kwok-managed Node objects (demo and tests).
@@ -428,9 +435,15 @@ func (g *NodeGroup) validate(path string, errs *fieldErrors) {
 	case ProviderScaleway:
 		// Pools may be named or found by their tag; the cloud config is optional
 		// since the environment can carry it.
+		if g.Scaleway != nil && g.Scaleway.SecretKeySecret != "" && !strings.HasPrefix(g.Scaleway.SecretKeySecret, "arn:") {
+			errs.add(line, path+".scaleway.secretKeySecret", "must be a Secrets Manager ARN")
+		}
 	case ProviderKamatera:
 		if g.Kamatera == nil || g.Kamatera.CloudConfig == "" {
 			errs.add(line, path+".kamatera.cloudConfig", "is required for provider kamatera")
+		}
+		if g.Kamatera != nil && g.Kamatera.CredentialsSecret != "" && !strings.HasPrefix(g.Kamatera.CredentialsSecret, "arn:") {
+			errs.add(line, path+".kamatera.credentialsSecret", "must be a Secrets Manager ARN")
 		}
 		if g.Name != "" {
 			errs.add(line, path+".name", "Kamatera groups take their names from the INI's [nodegroup] sections; drop name")

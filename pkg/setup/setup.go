@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -217,7 +218,21 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 			if err != nil {
 				return nil, fmt.Errorf("%s.kamatera.cloudConfig: %w", ep.path, err)
 			}
-			p, err := kamatera.New(cc, nil)
+			var opts []kamatera.Option
+			if arn := g.Kamatera.CredentialsSecret; arn != "" {
+				var creds struct {
+					ClientID string `json:"clientId"`
+					Secret   string `json:"secret"`
+				}
+				if err := secretJSON(ctx, a, arn, &creds); err != nil {
+					return nil, fmt.Errorf("%s.kamatera.credentialsSecret: %w", ep.path, err)
+				}
+				if creds.ClientID == "" || creds.Secret == "" {
+					return nil, fmt.Errorf("%s.kamatera.credentialsSecret: secret %s needs \"clientId\" and \"secret\"", ep.path, arn)
+				}
+				opts = append(opts, kamatera.WithCredentials(creds.ClientID, creds.Secret))
+			}
+			p, err := kamatera.New(cc, nil, opts...)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", ep.path, err)
 			}
@@ -243,17 +258,36 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 			ep.provider = p
 			ep.bounds = providers.NewBounds(nil, nil) // the provider narrows the ASG's bounds itself
 		case config.ProviderScaleway:
-			path := ""
-			if g.Scaleway.CloudConfig != "" {
-				path = resolve(cfg.Dir, g.Scaleway.CloudConfig)
+			sg := g.Scaleway
+			if sg == nil { // everything may come from the environment
+				sg = &config.ScalewayGroup{}
 			}
-			cc, err := scaleway.LoadCloudConfig(path, os.Getenv)
+			path := ""
+			if sg.CloudConfig != "" {
+				path = resolve(cfg.Dir, sg.CloudConfig)
+			}
+			getenv := os.Getenv
+			if arn := sg.SecretKeySecret; arn != "" && os.Getenv(scaleway.EnvSecretKey) == "" {
+				key, err := secretString(ctx, a, arn)
+				if err != nil {
+					return nil, fmt.Errorf("%s.scaleway.secretKeySecret: %w", ep.path, err)
+				}
+				// The environment still wins, as cluster-autoscaler has it;
+				// the secret stands in for SCW_SECRET_KEY otherwise.
+				getenv = func(k string) string {
+					if k == scaleway.EnvSecretKey {
+						return key
+					}
+					return os.Getenv(k)
+				}
+			}
+			cc, err := scaleway.LoadCloudConfig(path, getenv)
 			if err != nil {
 				return nil, fmt.Errorf("%s.scaleway: %w", ep.path, err)
 			}
-			opts := scaleway.Options{CloudConfig: cc, Name: g.Name, AllowAutoscaledPool: g.Scaleway.AllowAutoscaledPool, MinSize: g.MinSize, MaxSize: g.MaxSize}
-			if g.Scaleway.Pool != "" {
-				opts.Pools = []string{g.Scaleway.Pool}
+			opts := scaleway.Options{CloudConfig: cc, Name: g.Name, AllowAutoscaledPool: sg.AllowAutoscaledPool, MinSize: g.MinSize, MaxSize: g.MaxSize}
+			if sg.Pool != "" {
+				opts.Pools = []string{sg.Pool}
 			}
 			p, err := scaleway.New(opts, nil)
 			if err != nil {
@@ -267,6 +301,34 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 		out = append(out, ep)
 	}
 	return out, nil
+}
+
+// secretString reads a Secrets Manager secret's string; errors name the
+// secret, never its value.
+func secretString(ctx context.Context, a *AWS, arn string) (string, error) {
+	ac, err := a.Config(ctx)
+	if err != nil {
+		return "", err
+	}
+	out, err := secretsmanager.NewFromConfig(ac).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+	if err != nil {
+		return "", fmt.Errorf("read secret %s: %w", arn, err)
+	}
+	if out.SecretString == nil || *out.SecretString == "" {
+		return "", fmt.Errorf("secret %s has no string value", arn)
+	}
+	return *out.SecretString, nil
+}
+
+func secretJSON(ctx context.Context, a *AWS, arn string, v any) error {
+	s, err := secretString(ctx, a, arn)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		return fmt.Errorf("secret %s is not the JSON expected", arn) // the value may be the secret: not quoted
+	}
+	return nil
 }
 
 // Stores is every store the functions keep in the state table.

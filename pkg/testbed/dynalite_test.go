@@ -77,6 +77,11 @@ func putAndGet(t *testing.T, c *dynamodb.Client, table string) {
 	if err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}
+	// Even with createTableMs 0 a table is CREATING for a moment.
+	waiter := dynamodb.NewTableExistsWaiter(c, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond })
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 10*time.Second); err != nil {
+		t.Fatalf("table %s not active: %v", table, err)
+	}
 	item := map[string]types.AttributeValue{
 		"pk":    &types.AttributeValueMemberS{Value: "k"},
 		"value": &types.AttributeValueMemberS{Value: "v"},

@@ -6,7 +6,7 @@ LAMBDA_ENV := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags "-s -w"
 TEST_TIMEOUT ?= 40m
 
-.PHONY: build functions cli testbed node-deps test test-unit bench demo vet fmt clean FORCE
+.PHONY: build functions cli testbed node-deps test test-unit bench demo vet fmt clean synth deploy invoke FORCE
 
 ## build: the three Lambda bootstraps (linux/arm64) and bin/nodetide for this machine
 build: functions cli
@@ -25,11 +25,16 @@ bin/nodetide: FORCE
 testbed:
 	@hack/testbed-build.sh >/dev/null
 
-## node-deps: the pinned npm packages (dynalite, ...)
-node-deps: node_modules/.package-lock.json
+## node-deps: the pinned npm packages (dynalite, aws-local-stepfunctions, aws-cdk, ...)
+node-deps: node_modules/.package-lock.json node_modules/go.mod
 
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+
+# aws-cdk ships Go project templates; a go.mod of their own keeps them out
+# of this module's ./... patterns.
+node_modules/go.mod: node_modules/.package-lock.json
+	printf 'module nodetide.invalid/node_modules\n' > $@
 
 ## test: every test, integration tests on the local control plane and dynalite included
 test: testbed node-deps vet
@@ -47,6 +52,28 @@ bench:
 ## demo: the evaluate cycle on a local control plane, step by step
 demo: testbed node-deps
 	$(GO) run ./hack/demo
+
+## synth: the CloudFormation template (infra/cdk.out) from CONFIG (default: NODETIDE_CONFIG_FILE, else
+##   nodetide.example.yaml); needs no AWS credentials. CDK_ARGS adds cdk options, e.g. -c subnetIds=a,b
+CONFIG ?= $(NODETIDE_CONFIG_FILE)
+CDK_ARGS ?=
+CDK := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true ../node_modules/.bin/cdk
+CDK_CONFIG = $(if $(CONFIG),-c config=$(abspath $(CONFIG)))
+
+synth: functions node-deps
+	cd infra && $(CDK) synth --quiet $(CDK_CONFIG) $(CDK_ARGS)
+	@echo "synth: infra/cdk.out/$$(cd infra/cdk.out && ls *.template.json)"
+
+## deploy: synth and deploy the stack for CONFIG with the current AWS credentials (see infra/README.md)
+deploy: functions node-deps
+	cd infra && $(CDK) deploy $(CDK_CONFIG) $(CDK_ARGS)
+
+## invoke: run build/$(FN)/bootstrap under the Lambda RIE with EVENT, e.g.
+##   make invoke FN=evaluate EVENT=events/evaluate-plan.json NODETIDE_CONFIG_FILE=nodetide.yaml
+invoke:
+	@case "$(FN)" in evaluate|drain|schedule) ;; *) echo "usage: make invoke FN=evaluate|drain|schedule EVENT=events/<file>.json" >&2; exit 2;; esac
+	@$(MAKE) --no-print-directory build/$(FN)/bootstrap
+	infra/invoke.sh "$(FN)" "$(EVENT)"
 
 clean:
 	rm -rf build bin

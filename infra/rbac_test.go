@@ -1,0 +1,123 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/nodetide/nodetide/infra/stack"
+)
+
+// TestRBAC checks deploy/rbac.yaml: one ClusterRole per function with
+// exactly the calls it makes, bound to the group the stack maps its role to.
+func TestRBAC(t *testing.T) {
+	f, err := os.Open("../deploy/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	roles := map[string]rbacv1.ClusterRole{}
+	bindings := map[string]rbacv1.ClusterRoleBinding{}
+	for {
+		var obj struct {
+			Kind string `json:"kind"`
+			rbacv1.ClusterRole
+			Subjects []rbacv1.Subject `json:"subjects"`
+			RoleRef  rbacv1.RoleRef   `json:"roleRef"`
+		}
+		err := dec.Decode(&obj)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch obj.Kind {
+		case "":
+			continue // an empty document
+		case "ClusterRole":
+			roles[obj.Name] = obj.ClusterRole
+		case "ClusterRoleBinding":
+			bindings[obj.Name] = rbacv1.ClusterRoleBinding{ObjectMeta: obj.ObjectMeta, Subjects: obj.Subjects, RoleRef: obj.RoleRef}
+		default:
+			t.Errorf("unexpected kind %s", obj.Kind)
+		}
+	}
+
+	// resource -> verbs, as "group/resource".
+	want := map[string]map[string][]string{
+		"evaluate": {
+			"/nodes": {"list"}, "/pods": {"list", "watch"}, "policy/poddisruptionbudgets": {"list"},
+		},
+		"drain": {
+			"/nodes": {"delete", "get", "list", "update"}, "/pods": {"delete", "list", "patch"},
+			"/pods/eviction": {"create"}, "apps/deployments": {"get"}, "apps/replicasets": {"get"},
+			"apps/statefulsets": {"get"}, "apps/deployments/scale": {"get", "update"},
+			"policy/poddisruptionbudgets": {"list"},
+		},
+		"schedule": {
+			"apps/deployments":       {"list"},
+			"apps/deployments/scale": {"get", "update"}, "apps/statefulsets/scale": {"get", "update"},
+		},
+	}
+	if len(roles) != len(want) || len(bindings) != len(want) {
+		t.Errorf("%d ClusterRoles and %d bindings, want %d of each", len(roles), len(bindings), len(want))
+	}
+	for fn, wantRules := range want {
+		name := "nodetide-" + fn
+		role, ok := roles[name]
+		if !ok {
+			t.Errorf("no ClusterRole %s", name)
+			continue
+		}
+		got := map[string][]string{}
+		for _, r := range role.Rules {
+			if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+				t.Errorf("%s: unexpected rule %+v", name, r)
+			}
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						if strings.Contains(g+res+v, "*") {
+							t.Errorf("%s: wildcard in %q %q %q", name, g, res, v)
+						}
+						got[g+"/"+res] = append(got[g+"/"+res], v)
+					}
+				}
+			}
+		}
+		for k := range got {
+			sort.Strings(got[k])
+		}
+		for k, v := range wantRules {
+			if !slices.Equal(got[k], v) {
+				t.Errorf("%s: %s: verbs %v, want %v", name, k, got[k], v)
+			}
+		}
+		for k := range got {
+			if _, ok := wantRules[k]; !ok {
+				t.Errorf("%s: grants %s %v, which the function does not call", name, k, got[k])
+			}
+		}
+
+		b, ok := bindings[name]
+		if !ok {
+			t.Errorf("no ClusterRoleBinding %s", name)
+			continue
+		}
+		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != name {
+			t.Errorf("binding %s refers to %+v", name, b.RoleRef)
+		}
+		if len(b.Subjects) != 1 || b.Subjects[0].Kind != "Group" || b.Subjects[0].Name != stack.KubernetesGroup(fn) {
+			t.Errorf("binding %s: subjects %+v, want the group %s", name, b.Subjects, stack.KubernetesGroup(fn))
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nodetide/nodetide/pkg/config"
+)
+
+// Context keys (cdk -c key=value) the app reads. Every one is optional.
+const (
+	CtxConfig           = "config"            // path of nodetide.yaml
+	CtxStackName        = "stackName"         // default Nodetide-<cluster>
+	CtxBuildDir         = "buildDir"          // default ../build
+	CtxSubnetIDs        = "subnetIds"         // a,b: run the functions in these subnets
+	CtxSecurityGroupIDs = "securityGroupIds"  // sg-1,sg-2: with subnetIds
+	CtxVpcID            = "vpcId"             // the subnets' VPC: adds the VPC endpoints
+	CtxRouteTableIDs    = "routeTableIds"     // the subnets' route tables: DynamoDB gateway endpoint
+	CtxVpcEndpoints     = "vpcEndpoints"      // false: no endpoints (the subnets have a NAT)
+	CtxScalewayCluster  = "scalewayClusterId" // CLUSTER_ID for scaleway groups (default: kapsule.clusterId)
+	CtxScalewayRegion   = "scalewayRegion"    // SCW_REGION for scaleway groups (default: kapsule.region)
+	CtxAlarmTopic       = "alarmTopicArn"     // SNS topic the alarms notify
+	CtxLogRetentionDays = "logRetentionDays"  // default 30
+	CtxEKSAccessEntries = "eksAccessEntries"  // true: create the EKS access entries
+)
+
+// EnvConfigFile names the config file when the context does not.
+const EnvConfigFile = "NODETIDE_CONFIG_FILE"
+
+// DefaultConfigFile is used when neither the context nor the environment
+// names one; relative to infra/, where cdk runs the app.
+const DefaultConfigFile = "../nodetide.example.yaml"
+
+// Options are everything the stack is built from.
+type Options struct {
+	// ConfigFile is where Config was read from (for messages).
+	ConfigFile string
+	Config     *config.Config
+	// ConfigYAML is the file as written; it becomes the SSM parameter the
+	// functions load (NODETIDE_CONFIG_PARAMETER).
+	ConfigYAML string
+
+	// BuildDir holds <fn>/bootstrap for evaluate, drain and schedule.
+	BuildDir string
+	// StateMachineFile is the drain state machine's ASL definition.
+	StateMachineFile string
+
+	SubnetIDs        []string
+	SecurityGroupIDs []string
+	VpcID            string
+	RouteTableIDs    []string
+	NoVpcEndpoints   bool
+
+	// ScalewayClusterID and ScalewayRegion become CLUSTER_ID and SCW_REGION,
+	// which the scaleway provider reads when no cloudConfig file says them.
+	ScalewayClusterID string
+	ScalewayRegion    string
+	AlarmTopicArn     string
+	LogRetentionDays  int
+	EKSAccessEntries  bool
+
+	StackName string
+}
+
+// LoadOptions reads the options from the CDK context (ctx returns "" for an
+// unset key) and the environment, and loads the config file.
+func LoadOptions(ctx, getenv func(string) string) (Options, error) {
+	o := Options{
+		ConfigFile:        ctx(CtxConfig),
+		BuildDir:          ctx(CtxBuildDir),
+		StateMachineFile:  "../functions/drain/statemachine.asl.json",
+		SubnetIDs:         list(ctx(CtxSubnetIDs)),
+		SecurityGroupIDs:  list(ctx(CtxSecurityGroupIDs)),
+		VpcID:             strings.TrimSpace(ctx(CtxVpcID)),
+		RouteTableIDs:     list(ctx(CtxRouteTableIDs)),
+		AlarmTopicArn:     strings.TrimSpace(ctx(CtxAlarmTopic)),
+		ScalewayClusterID: strings.TrimSpace(ctx(CtxScalewayCluster)),
+		ScalewayRegion:    strings.TrimSpace(ctx(CtxScalewayRegion)),
+		StackName:         strings.TrimSpace(ctx(CtxStackName)),
+	}
+	var errs []error
+	if o.ConfigFile == "" {
+		o.ConfigFile = getenv(EnvConfigFile)
+	}
+	if o.ConfigFile == "" {
+		o.ConfigFile = DefaultConfigFile
+	}
+	if o.BuildDir == "" {
+		o.BuildDir = "../build"
+	}
+	if v := ctx(CtxVpcEndpoints); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("context %s: want true or false, got %q", CtxVpcEndpoints, v))
+		}
+		o.NoVpcEndpoints = !b
+	}
+	if v := ctx(CtxEKSAccessEntries); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("context %s: want true or false, got %q", CtxEKSAccessEntries, v))
+		}
+		o.EKSAccessEntries = b
+	}
+	if v := ctx(CtxLogRetentionDays); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("context %s: want a number of days, got %q", CtxLogRetentionDays, v))
+		}
+		o.LogRetentionDays = n
+	}
+	data, err := os.ReadFile(o.ConfigFile)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("config: %w (set -c %s=PATH or %s)", err, CtxConfig, EnvConfigFile))
+	} else {
+		o.ConfigYAML = string(data)
+		cfg, err := config.Parse(data, o.ConfigFile)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if cfg != nil {
+			cfg.Dir = filepath.Dir(o.ConfigFile)
+		}
+		o.Config = cfg
+		if cfg != nil && cfg.Cluster.Kubernetes.Kapsule != nil {
+			k := cfg.Cluster.Kubernetes.Kapsule
+			if o.ScalewayClusterID == "" {
+				o.ScalewayClusterID = k.ClusterID
+			}
+			if o.ScalewayRegion == "" {
+				o.ScalewayRegion = k.Region
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	return o, o.Check()
+}
+
+// list splits a comma-separated context value, dropping blanks.
+func list(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Check reports what keeps these options from making a working deployment.
+func (o Options) Check() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	cfg := o.Config
+	if cfg == nil {
+		return errors.New("no config")
+	}
+	src := o.ConfigFile
+	if cfg.State.DynamoDB == nil {
+		add("%s: state.dynamodb: the stack keeps state in DynamoDB; set state: {dynamodb: {table: NAME}}", src)
+	} else if cfg.State.DynamoDB.Endpoint != "" {
+		add("%s: state.dynamodb.endpoint: %q is a local endpoint; drop it from the deployed config", src, cfg.State.DynamoDB.Endpoint)
+	}
+	if cfg.Cluster.Kubernetes.Kubeconfig != "" {
+		add("%s: cluster.kubernetes.kubeconfig: a local file does not reach the functions; use eks or kubeconfigSecret", src)
+	}
+	for i, g := range cfg.NodeGroups {
+		if g.Provider == config.ProviderKwok {
+			add("%s: nodeGroups[%d]: provider kwok is for local runs only", src, i)
+		}
+	}
+	if _, err := o.evaluateRate(); err != nil {
+		add("%s: %v", src, err)
+	}
+	if (len(o.SubnetIDs) == 0) != (len(o.SecurityGroupIDs) == 0) {
+		add("context: set both %s and %s to run the functions in a VPC", CtxSubnetIDs, CtxSecurityGroupIDs)
+	}
+	if o.VpcID != "" && len(o.SubnetIDs) == 0 {
+		add("context: %s needs %s and %s", CtxVpcID, CtxSubnetIDs, CtxSecurityGroupIDs)
+	}
+	if len(o.RouteTableIDs) > 0 && o.VpcID == "" {
+		add("context: %s needs %s", CtxRouteTableIDs, CtxVpcID)
+	}
+	if o.AlarmTopicArn != "" && !strings.HasPrefix(o.AlarmTopicArn, "arn:") {
+		add("context %s: want an SNS topic ARN, got %q", CtxAlarmTopic, o.AlarmTopicArn)
+	}
+	if o.LogRetentionDays != 0 {
+		if _, ok := retentionDays[o.LogRetentionDays]; !ok {
+			add("context %s: %d is not a CloudWatch Logs retention (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, ...)", CtxLogRetentionDays, o.LogRetentionDays)
+		}
+	}
+	if o.EKSAccessEntries && cfg.Cluster.Kubernetes.EKS == nil {
+		add("context %s: the config's cluster is not an EKS cluster (cluster.kubernetes.eks)", CtxEKSAccessEntries)
+	}
+	if len(o.ConfigYAML) > maxParameterBytes {
+		add("%s: %d bytes; an SSM parameter holds at most %d", src, len(o.ConfigYAML), maxParameterBytes)
+	}
+	return errors.Join(errs...)
+}
+
+// evaluateRate is evaluate.interval in whole minutes (EventBridge's rate
+// expressions have minute resolution).
+func (o Options) evaluateRate() (int, error) {
+	iv := o.Config.EvaluateSettings().Interval
+	if iv.Minutes() < 1 || iv%time.Minute != 0 {
+		return 0, fmt.Errorf("evaluate.interval: EventBridge schedules whole minutes (at least 1m), got %s", iv)
+	}
+	return int(iv.Minutes()), nil
+}

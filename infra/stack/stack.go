@@ -1,0 +1,657 @@
+// Package stack is nodetide's CloudFormation stack for one cluster, built from
+// its nodetide.yaml: the state table, the evaluate, drain and schedule
+// functions with one least-privilege role each, the EventBridge rules, the
+// drain state machine (functions/drain/statemachine.asl.json), the config in
+// SSM, alarms and outputs; optionally the VPC placement and endpoints and
+// the EKS access entries.
+package stack
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseks"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/nodetide/nodetide/pkg/config"
+)
+
+// Environment variables the functions read (pkg/setup).
+const (
+	EnvConfigParameter   = "NODETIDE_CONFIG_PARAMETER"
+	EnvDrainStateMachine = "NODETIDE_DRAIN_STATE_MACHINE_ARN"
+	// EnvConfigSHA256 is not read by the code: it changes with the config, so
+	// a config change replaces the functions' warm environments (which read
+	// the parameter once, at start) on deploy.
+	EnvConfigSHA256 = "NODETIDE_CONFIG_SHA256"
+)
+
+// TTLAttribute is the state table's TTL attribute (drain records, leases).
+const TTLAttribute = "expiresAt"
+
+// KubernetesGroup is the Kubernetes group a function's role is mapped to;
+// deploy/rbac.yaml binds one ClusterRole to each.
+func KubernetesGroup(fn string) string { return "nodetide-" + fn }
+
+// Function is what the stack gives one function.
+type Function struct {
+	Name        string
+	Description string
+	MemoryMB    int
+	Timeout     time.Duration
+	// Reserved concurrency (0: unreserved).
+	Reserved int
+	// StartsDrains: states:StartExecution and DescribeExecution on the drain
+	// state machine, and NODETIDE_DRAIN_STATE_MACHINE_ARN.
+	StartsDrains bool
+	// ASGWrites are the Auto Scaling mutations it may make on the config's
+	// groups.
+	ASGWrites []string
+}
+
+// Functions are the three functions and their sizing.
+//
+//   - evaluate: 256 MB; its scheduled run plans, acts and then watches for
+//     new pending pods for evaluate.watchFor (45 s) after its tick, so the
+//     timeout is watchFor + 45 s, at least 90 s. Reserved concurrency 1: one
+//     cycle at a time (the DynamoDB lease also guarantees it).
+//   - drain: 256 MB, 5 min — one state machine step (the ASL gives each task
+//     300 s) or a hand-made shutdown / enable.
+//   - schedule: 256 MB, 60 s — fires due schedules once a minute.
+func Functions(cfg *config.Config) []Function {
+	evalTimeout := cfg.EvaluateSettings().WatchFor + 45*time.Second
+	evalTimeout = max(evalTimeout, 90*time.Second)
+	evalTimeout = min(evalTimeout, 15*time.Minute)
+	return []Function{
+		{Name: "evaluate", Description: "nodetide evaluate: measures pressure, scales node groups up, starts drains",
+			MemoryMB: 256, Timeout: evalTimeout, Reserved: 1, StartsDrains: true,
+			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
+		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
+			MemoryMB: 256, Timeout: 5 * time.Minute, StartsDrains: true,
+			ASGWrites: []string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}},
+		{Name: "schedule", Description: "nodetide schedule: fires due schedules (node group sizes, workload replicas)",
+			MemoryMB: 256, Timeout: 60 * time.Second,
+			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
+	}
+}
+
+// ReadOnlyWildcardActions are the actions granted on Resource "*": AWS
+// offers no resource-level permission for them, and they only read.
+var ReadOnlyWildcardActions = []string{
+	"autoscaling:DescribeAutoScalingGroups",
+	"autoscaling:DescribeScalingActivities",
+	"autoscaling:DescribeLaunchConfigurations",
+	"ec2:DescribeInstanceTypes",
+	"ec2:DescribeLaunchTemplateVersions",
+}
+
+// StateTableActions are the item operations pkg/state performs.
+var StateTableActions = []string{
+	"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query",
+}
+
+// Built is the stack and the parts tests and the app look at.
+type Built struct {
+	Stack        awscdk.Stack
+	Table        awsdynamodb.Table
+	Parameter    awsssm.StringParameter
+	Functions    map[string]awslambda.Function
+	Roles        map[string]awsiam.Role
+	StateMachine awsstepfunctions.StateMachine
+	// StateMachineName is fixed, so the functions get its ARN without a
+	// reference (which would be a cycle: the machine invokes drain).
+	StateMachineName string
+}
+
+// Name returns the names derived from the cluster: nodetide-<cluster>.
+func Name(cluster string) string {
+	s := regexp.MustCompile(`[^A-Za-z0-9-]+`).ReplaceAllString(cluster, "-")
+	s = strings.Trim(s, "-")
+	if len(s) > 40 {
+		s = s[:40]
+	}
+	return "nodetide-" + s
+}
+
+// StackName is the default stack name for a cluster.
+func StackName(cluster string) string {
+	n := Name(cluster)
+	return "Nodetide" + n[len("nodetide"):]
+}
+
+// New builds the stack. The options must pass Check.
+func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Options) (*Built, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	asl, err := os.ReadFile(o.StateMachineFile)
+	if err != nil {
+		return nil, fmt.Errorf("drain state machine: %w", err)
+	}
+	for _, fn := range []string{"evaluate", "drain", "schedule"} {
+		if _, err := os.Stat(filepath.Join(o.BuildDir, fn, "bootstrap")); err != nil {
+			return nil, fmt.Errorf("function %s: %w (run `make build` first)", fn, err)
+		}
+	}
+	cfg := o.Config
+	if props == nil {
+		props = &awscdk.StackProps{}
+	}
+	if props.Description == nil {
+		props.Description = jsii.String(fmt.Sprintf("nodetide serverless node scaler for cluster %s", cfg.Cluster.Name))
+	}
+	st := awscdk.NewStack(scope, jsii.String(id), props)
+	b := &Built{
+		Stack:            st,
+		Functions:        map[string]awslambda.Function{},
+		Roles:            map[string]awsiam.Role{},
+		StateMachineName: Name(cfg.Cluster.Name) + "-drain",
+	}
+	prefix := Name(cfg.Cluster.Name)
+	retention := awslogs.RetentionDays_ONE_MONTH
+	if o.LogRetentionDays != 0 {
+		retention = retentionDays[o.LogRetentionDays]
+	}
+
+	// State: one table, single-item conditional writes (DESIGN "DynamoDB").
+	b.Table = awsdynamodb.NewTable(st, jsii.String("StateTable"), &awsdynamodb.TableProps{
+		TableName:    jsii.String(cfg.State.DynamoDB.Table),
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
+		SortKey:      &awsdynamodb.Attribute{Name: jsii.String("sk"), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		TimeToLiveAttribute: jsii.String(TTLAttribute),
+		RemovalPolicy:       awscdk.RemovalPolicy_RETAIN,
+	})
+
+	// The config, as written, in SSM; the functions read it at start.
+	tier := awsssm.ParameterTier_STANDARD
+	if len(o.ConfigYAML) > standardParameterBytes {
+		tier = awsssm.ParameterTier_ADVANCED
+	}
+	b.Parameter = awsssm.NewStringParameter(st, jsii.String("Config"), &awsssm.StringParameterProps{
+		ParameterName: jsii.String("/nodetide/" + strings.TrimPrefix(prefix, "nodetide-") + "/config"),
+		Description:   jsii.String("nodetide.yaml for cluster " + cfg.Cluster.Name + " (no secrets)"),
+		StringValue:   jsii.String(o.ConfigYAML),
+		Tier:          tier,
+	})
+	sum := sha256.Sum256([]byte(o.ConfigYAML))
+
+	smArn := st.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
+		ResourceName: jsii.String(b.StateMachineName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+	execArn := st.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("states"), Resource: jsii.String("execution"),
+		ResourceName: jsii.String(b.StateMachineName + ":*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+
+	asgStatements := autoScalingStatements(st, cfg)
+	secretArns := secretResources(cfg)
+	var alarmAction awscloudwatch.IAlarmAction
+	if o.AlarmTopicArn != "" {
+		alarmAction = awscloudwatchactions.NewSnsAction(awssns.Topic_FromTopicArn(st, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn)))
+	}
+
+	for _, spec := range Functions(cfg) {
+		title := strings.ToUpper(spec.Name[:1]) + spec.Name[1:]
+		role := awsiam.NewRole(st, jsii.String(title+"Role"), &awsiam.RoleProps{
+			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+			Description: jsii.String("nodetide " + spec.Name + " function (" + cfg.Cluster.Name + ")"),
+		})
+		b.Roles[spec.Name] = role
+		logs := awslogs.NewLogGroup(st, jsii.String(title+"Logs"), &awslogs.LogGroupProps{
+			LogGroupName:  jsii.String("/aws/lambda/" + prefix + "-" + spec.Name),
+			Retention:     retention,
+			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+		})
+		allow(role, []string{"logs:CreateLogStream", "logs:PutLogEvents"}, logs.LogGroupArn())
+		allow(role, []string{"ssm:GetParameter"}, b.Parameter.ParameterArn())
+		allow(role, StateTableActions, b.Table.TableArn())
+		if eks := cfg.Cluster.Kubernetes.EKS; eks != nil {
+			allow(role, []string{"eks:DescribeCluster"}, st.FormatArn(&awscdk.ArnComponents{
+				Service: jsii.String("eks"), Resource: jsii.String("cluster"), ResourceName: jsii.String(eks.Name),
+				ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME, Region: optional(eks.Region),
+			}))
+		}
+		if len(secretArns) > 0 {
+			allow(role, []string{"secretsmanager:GetSecretValue"}, secretArns...)
+		}
+		if len(asgStatements) > 0 {
+			allow(role, ReadOnlyWildcardActions, jsii.String("*"))
+			for _, s := range asgStatements {
+				role.AddToPrincipalPolicy(s(spec.ASGWrites))
+			}
+		}
+		env := map[string]*string{
+			EnvConfigParameter: b.Parameter.ParameterName(),
+			EnvConfigSHA256:    jsii.String(hex.EncodeToString(sum[:])),
+		}
+		if hasProvider(cfg, config.ProviderScaleway) {
+			// Not secret: the key comes from scaleway.secretKeySecret.
+			if o.ScalewayClusterID != "" {
+				env["CLUSTER_ID"] = jsii.String(o.ScalewayClusterID)
+			}
+			if o.ScalewayRegion != "" {
+				env["SCW_REGION"] = jsii.String(o.ScalewayRegion)
+			}
+		}
+		if spec.StartsDrains {
+			allow(role, []string{"states:StartExecution"}, smArn)
+			allow(role, []string{"states:DescribeExecution"}, execArn)
+			env[EnvDrainStateMachine] = smArn
+		}
+
+		fp := &awslambda.FunctionProps{
+			FunctionName: jsii.String(prefix + "-" + spec.Name),
+			Description:  jsii.String(spec.Description),
+			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture: awslambda.Architecture_ARM_64(),
+			Handler:      jsii.String("bootstrap"),
+			Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(o.BuildDir, spec.Name)), nil),
+			MemorySize:   jsii.Number(float64(spec.MemoryMB)),
+			Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.Timeout.Seconds())),
+			Role:         role,
+			LogGroup:     logs,
+			Environment:  &env,
+		}
+		if spec.Reserved > 0 {
+			fp.ReservedConcurrentExecutions = jsii.Number(float64(spec.Reserved))
+		}
+		switch spec.Name {
+		case "evaluate":
+			// A lost tick is replaced by the next one a minute later.
+			fp.RetryAttempts, fp.MaxEventAge = jsii.Number(0), awscdk.Duration_Seconds(jsii.Number(60))
+		case "schedule":
+			// A failed tick is retried, within the lateness schedules allow.
+			fp.RetryAttempts, fp.MaxEventAge = jsii.Number(2), awscdk.Duration_Minutes(jsii.Number(15))
+		}
+		fn := awslambda.NewFunction(st, jsii.String(title+"Function"), fp)
+		b.Functions[spec.Name] = fn
+
+		if len(o.SubnetIDs) > 0 {
+			cfn := fn.Node().DefaultChild().(awslambda.CfnFunction)
+			cfn.AddPropertyOverride(jsii.String("VpcConfig"), map[string]any{
+				"SubnetIds": o.SubnetIDs, "SecurityGroupIds": o.SecurityGroupIDs,
+			})
+			role.AddManagedPolicy(awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("service-role/AWSLambdaVPCAccessExecutionRole")))
+		}
+
+		alarm := awscloudwatch.NewAlarm(st, jsii.String(title+"ErrorsAlarm"), &awscloudwatch.AlarmProps{
+			AlarmDescription: jsii.String("nodetide " + spec.Name + " (" + cfg.Cluster.Name + ") returned errors; see its log group"),
+			Metric: fn.MetricErrors(&awscloudwatch.MetricOptions{
+				Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum"),
+			}),
+			Threshold:          jsii.Number(1),
+			EvaluationPeriods:  jsii.Number(1),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		if alarmAction != nil {
+			alarm.AddAlarmAction(alarmAction)
+		}
+		awscdk.NewCfnOutput(st, jsii.String(title+"FunctionName"), &awscdk.CfnOutputProps{
+			Value: fn.FunctionName(), Description: jsii.String("the " + spec.Name + " function"),
+		})
+		awscdk.NewCfnOutput(st, jsii.String(title+"RoleArn"), &awscdk.CfnOutputProps{
+			Value:       role.RoleArn(),
+			Description: jsii.String("map to Kubernetes group " + KubernetesGroup(spec.Name) + " (EKS access entry or aws-auth)"),
+		})
+		if o.EKSAccessEntries {
+			awseks.NewCfnAccessEntry(st, jsii.String(title+"AccessEntry"), &awseks.CfnAccessEntryProps{
+				ClusterName:      jsii.String(cfg.Cluster.Kubernetes.EKS.Name),
+				PrincipalArn:     role.RoleArn(),
+				KubernetesGroups: jsii.Strings(KubernetesGroup(spec.Name)),
+				Type:             jsii.String("STANDARD"),
+			})
+		}
+		suppress(role, spec, len(o.SubnetIDs) > 0)
+	}
+
+	// Rules: evaluate every evaluate.interval, schedule every minute.
+	rate, _ := o.evaluateRate()
+	awsevents.NewRule(st, jsii.String("EvaluateRule"), &awsevents.RuleProps{
+		Description: jsii.String("nodetide evaluate cycle (" + cfg.Cluster.Name + ")"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(float64(rate)))),
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(b.Functions["evaluate"], &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(2), MaxEventAge: awscdk.Duration_Seconds(jsii.Number(60)),
+		})},
+	})
+	awsevents.NewRule(st, jsii.String("ScheduleRule"), &awsevents.RuleProps{
+		Description: jsii.String("nodetide schedule tick (" + cfg.Cluster.Name + ")"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(b.Functions["schedule"], &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(2), MaxEventAge: awscdk.Duration_Minutes(jsii.Number(15)),
+		})},
+	})
+
+	// The drain state machine, from the same ASL file the local runner uses.
+	smLogs := awslogs.NewLogGroup(st, jsii.String("DrainStateMachineLogs"), &awslogs.LogGroupProps{
+		LogGroupName:  jsii.String("/aws/vendedlogs/states/" + b.StateMachineName),
+		Retention:     retention,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	drainFn := b.Functions["drain"]
+	b.StateMachine = awsstepfunctions.NewStateMachine(st, jsii.String("DrainStateMachine"), &awsstepfunctions.StateMachineProps{
+		StateMachineName:        jsii.String(b.StateMachineName),
+		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
+		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(jsii.String(string(asl))),
+		DefinitionSubstitutions: &map[string]*string{"DrainFunctionArn": drainFn.FunctionArn()},
+		Logs: &awsstepfunctions.LogOptions{
+			Destination: smLogs, Level: awsstepfunctions.LogLevel_ALL, IncludeExecutionData: jsii.Bool(true),
+		},
+		TracingEnabled: jsii.Bool(false),
+	})
+	b.StateMachine.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("lambda:InvokeFunction"),
+		Resources: &[]*string{drainFn.FunctionArn()},
+	}))
+	suppressStateMachine(b.StateMachine)
+	smAlarm := awscloudwatch.NewAlarm(st, jsii.String("DrainFailedAlarm"), &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String("a nodetide drain (" + cfg.Cluster.Name + ") failed and was rolled back, or its rollback failed; see the execution history"),
+		Metric: b.StateMachine.MetricFailed(&awscloudwatch.MetricOptions{
+			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum"),
+		}),
+		Threshold:          jsii.Number(1),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
+	if alarmAction != nil {
+		smAlarm.AddAlarmAction(alarmAction)
+	}
+
+	if o.VpcID != "" && !o.NoVpcEndpoints {
+		vpcEndpoints(st, o)
+	}
+	warnings := Warnings(o)
+	ids := make([]string, 0, len(warnings))
+	for id := range warnings {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		awscdk.Annotations_Of(st).AddWarningV2(jsii.String("nodetide:"+id), jsii.String(warnings[id]), nil)
+	}
+
+	awscdk.NewCfnOutput(st, jsii.String("DrainStateMachineArn"), &awscdk.CfnOutputProps{Value: b.StateMachine.StateMachineArn()})
+	awscdk.NewCfnOutput(st, jsii.String("StateTableName"), &awscdk.CfnOutputProps{Value: b.Table.TableName()})
+	awscdk.NewCfnOutput(st, jsii.String("ConfigParameterName"), &awscdk.CfnOutputProps{Value: b.Parameter.ParameterName()})
+	return b, nil
+}
+
+// Warnings are what may keep a deployment from working though the stack
+// builds; the app prints them at synth.
+func Warnings(o Options) map[string]string {
+	w := map[string]string{}
+	cfg := o.Config
+	for i, g := range cfg.NodeGroups {
+		path := fmt.Sprintf("nodeGroups[%d]", i)
+		switch {
+		case g.AWS != nil && len(g.AWS.AutoDiscovery) > 0:
+			scoped := false
+			for _, tag := range g.AWS.AutoDiscovery {
+				key, _, _ := strings.Cut(tag, "=")
+				if strings.HasPrefix(key, "k8s.io/cluster-autoscaler/") && key != "k8s.io/cluster-autoscaler/enabled" &&
+					!strings.HasPrefix(key, "k8s.io/cluster-autoscaler/node-template/") {
+					scoped = true
+				}
+			}
+			if !scoped {
+				w["discovery-"+fmt.Sprint(i)] = path + ".aws.autoDiscovery names no k8s.io/cluster-autoscaler/<cluster> tag: " +
+					"the functions may resize every Auto Scaling Group carrying the other tags in this account and region"
+			}
+		case g.Kamatera != nil && g.Kamatera.CloudConfig != "":
+			w["kamatera-"+fmt.Sprint(i)] = path + ".kamatera.cloudConfig " + g.Kamatera.CloudConfig +
+				" is a file: it is not shipped with the functions, which read only the YAML from SSM"
+		case g.Scaleway != nil && g.Scaleway.CloudConfig != "":
+			w["scaleway-"+fmt.Sprint(i)] = path + ".scaleway.cloudConfig " + g.Scaleway.CloudConfig +
+				" is a file: it is not shipped with the functions; use scaleway.secretKeySecret and -c " +
+				CtxScalewayCluster + ", -c " + CtxScalewayRegion + " instead"
+		case g.Provider == config.ProviderScaleway && (o.ScalewayClusterID == "" || o.ScalewayRegion == ""):
+			w["scaleway-"+fmt.Sprint(i)] = path + ": the functions need the Scaleway cluster ID and region: set -c " +
+				CtxScalewayCluster + " and -c " + CtxScalewayRegion + " (or cluster.kubernetes.kapsule)"
+		}
+	}
+	if len(o.SubnetIDs) > 0 && (o.NoVpcEndpoints || len(o.RouteTableIDs) == 0) {
+		w["vpc-dynamodb"] = "the functions run in a VPC without a DynamoDB gateway endpoint from this stack (" + CtxRouteTableIDs +
+			"): their subnets need a NAT gateway or an existing DynamoDB endpoint"
+	}
+	if len(o.SubnetIDs) > 0 && o.VpcID == "" {
+		w["vpc-endpoints"] = "the functions run in a VPC and no " + CtxVpcID + " was given, so no VPC endpoints are made: " +
+			"their subnets need a NAT gateway (or existing endpoints) to reach SSM, Step Functions, Auto Scaling, EC2, EKS and Secrets Manager"
+	}
+	return w
+}
+
+func hasProvider(cfg *config.Config, provider string) bool {
+	return slices.ContainsFunc(cfg.NodeGroups, func(g config.NodeGroup) bool { return g.Provider == provider })
+}
+
+// allow adds one statement to a role's policy.
+func allow(role awsiam.Role, actions []string, resources ...*string) {
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	}))
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// autoScalingStatements returns, per aws node group entry, a statement maker
+// for the mutations a function may make: named groups by their ARN,
+// discovered groups by their discovery tags (aws:ResourceTag conditions).
+func autoScalingStatements(st awscdk.Stack, cfg *config.Config) []func(actions []string) awsiam.PolicyStatement {
+	var named = map[string][]*string{} // region -> ARNs
+	var out []func([]string) awsiam.PolicyStatement
+	asgArn := func(region, name string) *string {
+		return st.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("autoscaling"), Resource: jsii.String("autoScalingGroup"),
+			ResourceName: jsii.String("*:autoScalingGroupName/" + name), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+			Region: optional(region),
+		})
+	}
+	var regions []string
+	for _, g := range cfg.NodeGroups {
+		if g.Provider != config.ProviderAWS || g.AWS == nil {
+			continue
+		}
+		a := g.AWS
+		if a.AutoScalingGroup != "" {
+			if _, seen := named[a.Region]; !seen {
+				regions = append(regions, a.Region)
+			}
+			named[a.Region] = append(named[a.Region], asgArn(a.Region, a.AutoScalingGroup))
+			continue
+		}
+		conds := map[string]map[string]string{}
+		for _, tag := range a.AutoDiscovery {
+			key, value, hasValue := strings.Cut(tag, "=")
+			if hasValue {
+				add(conds, "StringEquals", "aws:ResourceTag/"+key, value)
+			} else {
+				add(conds, "Null", "aws:ResourceTag/"+key, "false")
+			}
+		}
+		resource := asgArn(a.Region, "*")
+		out = append(out, func(actions []string) awsiam.PolicyStatement {
+			c := map[string]any{}
+			for op, kv := range conds {
+				c[op] = kv
+			}
+			return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+				Actions: jsii.Strings(actions...), Resources: &[]*string{resource}, Conditions: &c,
+			})
+		})
+	}
+	sort.Strings(regions)
+	for _, r := range regions {
+		arns := named[r]
+		out = append(out, func(actions []string) awsiam.PolicyStatement {
+			return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: &arns})
+		})
+	}
+	return out
+}
+
+func add(m map[string]map[string]string, op, key, value string) {
+	if m[op] == nil {
+		m[op] = map[string]string{}
+	}
+	m[op][key] = value
+}
+
+// SecretArns are the Secrets Manager secrets the config names: the
+// kubeconfig (cluster.kubernetes.kubeconfigSecret), Scaleway keys
+// (scaleway.secretKeySecret) and Kamatera credentials
+// (kamatera.credentialsSecret). Every function builds the cluster client and
+// the providers, so each reads them all.
+func SecretArns(cfg *config.Config) []string {
+	var out []string
+	add := func(arn string) {
+		if arn != "" && !slices.Contains(out, arn) {
+			out = append(out, arn)
+		}
+	}
+	add(cfg.Cluster.Kubernetes.KubeconfigSecret)
+	for _, g := range cfg.NodeGroups {
+		if g.Scaleway != nil {
+			add(g.Scaleway.SecretKeySecret)
+		}
+		if g.Kamatera != nil {
+			add(g.Kamatera.CredentialsSecret)
+		}
+	}
+	return out
+}
+
+// secretResources are the policy resources for SecretArns. A partial ARN
+// (without Secrets Manager's 6-character suffix) also matches the suffixed
+// one.
+func secretResources(cfg *config.Config) []*string {
+	var out []*string
+	for _, arn := range SecretArns(cfg) {
+		out = append(out, jsii.String(arn))
+		if !completeSecretArn.MatchString(arn) {
+			out = append(out, jsii.String(arn+"-??????"))
+		}
+	}
+	return out
+}
+
+var completeSecretArn = regexp.MustCompile(`:secret:.+-[A-Za-z0-9]{6}$`)
+
+// vpcEndpoints adds the endpoints the functions call AWS through when their
+// subnets have no NAT: interface endpoints (private DNS) in the functions'
+// subnets behind a security group that admits HTTPS from the functions'
+// groups only, and a DynamoDB gateway endpoint on the route tables.
+func vpcEndpoints(st awscdk.Stack, o Options) {
+	cfg := o.Config
+	services := []string{"ssm", "states"}
+	for _, g := range cfg.NodeGroups {
+		if g.Provider == config.ProviderAWS {
+			services = append(services, "autoscaling", "ec2")
+			break
+		}
+	}
+	if cfg.Cluster.Kubernetes.EKS != nil {
+		services = append(services, "eks")
+	}
+	if len(secretResources(cfg)) > 0 {
+		services = append(services, "secretsmanager")
+	}
+	var ingress []any
+	for _, sg := range o.SecurityGroupIDs {
+		ingress = append(ingress, &awsec2.CfnSecurityGroup_IngressProperty{
+			IpProtocol: jsii.String("tcp"), FromPort: jsii.Number(443), ToPort: jsii.Number(443),
+			SourceSecurityGroupId: jsii.String(sg), Description: jsii.String("HTTPS from the nodetide functions"),
+		})
+	}
+	sg := awsec2.NewCfnSecurityGroup(st, jsii.String("EndpointSecurityGroup"), &awsec2.CfnSecurityGroupProps{
+		GroupDescription:     jsii.String("nodetide VPC endpoints: HTTPS from the functions only"),
+		VpcId:                jsii.String(o.VpcID),
+		SecurityGroupIngress: &ingress,
+		// Endpoints answer; they never open connections. (The same
+		// placeholder rule CDK uses for allowAllOutbound: false.)
+		SecurityGroupEgress: &[]any{&awsec2.CfnSecurityGroup_EgressProperty{
+			IpProtocol: jsii.String("icmp"), FromPort: jsii.Number(252), ToPort: jsii.Number(86),
+			CidrIp: jsii.String("255.255.255.255/32"), Description: jsii.String("Disallow all traffic"),
+		}},
+	})
+	subnets := make([]any, len(o.SubnetIDs))
+	for i, s := range o.SubnetIDs {
+		subnets[i] = s
+	}
+	for _, svc := range services {
+		awsec2.NewCfnVPCEndpoint(st, jsii.String(endpointID(svc)), &awsec2.CfnVPCEndpointProps{
+			VpcId:             jsii.String(o.VpcID),
+			ServiceName:       jsii.String("com.amazonaws." + *st.Region() + "." + svc),
+			VpcEndpointType:   jsii.String("Interface"),
+			PrivateDnsEnabled: jsii.Bool(true),
+			SubnetIds:         &subnets,
+			SecurityGroupIds:  &[]any{sg.AttrGroupId()},
+		})
+	}
+	if len(o.RouteTableIDs) > 0 {
+		rts := make([]any, len(o.RouteTableIDs))
+		for i, r := range o.RouteTableIDs {
+			rts[i] = r
+		}
+		awsec2.NewCfnVPCEndpoint(st, jsii.String(endpointID("dynamodb")), &awsec2.CfnVPCEndpointProps{
+			VpcId:           jsii.String(o.VpcID),
+			ServiceName:     jsii.String("com.amazonaws." + *st.Region() + ".dynamodb"),
+			VpcEndpointType: jsii.String("Gateway"),
+			RouteTableIds:   &rts,
+		})
+	}
+}
+
+func endpointID(svc string) string {
+	names := map[string]string{"ssm": "Ssm", "states": "StepFunctions", "autoscaling": "AutoScaling", "ec2": "Ec2",
+		"eks": "Eks", "secretsmanager": "SecretsManager", "dynamodb": "DynamoDb"}
+	return names[svc] + "Endpoint"
+}
+
+// SSM parameter sizes.
+const (
+	standardParameterBytes = 4096
+	maxParameterBytes      = 8192
+)
+
+var retentionDays = map[int]awslogs.RetentionDays{
+	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS, 5: awslogs.RetentionDays_FIVE_DAYS,
+	7: awslogs.RetentionDays_ONE_WEEK, 14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
+	60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS, 120: awslogs.RetentionDays_FOUR_MONTHS,
+	150: awslogs.RetentionDays_FIVE_MONTHS, 180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
+	400: awslogs.RetentionDays_THIRTEEN_MONTHS, 545: awslogs.RetentionDays_EIGHTEEN_MONTHS,
+	731: awslogs.RetentionDays_TWO_YEARS, 1827: awslogs.RetentionDays_FIVE_YEARS, 3653: awslogs.RetentionDays_TEN_YEARS,
+}

@@ -3,6 +3,7 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/nodetide/nodetide/pkg/testbed"
 	"os"
 	"path/filepath"
 	"slices"
@@ -846,8 +847,8 @@ func mustDuration(t *testing.T, s string) config.Duration {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	jsii.Close() // stops the jsii runtime's node process
+	code := testbed.Run(m) // stops the control plane and dynalite the deployed-definition test starts
+	jsii.Close()           // stops the jsii runtime's node process
 	os.Exit(code)
 }
 

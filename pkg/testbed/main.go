@@ -45,6 +45,11 @@ func stopAll() {
 //
 //	func TestMain(m *testing.M) { testbed.Main(m) }
 func Main(m *testing.M) {
+	os.Exit(Run(m))
+}
+
+// Run is Main without the exit, for a TestMain that has more to stop.
+func Run(m *testing.M) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -55,5 +60,5 @@ func Main(m *testing.M) {
 	}()
 	code := m.Run()
 	stopAll()
-	os.Exit(code)
+	return code
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/lambdaevent"
 )
 
 // Handler is the drain function: the state machine's task steps, and the
@@ -45,9 +46,9 @@ type EnableResult struct {
 // ParseEvent decodes an event strictly: unknown fields, a step together
 // with an action, or a bad value are errors that name the field.
 func ParseEvent(payload []byte) (Event, error) {
-	trimmed := bytes.TrimSpace(payload)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return Event{}, errors.New("event must be a JSON object")
+	trimmed, err := lambdaevent.Object(payload)
+	if err != nil {
+		return Event{}, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
+	"github.com/nodetide/nodetide/pkg/lambdaevent"
 )
 
 // Request is a hand-made invocation of the evaluate function.
@@ -36,22 +36,15 @@ const watchMargin = 10 * time.Second
 
 // ParseEvent tells a scheduled tick from a hand-made request, strictly.
 func ParseEvent(payload []byte) (Request, error) {
-	trimmed := bytes.TrimSpace(payload)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return Request{}, errors.New("event must be a JSON object")
+	trimmed, err := lambdaevent.Object(payload)
+	if err != nil {
+		return Request{}, err
 	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &keys); err != nil {
-		return Request{}, fmt.Errorf("event is not valid JSON: %w", err)
+	tick, err := lambdaevent.ScheduledTick(trimmed)
+	if err != nil {
+		return Request{}, err
 	}
-	if _, ok := keys["detail-type"]; ok {
-		var ev events.CloudWatchEvent
-		if err := json.Unmarshal(trimmed, &ev); err != nil {
-			return Request{}, fmt.Errorf("EventBridge event: %w", err)
-		}
-		if ev.Source != "aws.events" || ev.DetailType != "Scheduled Event" {
-			return Request{}, fmt.Errorf("unsupported EventBridge event: source %q, detail-type %q (want aws.events, Scheduled Event)", ev.Source, ev.DetailType)
-		}
+	if tick {
 		return Request{Action: "run"}, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))

@@ -1,15 +1,13 @@
 package schedule
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nodetide/nodetide/pkg/lambdaevent"
 	"log/slog"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 )
 
 // Store is where the schedule function keeps schedules; the state
@@ -51,22 +49,15 @@ func requestShape() *shape {
 // the schedule), a field given twice, an unknown action or a field the
 // action doesn't take is an error naming it.
 func ParseEvent(payload []byte) (Request, error) {
-	trimmed := bytes.TrimSpace(payload)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return Request{}, errors.New("event must be a JSON object")
+	trimmed, err := lambdaevent.Object(payload)
+	if err != nil {
+		return Request{}, err
 	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &keys); err != nil {
-		return Request{}, fmt.Errorf("event is not valid JSON: %w", err)
+	tick, err := lambdaevent.ScheduledTick(trimmed)
+	if err != nil {
+		return Request{}, err
 	}
-	if _, ok := keys["detail-type"]; ok {
-		var ev events.CloudWatchEvent
-		if err := json.Unmarshal(trimmed, &ev); err != nil {
-			return Request{}, fmt.Errorf("EventBridge event: %w", err)
-		}
-		if ev.Source != "aws.events" || ev.DetailType != "Scheduled Event" {
-			return Request{}, fmt.Errorf("unsupported EventBridge event: source %q, detail-type %q (want aws.events, Scheduled Event)", ev.Source, ev.DetailType)
-		}
+	if tick {
 		return Request{Action: ActionTick}, nil
 	}
 	var req Request

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nodetide/nodetide/pkg/lambdaevent"
 	"log/slog"
 	"time"
+
+	"github.com/nodetide/nodetide/pkg/lambdaevent"
 )
 
 // Store is where the schedule function keeps schedules; the state

@@ -2,6 +2,8 @@ package planner
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -42,6 +44,7 @@ func decide(s *Snapshot, set Settings, now time.Time, traced bool) (Plan, *trace
 	}
 
 	m.upcomingCapacity(&plan, &next)
+	m.overMax(&plan, &next)
 	classes := m.pendingClasses()
 	m.onExisting(classes, tr)
 	m.onUpcoming(classes, tr)
@@ -56,6 +59,12 @@ func decide(s *Snapshot, set Settings, now time.Time, traced bool) (Plan, *trace
 	}
 
 	m.scaleDown(&plan, &next)
+	slices.SortFunc(plan.ScaleDown, func(a, b ScaleDown) int {
+		if c := strings.Compare(a.NodeGroup, b.NodeGroup); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Node, b.Node)
+	})
 	for k, t := range next.UnneededSince {
 		next.UnneededSince[k] = t.UTC()
 	}

@@ -799,3 +799,75 @@ func TestPlanState(t *testing.T) {
 		t.Errorf("state has nil maps: %+v", empty.State)
 	}
 }
+
+// TestScheduleCap: a group above the max a schedule set comes down to it at
+// once: unregistered capacity first, then the emptiest nodes, never a node
+// that must not be disrupted; a config max does not shrink anything.
+func TestScheduleCap(t *testing.T) {
+	night := func(target, maxSize int, nodes ...string) NodeGroup {
+		g := group("workers", 0, maxSize, target, "4", "16Gi", nodes...)
+		g.BoundsFrom = "schedule night"
+		return g
+	}
+	three := []corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi"), node("n3", "workers", "4", "16Gi")}
+	work := []corev1.Pod{pod("big", "3", "1Gi", on("n1")), pod("small", "1", "1Gi", on("n2"))}
+	noUnneeded := func(s *Settings) { s.ScaleDown.UnneededTime = time.Hour; s.ScaleDown.MaxConcurrentDrains = 1 }
+	runCases(t, []planCase{
+		{
+			name: "the emptiest nodes go, at once, whatever unneededTime and maxConcurrentDrains say",
+			snap: snapshot([]NodeGroup{night(3, 1, "n1", "n2", "n3")}, three, work),
+			set:  noUnneeded,
+			want: want{down: []string{"workers/n2", "workers/n3"}, check: func(t *testing.T, p Plan) {
+				want := "node group workers is above its max size 1 (max set by schedule night): target 3, 0 draining; utilisation 0%"
+				for _, d := range p.ScaleDown {
+					if d.Node == "n3" && d.Reason != want {
+						t.Errorf("reason %q, want %q", d.Reason, want)
+					}
+				}
+				if !p.State.UnneededSince["n2"].Equal(t0) || !p.State.UnneededSince["n3"].Equal(t0) {
+					t.Errorf("unneededSince %v: the chosen nodes need a time for their drains' names", p.State.UnneededSince)
+				}
+			}},
+		},
+		{
+			name: "unregistered capacity is given back first",
+			snap: snapshot([]NodeGroup{night(4, 1, "n1", "n2", "n3")}, three, work),
+			set:  noUnneeded,
+			want: want{decrease: []string{"workers -1 =3"}, down: []string{"workers/n2", "workers/n3"}},
+		},
+		{
+			name: "nodes already draining count",
+			snap: snapshot([]NodeGroup{night(3, 1, "n1", "n2", "n3")},
+				[]corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi"), node("n3", "workers", "4", "16Gi", draining())}, work),
+			set:  noUnneeded,
+			want: want{down: []string{"workers/n2"}},
+		},
+		{
+			name: "a node that must not be disrupted stays, even if the group stays above max",
+			snap: snapshot([]NodeGroup{night(3, 1, "n1", "n2", "n3")},
+				[]corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi", nodeAnnotation("cluster-autoscaler.kubernetes.io/scale-down-disabled", "true")), node("n3", "workers", "4", "16Gi")},
+				append(work, pod("lonely", "1", "1Gi", on("n3"), bare()))),
+			set:  noUnneeded,
+			want: want{down: []string{"workers/n1"}},
+		},
+		{
+			name: "pending pods are not counted on the nodes going away, and name the schedule",
+			snap: snapshot([]NodeGroup{night(3, 1, "n1", "n2", "n3")}, three, append(work, pod("p", "2", "1Gi", pending()))),
+			set:  noUnneeded,
+			want: want{
+				down:    []string{"workers/n2", "workers/n3"},
+				unsched: []string{"default/p: node group workers at max size 1 (max set by schedule night)"},
+			},
+		},
+		{
+			name: "a config max below the size only stops growth",
+			snap: snapshot([]NodeGroup{group("workers", 0, 1, 3, "4", "16Gi", "n1", "n2", "n3")}, three, work),
+			set:  noUnneeded,
+		},
+		{
+			name: "at the schedule's max nothing goes",
+			snap: snapshot([]NodeGroup{night(3, 3, "n1", "n2", "n3")}, three, work),
+			set:  noUnneeded,
+		},
+	})
+}

@@ -64,6 +64,9 @@ type groupInfo struct {
 	upcoming int // target - registered nodes, when still counted
 	backoff  time.Time
 	draining int // registered nodes carrying the draining taint
+	// shrinking: above a schedule's max; overMax removes the surplus and
+	// the utilisation-based scale-down leaves the group alone.
+	shrinking bool
 }
 
 // podClass is a set of pending pods that are interchangeable for packing:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -379,7 +380,7 @@ func TestProperties(t *testing.T) {
 	seen := map[string]int{}
 	defer func() {
 		t.Logf("coverage over %d snapshots: %v", propertyRuns, seen)
-		for _, what := range []string{"scaleUp", "multiGroupScaleUp", "scaleDown", "multiRemoval", "unneeded", "unschedulable", "onExisting", "onUpcoming", "decreaseTarget", "atMax", "perStep", "backedOff", "fitsNoGroup"} {
+		for _, what := range []string{"scaleUp", "multiGroupScaleUp", "scaleDown", "multiRemoval", "unneeded", "unschedulable", "onExisting", "onUpcoming", "decreaseTarget", "atMax", "perStep", "backedOff", "fitsNoGroup", "overMax"} {
 			if seen[what] < 50 {
 				t.Errorf("only %d snapshots exercised %s", seen[what], what)
 			}
@@ -413,6 +414,7 @@ func TestProperties(t *testing.T) {
 		count("onExisting", len(tr.existing) > 0)
 		count("onUpcoming", len(tr.upcoming) > 0)
 		count("decreaseTarget", len(p.DecreaseTarget) > 0)
+		count("overMax", slices.ContainsFunc(p.ScaleDown, func(d ScaleDown) bool { return strings.Contains(d.Reason, "above its max size") }))
 		var reasons strings.Builder
 		for _, u := range p.Unschedulable {
 			reasons.WriteString(u.Reason + "\n")
@@ -505,11 +507,19 @@ func checkProperties(s *Snapshot, set Settings, p Plan, tr *trace) error {
 	for i := range s.Nodes {
 		nodes[s.Nodes[i].Name] = &s.Nodes[i]
 	}
+	capped := map[string]int{}
 	for _, d := range p.ScaleDown {
 		n := nodes[d.Node]
 		g := o.groups[d.NodeGroup]
 		if n == nil || g == nil || o.nodeOf[d.Node] != d.NodeGroup {
 			return fmt.Errorf("removal %+v of a node not in that group", d)
+		}
+		if strings.Contains(d.Reason, "above its max size") {
+			if err := o.checkCappedRemoval(s, p, n, g); err != nil {
+				return err
+			}
+			capped[g.Name]++
+			continue
 		}
 		optOut := n.Annotations["cluster-autoscaler.kubernetes.io/scale-down-disabled"] == "true" || n.Annotations["karpenter.sh/do-not-disrupt"] == "true"
 		if !nodeReady(n) || n.Spec.Unschedulable || n.DeletionTimestamp != nil || hasTaint(n, TaintDraining) || optOut {
@@ -562,9 +572,84 @@ func checkProperties(s *Snapshot, set Settings, p Plan, tr *trace) error {
 			return fmt.Errorf("group %s: %d removals with %d draining exceed %d", name, n, drainingNow, set.ScaleDown.MaxConcurrentDrains)
 		}
 	}
+	if err := o.checkCapped(s, p, capped, decreased); err != nil {
+		return err
+	}
 	for node, since := range p.State.UnneededSince {
 		if o.nodeOf[node] == "" || since.After(now) || since.Location() != time.UTC {
 			return fmt.Errorf("unneeded state %s=%v", node, since)
+		}
+	}
+	return nil
+}
+
+// checkCappedRemoval: a removal that brings a group down to a schedule's
+// max may take a busy or not-Ready node, never one that must not be
+// disrupted, and remembers when it was chosen.
+func (o *oracle) checkCappedRemoval(s *Snapshot, p Plan, n *corev1.Node, g *NodeGroup) error {
+	if o.cappedIneligible(s, n) {
+		return fmt.Errorf("capped removal of ineligible node %s", n.Name)
+	}
+	if _, ok := p.State.UnneededSince[n.Name]; !ok {
+		return fmt.Errorf("capped removal of %s without an unneeded-since time", n.Name)
+	}
+	return nil
+}
+
+func (o *oracle) cappedIneligible(s *Snapshot, n *corev1.Node) bool {
+	optOut := n.Annotations["cluster-autoscaler.kubernetes.io/scale-down-disabled"] == "true" || n.Annotations["karpenter.sh/do-not-disrupt"] == "true"
+	if n.DeletionTimestamp != nil || hasTaint(n, TaintDraining) || optOut {
+		return true
+	}
+	for i := range s.Pods {
+		pd := &s.Pods[i]
+		if pd.Spec.NodeName == n.Name && o.blocking(pd) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkCapped: a group above a schedule's max comes down to exactly its
+// max, or as near as its eligible nodes allow, and no further.
+func (o *oracle) checkCapped(s *Snapshot, p Plan, capped, decreased map[string]int) error {
+	for name, g := range o.groups {
+		if g.BoundsFrom == "" || g.TargetSize <= g.MaxSize {
+			if capped[name] > 0 {
+				return fmt.Errorf("group %s: capped removals while not above a schedule's max", name)
+			}
+			continue
+		}
+		registered, draining, eligible := 0, 0, 0
+		for i := range s.Nodes {
+			n := &s.Nodes[i]
+			if o.nodeOf[n.Name] != name {
+				continue
+			}
+			registered++
+			if hasTaint(n, TaintDraining) {
+				draining++
+			}
+			if !o.cappedIneligible(s, n) {
+				eligible++
+			}
+		}
+		target := g.TargetSize - decreased[name]
+		for _, d := range p.DecreaseTarget {
+			if d.NodeGroup != name || !strings.Contains(d.Reason, "above its max size") {
+				continue
+			}
+			if target < g.MaxSize {
+				return fmt.Errorf("group %s: target decreased to %d, below its max %d", name, target, g.MaxSize)
+			}
+			if up := g.TargetSize - registered; d.Delta > up {
+				return fmt.Errorf("group %s: decreased by %d with %d unregistered", name, d.Delta, up)
+			}
+		}
+		want := min(max(target-draining-g.MaxSize, 0), eligible)
+		if capped[name] != want {
+			return fmt.Errorf("group %s (target %d, max %d, %d draining, %d eligible): %d capped removals, want %d",
+				name, target, g.MaxSize, draining, eligible, capped[name], want)
 		}
 	}
 	return nil

@@ -343,6 +343,9 @@ func (m *model) scaleDown(plan *Plan, next *State) {
 		}
 		next.UnneededSince[name] = since
 		g := &m.groups[n.group]
+		if g.shrinking {
+			continue
+		}
 		if m.now.Sub(since) < m.set.ScaleDown.UnneededTime {
 			continue
 		}
@@ -374,10 +377,4 @@ func (m *model) scaleDown(plan *Plan, next *State) {
 				pct(max(cpu, mem)), pct(cpu), pct(mem), pct(m.set.ScaleDown.UtilizationThreshold), since.UTC().Format(time.RFC3339), moves),
 		})
 	}
-	slices.SortFunc(plan.ScaleDown, func(a, b ScaleDown) int {
-		if c := strings.Compare(a.NodeGroup, b.NodeGroup); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Node, b.Node)
-	})
 }

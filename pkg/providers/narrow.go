@@ -17,7 +17,10 @@ func (s Static) NodeGroups(context.Context) ([]NodeGroup, error) { return s, nil
 // so concurrent size changes cannot pass the narrowed bounds together.
 type Bounds struct {
 	Min, Max *int
-	mu       sync.Mutex
+	// From names what set the bounds when it was not the config (e.g.
+	// "schedule night"); errors and BoundsFrom report it.
+	From string
+	mu   sync.Mutex
 }
 
 // NewBounds returns bounds; nil keeps the provider's own.
@@ -53,18 +56,49 @@ func (b *Bounds) Narrow(g NodeGroup) (NodeGroup, error) {
 	if lo > hi {
 		return nil, fmt.Errorf("node group %s: narrowed minSize %d is above maxSize %d", g.Name(), lo, hi)
 	}
-	return &narrowed{NodeGroup: g, min: lo, max: hi, mu: &b.mu}, nil
+	return &narrowed{NodeGroup: g, min: lo, max: hi, from: b.From, mu: &b.mu}, nil
+}
+
+// BoundsSource is implemented by groups whose bounds something other than
+// the provider set; BoundsFrom names it ("" for the config).
+type BoundsSource interface {
+	BoundsFrom() string
+}
+
+// BoundsFrom returns what set g's bounds, when g reports it.
+func BoundsFrom(g NodeGroup) string {
+	if s, ok := g.(BoundsSource); ok {
+		return s.BoundsFrom()
+	}
+	return ""
 }
 
 // narrowed checks the narrowed bounds before the provider checks its own.
 type narrowed struct {
 	NodeGroup
 	min, max int
+	from     string
 	mu       *sync.Mutex
 }
 
 func (n *narrowed) MinSize() int { return n.min }
 func (n *narrowed) MaxSize() int { return n.max }
+
+// BoundsFrom names what set the maximum, the bound that stops growth: this
+// narrowing when it lowered it, else what the group inside reports.
+func (n *narrowed) BoundsFrom() string {
+	if n.from != "" && n.max < n.NodeGroup.MaxSize() {
+		return n.from
+	}
+	return BoundsFrom(n.NodeGroup)
+}
+
+func (n *narrowed) setBy() string {
+	if n.from != "" {
+		return "set by " + n.from
+	}
+	return "set in config"
+}
 
 func (n *narrowed) IncreaseSize(ctx context.Context, delta int) error {
 	n.mu.Lock()
@@ -74,7 +108,7 @@ func (n *narrowed) IncreaseSize(ctx context.Context, delta int) error {
 		return err
 	}
 	if target+delta > n.max {
-		return fmt.Errorf("node group %s: size %d + %d = %d: %w (%d, set in config)", n.Name(), target, delta, target+delta, ErrAboveMax, n.max)
+		return fmt.Errorf("node group %s: size %d + %d = %d: %w (%d, %s)", n.Name(), target, delta, target+delta, ErrAboveMax, n.max, n.setBy())
 	}
 	return n.NodeGroup.IncreaseSize(ctx, delta)
 }
@@ -87,7 +121,7 @@ func (n *narrowed) DeleteInstance(ctx context.Context, providerID string) error 
 		return err
 	}
 	if target-1 < n.min {
-		return fmt.Errorf("node group %s: size %d - 1: %w (%d, set in config)", n.Name(), target, ErrBelowMin, n.min)
+		return fmt.Errorf("node group %s: size %d - 1: %w (%d, %s)", n.Name(), target, ErrBelowMin, n.min, n.setBy())
 	}
 	return n.NodeGroup.DeleteInstance(ctx, providerID)
 }

@@ -89,3 +89,48 @@ func TestNarrowEnforcesItsBounds(t *testing.T) {
 		t.Errorf("increase within bounds: %v, %+v", err, inner)
 	}
 }
+
+// TestNarrowFrom: a schedule's narrowing names itself in refusals, and as
+// what set the maximum only when it lowered the maximum.
+func TestNarrowFrom(t *testing.T) {
+	ctx := context.Background()
+	inner := &fixedGroup{target: 2}
+	cfg, err := providers.Narrow(inner, ptr(1), ptr(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := providers.BoundsFrom(cfg); got != "" {
+		t.Errorf("config narrowing reports %q, want nothing", got)
+	}
+	night := &providers.Bounds{Max: ptr(2), From: "schedule night"}
+	g, err := night.Narrow(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := providers.BoundsFrom(g); got != "schedule night" {
+		t.Errorf("BoundsFrom = %q, want schedule night", got)
+	}
+	err = g.IncreaseSize(ctx, 1)
+	if !errors.Is(err, providers.ErrAboveMax) || !strings.Contains(err.Error(), "(2, set by schedule night)") {
+		t.Errorf("IncreaseSize past the schedule's max: %v", err)
+	}
+	if inner.increased != 0 {
+		t.Errorf("the provider grew by %d", inner.increased)
+	}
+
+	floor := &providers.Bounds{Min: ptr(2), From: "schedule day"}
+	g, err = floor.Narrow(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := providers.BoundsFrom(g); got != "" {
+		t.Errorf("a min-only schedule reports %q as what set the max", got)
+	}
+	err = g.DeleteInstance(ctx, "a")
+	if !errors.Is(err, providers.ErrBelowMin) || !strings.Contains(err.Error(), "(2, set by schedule day)") {
+		t.Errorf("DeleteInstance below the schedule's min: %v", err)
+	}
+	if len(inner.deleted) != 0 {
+		t.Errorf("the provider deleted %v", inner.deleted)
+	}
+}

@@ -21,6 +21,7 @@ type Store interface {
 	DeleteSchedule(ctx context.Context, name string) error
 	ClaimFire(ctx context.Context, name string, fireAt time.Time) (bool, error)
 	RecordSkip(ctx context.Context, name string, fireAt time.Time, reason string) (bool, error)
+	OverrideStore
 }
 
 // The actions of the schedule function; ActionTick is what an EventBridge

@@ -47,6 +47,8 @@ type ScheduleStore interface {
 	// it also sets LastSkippedAt to fireAt and LastSkipReason to reason,
 	// so the miss shows and the fire time is not tried again.
 	RecordSkip(ctx context.Context, name string, fireAt time.Time, reason string) (bool, error)
+	// The node-group overrides fired schedules set (on GROUP# items).
+	schedule.OverrideStore
 }
 
 var (
@@ -141,8 +143,9 @@ func scheduleNotFound(op, cluster, name string) error {
 type MemorySchedules struct {
 	cluster string
 
-	mu    sync.Mutex
-	items map[string]memSchedule
+	mu        sync.Mutex
+	items     map[string]memSchedule
+	overrides map[string]schedule.Override // by group
 }
 
 // memSchedule is one stored schedule: a Record whose Schedule is kept
@@ -219,7 +222,7 @@ func (m *MemorySchedules) GetSchedule(ctx context.Context, name string) (schedul
 func (m *MemorySchedules) ListSchedules(ctx context.Context) ([]schedule.Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []schedule.Record
+	out := []schedule.Record{} // an empty list, not null, in JSON
 	for _, name := range slices.Sorted(maps.Keys(m.items)) {
 		rec, err := m.record(m.items[name])
 		if err != nil {
@@ -393,7 +396,7 @@ func (s *DynamoDB) ListSchedules(ctx context.Context) ([]schedule.Record, error)
 		},
 		ConsistentRead: aws.Bool(true),
 	})
-	var out []schedule.Record
+	out := []schedule.Record{} // an empty list, not null, in JSON
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {

@@ -1,0 +1,119 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// overMax shrinks the groups a schedule has capped below their size: the
+// surplus goes at once, whatever the utilisation, unneededTime or
+// maxConcurrentDrains say, because the cap is an explicit instruction
+// (an Auto Scaling scheduled action lowering max behaves alike). Capacity
+// that has not registered is given back first; then the emptiest nodes are
+// drained, never a node that must not be disrupted (a pod that blocks
+// removal, a node annotation). Nodes whose pods a PodDisruptionBudget
+// protects right now come last: their drains wait for the budget. Only a
+// max a schedule set does this (BoundsFrom); a config max below the cloud
+// group's size only stops growth, as in cluster-autoscaler.
+func (m *model) overMax(plan *Plan, next *State) {
+	budgets := m.pdbSet()
+	var matches []int
+	for _, gi := range m.byName {
+		g := &m.groups[gi]
+		if g.ng.BoundsFrom == "" || g.target <= g.ng.MaxSize {
+			continue
+		}
+		g.shrinking = true
+		capped := fmt.Sprintf("node group %s is above its max size %d (max set by %s)", g.ng.Name, g.ng.MaxSize, g.ng.BoundsFrom)
+		if back := min(g.target-g.ng.MaxSize, g.upcoming); back > 0 {
+			from := g.target
+			g.target -= back
+			g.upcoming -= back
+			plan.DecreaseTarget = append(plan.DecreaseTarget, DecreaseTarget{
+				NodeGroup: g.ng.Name, Delta: back, NewTargetSize: g.target,
+				Reason: fmt.Sprintf("%s: target %d; giving back %s not registered yet", capped, from, plural(back, "node")),
+			})
+		}
+		surplus := g.target - g.draining - g.ng.MaxSize
+		if surplus <= 0 {
+			continue
+		}
+		type cand struct {
+			node      int32
+			notReady  bool
+			protected bool // a budget allows no disruption of one of its pods now
+			util      float64
+		}
+		var cands []cand
+		for _, ni := range g.nodes {
+			n := &m.nodes[ni]
+			if n.draining || n.node.DeletionTimestamp != nil || nodeOptedOut(n.node) {
+				continue
+			}
+			c := cand{node: ni, notReady: !n.ready}
+			blocked := false
+			for _, pi := range m.podsOf(ni) {
+				p := &m.snap.Pods[pi]
+				if !movesWithNode(p) {
+					continue
+				}
+				matches = budgets.matching(p, matches[:0])
+				if blocksRemoval(p, len(matches) > 0) {
+					blocked = true
+					break
+				}
+				for _, b := range matches {
+					if budgets.pdbs[b].left <= 0 {
+						c.protected = true
+					}
+				}
+			}
+			if blocked {
+				continue
+			}
+			cpu, mem := n.utilization()
+			c.util = max(cpu, mem)
+			cands = append(cands, c)
+		}
+		slices.SortFunc(cands, func(a, b cand) int {
+			if a.notReady != b.notReady {
+				if a.notReady {
+					return -1
+				}
+				return 1
+			}
+			if a.protected != b.protected {
+				if b.protected {
+					return -1
+				}
+				return 1
+			}
+			if c := cmp.Compare(a.util, b.util); c != 0 {
+				return c
+			}
+			return strings.Compare(m.nodes[a.node].node.Name, m.nodes[b.node].node.Name)
+		})
+		for _, c := range cands[:min(surplus, len(cands))] {
+			n := &m.nodes[c.node]
+			// Going away: pending pods must not be counted on it.
+			n.schedulable = false
+			name := n.node.Name
+			since, ok := m.snap.State.UnneededSince[name]
+			if !ok || since.After(m.now) {
+				since = m.now
+			}
+			// The drain's execution name comes from this time.
+			next.UnneededSince[name] = since
+			what := fmt.Sprintf("utilisation %d%%", pct(c.util))
+			if c.notReady {
+				what = "not Ready"
+			}
+			plan.ScaleDown = append(plan.ScaleDown, ScaleDown{
+				NodeGroup: g.ng.Name, Node: name,
+				Reason: fmt.Sprintf("%s: target %d, %d draining; %s", capped, g.target, g.draining, what),
+			})
+		}
+	}
+}

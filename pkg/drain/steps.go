@@ -231,8 +231,12 @@ func (d *Steps) checkMin(ctx context.Context, g providers.NodeGroup, node string
 		return err
 	}
 	if target-draining-1 < minSize {
-		return stepErr(ErrNameBelowMinSize, "removing node %s would leave node group %s with %d nodes (target %d, %d already draining), below its min size %d",
-			node, g.Name(), target-draining-1, target, draining, minSize)
+		setBy := ""
+		if from := providers.MinFrom(g); from != "" {
+			setBy = " (set by " + from + ")"
+		}
+		return stepErr(ErrNameBelowMinSize, "removing node %s would leave node group %s with %d nodes (target %d, %d already draining), below its min size %d%s",
+			node, g.Name(), target-draining-1, target, draining, minSize, setBy)
 	}
 	return nil
 }

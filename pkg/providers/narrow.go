@@ -65,10 +65,24 @@ type BoundsSource interface {
 	BoundsFrom() string
 }
 
-// BoundsFrom returns what set g's bounds, when g reports it.
+// BoundsFrom returns what set g's maximum, when g reports it.
 func BoundsFrom(g NodeGroup) string {
 	if s, ok := g.(BoundsSource); ok {
 		return s.BoundsFrom()
+	}
+	return ""
+}
+
+// MinSource is implemented by groups whose minimum something other than
+// the provider set.
+type MinSource interface {
+	MinFrom() string
+}
+
+// MinFrom returns what set g's minimum, when g reports it.
+func MinFrom(g NodeGroup) string {
+	if s, ok := g.(MinSource); ok {
+		return s.MinFrom()
 	}
 	return ""
 }
@@ -91,6 +105,14 @@ func (n *narrowed) BoundsFrom() string {
 		return n.from
 	}
 	return BoundsFrom(n.NodeGroup)
+}
+
+// MinFrom names what set the minimum: this narrowing when it raised it.
+func (n *narrowed) MinFrom() string {
+	if n.from != "" && n.min > n.NodeGroup.MinSize() {
+		return n.from
+	}
+	return MinFrom(n.NodeGroup)
 }
 
 func (n *narrowed) setBy() string {

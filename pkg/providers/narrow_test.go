@@ -126,6 +126,9 @@ func TestNarrowFrom(t *testing.T) {
 	if got := providers.BoundsFrom(g); got != "" {
 		t.Errorf("a min-only schedule reports %q as what set the max", got)
 	}
+	if got := providers.MinFrom(g); got != "schedule day" {
+		t.Errorf("MinFrom = %q, want schedule day", got)
+	}
 	err = g.DeleteInstance(ctx, "a")
 	if !errors.Is(err, providers.ErrBelowMin) || !strings.Contains(err.Error(), "(2, set by schedule day)") {
 		t.Errorf("DeleteInstance below the schedule's min: %v", err)

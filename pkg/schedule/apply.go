@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -21,21 +23,55 @@ import (
 // schedule names and sets its node groups' desired sizes.
 type Applier struct {
 	Client kubernetes.Interface
-	// Groups lists the managed node groups; nil means the schedule's
-	// node-group effects are reported as not applied.
+	// Groups lists the managed node groups with their configured bounds
+	// (no schedule's override: a fired schedule replaces it); nil means
+	// the schedule's node-group effects are reported as not applied.
 	Groups func(context.Context) ([]providers.NodeGroup, error)
-	Log    *slog.Logger
+	// Overrides records the sizes a fired schedule sets, which evaluate
+	// and drain then keep to; nil applies desired sizes only.
+	Overrides OverrideStore
+	// Shrinker drains surplus nodes; nil reports shrinking as failed.
+	Shrinker Shrinker
+	Log      *slog.Logger
 }
 
 // The outcomes of one Change.
 const (
 	OutcomeScaled    = "scaled"
 	OutcomeUnchanged = "unchanged"
-	// OutcomePending is a smaller desired size than the group's target:
-	// removing nodes goes through drains, which schedules don't start yet.
-	OutcomePending = "pending"
-	OutcomeFailed  = "failed"
+	// OutcomeDraining: the group shrinks; drains of its surplus nodes
+	// were started (Message names them).
+	OutcomeDraining = "draining"
+	OutcomeFailed   = "failed"
 )
+
+// KindNodeGroup is the Kind of a Change to a node group.
+const KindNodeGroup = "NodeGroup"
+
+// Shrinker removes node groups' surplus nodes now: given back when they
+// never registered, else drained. The evaluate cycle is one, so a
+// schedule's removals follow the same rules and lease as evaluate's.
+type Shrinker interface {
+	// Shrink brings each group down to its size; from names the cause
+	// ("schedule night").
+	Shrink(ctx context.Context, sizes map[string]int, from string) ([]Removal, error)
+}
+
+// Removal is one thing a Shrink did: Delta unregistered machines given
+// back, or the drain of Node started.
+type Removal struct {
+	NodeGroup string
+	Node      string
+	Delta     int
+	Error     string
+}
+
+func (r Removal) what() string {
+	if r.Node != "" {
+		return "drain of " + r.Node
+	}
+	return fmt.Sprintf("giving back %d unregistered", r.Delta)
+}
 
 // Change is one effect of an applied schedule.
 type Change struct {
@@ -45,8 +81,12 @@ type Change struct {
 	Name      string `json:"name"`
 	From      *int   `json:"from,omitzero"`
 	To        int    `json:"to"`
-	Outcome   string `json:"outcome"`
-	Message   string `json:"message,omitzero"`
+	// Min and Max are a node group's effective bounds from now on, when
+	// the schedule sets any.
+	Min     *int   `json:"min,omitzero"`
+	Max     *int   `json:"max,omitzero"`
+	Outcome string `json:"outcome"`
+	Message string `json:"message,omitzero"`
 }
 
 // Result is what one schedule did at one fire time (or by hand).
@@ -91,8 +131,10 @@ func (c Change) target() string {
 
 // Apply carries out s's effects into res. One effect failing doesn't stop
 // the others; each failure is recorded in res.Errors.
-func (a *Applier) Apply(ctx context.Context, s Schedule, res *Result) {
-	a.applyNodeGroups(ctx, s, res)
+// firedAt is the fire time (now, when run by hand); it orders the overrides
+// of schedules naming the same group.
+func (a *Applier) Apply(ctx context.Context, s Schedule, firedAt time.Time, res *Result) {
+	a.applyNodeGroups(ctx, s, firedAt, res)
 	for _, t := range s.AppScaleTemplates {
 		if t.Replicas == nil {
 			continue
@@ -174,43 +216,18 @@ func (a *Applier) scale(ctx context.Context, kind, ns, name string, replicas int
 	res.Changes = append(res.Changes, c)
 }
 
-// groupTargets is the desired size per group name: desiredCapacity for
-// every managed group, then nodeGroups entries by name.
-func groupTargets(s Schedule, groups []providers.NodeGroup) (map[string]int, []string) {
-	want := map[string]int{}
-	var names []string
-	set := func(name string, v int) {
-		if _, ok := want[name]; !ok {
-			names = append(names, name)
-		}
-		want[name] = v
-	}
-	if s.DesiredCapacity != nil {
-		for _, g := range groups {
-			set(g.Name(), *s.DesiredCapacity)
-		}
-	}
-	for _, g := range s.NodeGroups {
-		if g.Desired != nil {
-			set(g.Name, *g.Desired)
-		}
-	}
-	return want, names
-}
-
-// applyNodeGroups sets each group's desired size. Growing calls the
-// group's IncreaseSize, never past its maximum; shrinking is recorded as
-// pending, since nodes are removed only through drains.
-func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, res *Result) {
-	hasDesired := s.DesiredCapacity != nil || slices.ContainsFunc(s.NodeGroups, func(g NodeGroup) bool { return g.Desired != nil })
-	if slices.ContainsFunc(s.NodeGroups, func(g NodeGroup) bool { return g.Min != nil || g.Max != nil }) {
-		res.Notes = append(res.Notes, "nodeGroups min/max: effective size limits from schedules are not applied yet; only desired sizes are")
-	}
-	if !hasDesired {
+// applyNodeGroups sets the effective sizes of the groups s names: it
+// records each group's override (min, max, desired), then moves the group
+// to its desired size clamped into those bounds (or into them, when only
+// bounds are given). Growing calls IncreaseSize; shrinking drains the
+// surplus nodes through the Shrinker. A desired size outside the group's
+// bounds is an error for that group, which is then left as it was.
+func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, firedAt time.Time, res *Result) {
+	if s.DesiredCapacity == nil && len(s.NodeGroups) == 0 {
 		return
 	}
 	if a.Groups == nil {
-		res.Errors = append(res.Errors, "node groups: none are configured here, so desired sizes were not applied")
+		res.Errors = append(res.Errors, "node groups: none are configured here, so the schedule's node-group sizes were not applied")
 		return
 	}
 	groups, err := a.Groups(ctx)
@@ -219,17 +236,26 @@ func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, res *Result) 
 		return
 	}
 	byName := map[string]providers.NodeGroup{}
+	names := make([]string, 0, len(groups))
 	for _, g := range groups {
 		byName[g.Name()] = g
+		names = append(names, g.Name())
 	}
-	want, names := groupTargets(s, groups)
-	for _, name := range names {
-		desired := want[name]
-		c := Change{Kind: "NodeGroup", Name: name, To: desired}
-		g, ok := byName[name]
+	shrink := map[string]int{}
+	pending := map[string]Change{}
+	for _, o := range overridesOf(s, names, firedAt) {
+		c := Change{Kind: KindNodeGroup, Name: o.Group}
+		g, ok := byName[o.Group]
 		if !ok {
 			res.fail(c, errors.New("no such node group is managed"))
 			continue
+		}
+		lo, hi, note := EffectiveBounds(o, g.MinSize(), g.MaxSize())
+		if note != "" {
+			res.Notes = append(res.Notes, fmt.Sprintf("node group %s: %s", o.Group, note))
+		}
+		if o.Bounds() {
+			c.Min, c.Max = &lo, &hi
 		}
 		target, err := g.TargetSize(ctx)
 		if err != nil {
@@ -237,24 +263,107 @@ func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, res *Result) 
 			continue
 		}
 		c.From = &target
+		want := min(max(target, lo), hi)
+		if o.Desired != nil {
+			want = *o.Desired
+			c.To = want
+			switch {
+			case want > hi:
+				res.fail(c, fmt.Errorf("desired size %d is above the node group's maximum size %d; left at %d", want, hi, target))
+				continue
+			case want < lo:
+				res.fail(c, fmt.Errorf("desired size %d is below the node group's minimum size %d; left at %d", want, lo, target))
+				continue
+			}
+		}
+		c.To = want
+		if a.Overrides != nil {
+			won, err := a.Overrides.SetOverride(ctx, o)
+			if err != nil {
+				res.fail(c, fmt.Errorf("record the override: %w", err))
+				continue
+			}
+			if !won {
+				c.Outcome = OutcomeUnchanged
+				c.Message = "a schedule fired later has set this group's sizes; left as they are"
+				res.Changes = append(res.Changes, c)
+				continue
+			}
+		} else if o.Bounds() {
+			res.Notes = append(res.Notes, fmt.Sprintf("node group %s: no override store here, so evaluate and drain keep to the configured bounds", o.Group))
+		}
 		switch {
-		case desired == target:
+		case want == target:
 			c.Outcome = OutcomeUnchanged
-		case desired > g.MaxSize():
-			res.fail(c, fmt.Errorf("desired size %d is above the node group's maximum size %d; left at %d", desired, g.MaxSize(), target))
-			continue
-		case desired > target:
-			if err := g.IncreaseSize(ctx, desired-target); err != nil {
-				res.fail(c, fmt.Errorf("increase size by %d: %w", desired-target, err))
+		case want > target:
+			if err := g.IncreaseSize(ctx, want-target); err != nil {
+				res.fail(c, fmt.Errorf("increase size by %d: %w", want-target, err))
 				continue
 			}
 			c.Outcome = OutcomeScaled
 		default:
-			c.Outcome = OutcomePending
-			c.Message = fmt.Sprintf("desired %d is below the target %d: scale-down by schedule goes through drains, which this version does not start; the group was left at %d", desired, target, target)
-			a.log().Warn("schedule scale-down not applied", "schedule", s.Name, "nodeGroup", name, "desired", desired, "target", target,
-				"reason", "scale-down by schedule goes through drains, not implemented yet")
+			shrink[o.Group] = want
+			pending[o.Group] = c
+			continue
 		}
+		res.Changes = append(res.Changes, c)
+	}
+	if len(shrink) > 0 {
+		a.shrink(ctx, s, shrink, pending, res)
+	}
+}
+
+// shrink drains the surplus nodes of the groups a schedule shrinks.
+func (a *Applier) shrink(ctx context.Context, s Schedule, sizes map[string]int, changes map[string]Change, res *Result) {
+	names := slices.Sorted(maps.Keys(sizes))
+	if a.Shrinker == nil {
+		for _, name := range names {
+			res.fail(changes[name], errors.New("removing nodes needs the drain state machine, which is not configured here; the group was left as it was"))
+		}
+		return
+	}
+	removals, err := a.Shrinker.Shrink(ctx, sizes, "schedule "+s.Name)
+	if err != nil {
+		for _, name := range names {
+			res.fail(changes[name], fmt.Errorf("shrink: %w", err))
+		}
+		return
+	}
+	for _, name := range names {
+		c := changes[name]
+		var nodes, failed []string
+		given := 0
+		for _, r := range removals {
+			switch {
+			case r.NodeGroup != name:
+			case r.Error != "":
+				failed = append(failed, fmt.Sprintf("%s: %s", r.what(), r.Error))
+			case r.Node == "":
+				given += r.Delta
+			default:
+				nodes = append(nodes, r.Node)
+			}
+		}
+		if len(failed) > 0 {
+			res.fail(c, errors.New(strings.Join(failed, "; ")))
+			continue
+		}
+		var parts []string
+		if given > 0 {
+			parts = append(parts, fmt.Sprintf("gave back %d unregistered", given))
+		}
+		if len(nodes) > 0 {
+			parts = append(parts, "draining "+strings.Join(nodes, ", "))
+		}
+		removed := given + len(nodes)
+		if removed < *c.From-c.To {
+			parts = append(parts, fmt.Sprintf("%d more cannot go now (nodes that must not be disrupted, or already draining)", *c.From-c.To-removed))
+		}
+		c.Outcome = OutcomeDraining
+		if removed == 0 {
+			c.Outcome = OutcomeUnchanged
+		}
+		c.Message = strings.Join(parts, "; ")
 		res.Changes = append(res.Changes, c)
 	}
 }

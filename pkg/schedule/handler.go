@@ -152,10 +152,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 	case ActionGet:
 		return h.Store.GetSchedule(ctx, req.Name)
 	case ActionDelete:
-		if err := h.Store.DeleteSchedule(ctx, req.Name); err != nil {
-			return nil, err
-		}
-		return map[string]string{"deleted": req.Name}, nil
+		return h.Delete(ctx, req.Name)
 	default:
 		res, err := h.Run(ctx, req.Name)
 		if err != nil {
@@ -184,6 +181,34 @@ func (h *Handler) Put(ctx context.Context, s Schedule) (Record, error) {
 	return h.Store.PutSchedule(ctx, s, version, h.now())
 }
 
+// Deleted is what deleting a schedule did.
+type Deleted struct {
+	Deleted string `json:"deleted"`
+	// ClearedOverrides are the groups whose sizes the schedule had set;
+	// they are back to their configured bounds.
+	ClearedOverrides []string `json:"clearedOverrides"`
+}
+
+// Delete removes a schedule and the node-group overrides it set, so its
+// sizes stop applying with it. The overrides go first: a delete that fails
+// half-way leaves the schedule, to be deleted again, not orphan overrides.
+func (h *Handler) Delete(ctx context.Context, name string) (Deleted, error) {
+	if _, err := h.Store.GetSchedule(ctx, name); err != nil {
+		return Deleted{}, err
+	}
+	cleared, err := h.Store.ClearOverrides(ctx, name)
+	if err != nil {
+		return Deleted{}, fmt.Errorf("delete schedule %q: clear its node-group overrides: %w", name, err)
+	}
+	if err := h.Store.DeleteSchedule(ctx, name); err != nil {
+		return Deleted{}, err
+	}
+	if len(cleared) > 0 {
+		h.log().Info("schedule overrides cleared", "schedule", name, "nodeGroups", cleared)
+	}
+	return Deleted{Deleted: name, ClearedOverrides: cleared}, nil
+}
+
 // Run applies a stored schedule now, by hand: no fire time is claimed, so
 // the next due fire time still fires.
 func (h *Handler) Run(ctx context.Context, name string) (Result, error) {
@@ -195,7 +220,7 @@ func (h *Handler) Run(ctx context.Context, name string) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Schedule: name, Action: ActionRun}
-	h.Applier.Apply(ctx, rec.Schedule, &res)
+	h.Applier.Apply(ctx, rec.Schedule, h.now(), &res)
 	return res, nil
 }
 
@@ -237,7 +262,7 @@ func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
 			res.Action = "lost"
 			res.Notes = append(res.Notes, "another tick dealt with this fire time")
 		case d.Action == ActionFire:
-			h.Applier.Apply(ctx, byName[d.Name], &res)
+			h.Applier.Apply(ctx, byName[d.Name], d.FireAt, &res)
 		default:
 			h.log().Warn("schedule skipped", "schedule", d.Name, "fireAt", d.FireAt, "reason", d.Reason)
 		}

@@ -196,16 +196,17 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 		t.Errorf("big: target %d after %d increases, want 3 after 1", big.target, big.increase)
 	}
 	if small.target != 1 || shrink.target != 3 {
-		t.Errorf("small target %d (want 1, above max), shrink target %d (want 3, drains not started)", small.target, shrink.target)
+		t.Errorf("small target %d (want 1, above max), shrink target %d (want 3, no drains here)", small.target, shrink.target)
 	}
-	if len(fired.Errors) != 1 || !strings.Contains(fired.Errors[0], "above the node group's maximum size 1") {
-		t.Errorf("errors %q, want one naming small's maximum", fired.Errors)
+	if len(fired.Errors) != 2 || !strings.Contains(fired.Errors[0], "above the node group's maximum size 1") ||
+		!strings.Contains(fired.Errors[1], "needs the drain state machine") {
+		t.Errorf("errors %q, want one naming small's maximum and one saying shrinking needs drains", fired.Errors)
 	}
 	outcomes := map[string]string{}
 	for _, c := range fired.Changes {
 		outcomes[c.Kind+" "+c.Name] = c.Outcome
 	}
-	want := map[string]string{"NodeGroup big": "scaled", "NodeGroup small": "failed", "NodeGroup shrink": "pending",
+	want := map[string]string{"NodeGroup big": "scaled", "NodeGroup small": "failed", "NodeGroup shrink": "failed",
 		"Deployment todo": "scaled", "Deployment web": "scaled"}
 	for k, v := range want {
 		if outcomes[k] != v {

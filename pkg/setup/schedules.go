@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -39,9 +40,39 @@ func Schedules(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 	if err != nil {
 		return nil, err
 	}
-	return &schedule.Handler{
-		Store:   store,
-		Applier: &schedule.Applier{Client: client, Groups: NodeGroups(cfg, client, a), Log: log},
-		Log:     log,
-	}, nil
+	applier := &schedule.Applier{
+		Client: client,
+		// The configured bounds: a fired schedule replaces the override.
+		Groups:    NodeGroups(cfg, client, a, nil),
+		Overrides: store,
+		Log:       log,
+	}
+	ev, err := Evaluator(ctx, cfg, kubeconfig, a, log, InstanceID("schedule"))
+	if err != nil {
+		return nil, err
+	}
+	if ev.Drainer != nil {
+		applier.Shrinker = shrinker{ev}
+	}
+	return &schedule.Handler{Store: store, Applier: applier, Log: log}, nil
+}
+
+// shrinker lets a schedule remove nodes through the evaluate cycle's
+// planner and drains.
+type shrinker struct{ ev *evaluate.Evaluator }
+
+func (s shrinker) Shrink(ctx context.Context, sizes map[string]int, from string) ([]schedule.Removal, error) {
+	res, err := s.ev.Shrink(ctx, sizes, from)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]schedule.Removal, 0, len(res.Actions))
+	for _, a := range res.Actions {
+		r := schedule.Removal{NodeGroup: a.NodeGroup, Node: a.Node, Error: a.Error}
+		if a.Kind == "decreaseTarget" {
+			r.Delta = -a.Delta // the action's delta is the (negative) change in size
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

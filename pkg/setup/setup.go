@@ -36,6 +36,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/providers/kamatera"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/providers/scaleway"
+	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -154,10 +155,15 @@ func Kubernetes(ctx context.Context, cfg *config.Config, kubeconfig string, a *A
 	return client, nil
 }
 
+// Overrides lists the schedule overrides of the cluster's node groups.
+type Overrides func(ctx context.Context) ([]schedule.Override, error)
+
 // NodeGroups returns a function listing every node group the config manages.
 // Providers are built once (they may keep in-flight work in memory) and asked
-// for their groups on each call, since discovery can find new groups.
-func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS) func(context.Context) ([]providers.NodeGroup, error) {
+// for their groups on each call, since discovery can find new groups. The
+// overrides, read on every call when not nil, narrow the groups further: a
+// fired schedule's min and max are what evaluate and drain keep to.
+func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS, overrides Overrides) func(context.Context) ([]providers.NodeGroup, error) {
 	var mu sync.Mutex
 	var built []entryProvider
 	return func(ctx context.Context) ([]providers.NodeGroup, error) {
@@ -190,8 +196,48 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS) func(co
 				out = append(out, narrowed)
 			}
 		}
-		return out, nil
+		if overrides == nil {
+			return out, nil
+		}
+		return applyOverrides(ctx, out, overrides)
 	}
+}
+
+// overridesFrom reads the overrides from the state store when it keeps
+// them (DynamoDB does; the in-memory store of one process keeps none).
+func overridesFrom(store any) Overrides {
+	if s, ok := store.(schedule.OverrideStore); ok {
+		return s.Overrides
+	}
+	return nil
+}
+
+// applyOverrides narrows each group a schedule has bounds on. Failing to
+// read them fails the listing: going on without them could grow a group
+// past a schedule's max.
+func applyOverrides(ctx context.Context, groups []providers.NodeGroup, overrides Overrides) ([]providers.NodeGroup, error) {
+	list, err := overrides(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("schedule overrides: %w", err)
+	}
+	byGroup := make(map[string]schedule.Override, len(list))
+	for _, o := range list {
+		byGroup[o.Group] = o
+	}
+	for i, g := range groups {
+		o, ok := byGroup[g.Name()]
+		if !ok || !o.Bounds() {
+			continue
+		}
+		lo, hi, _ := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
+		b := &providers.Bounds{Min: &lo, Max: &hi, From: o.Source()}
+		narrowed, err := b.Narrow(g)
+		if err != nil {
+			return nil, fmt.Errorf("node group %s: %s: %w", g.Name(), o.Source(), err)
+		}
+		groups[i] = narrowed
+	}
+	return groups, nil
 }
 
 // entryProvider is the provider of one nodeGroups entry.
@@ -408,7 +454,7 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 	}
 	ev := &evaluate.Evaluator{
 		Client:   client,
-		Groups:   NodeGroups(cfg, client, a),
+		Groups:   NodeGroups(cfg, client, a, overridesFrom(store)),
 		Store:    store,
 		Settings: cfg.Settings(),
 		Log:      log,
@@ -463,7 +509,7 @@ func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, l
 		starter = &drain.Starter{SFN: noStateMachine{}, Store: store}
 	}
 	return &drain.Handler{
-		Steps:   &drain.Steps{Client: client, Groups: NodeGroups(cfg, client, a), Store: store, Log: log},
+		Steps:   &drain.Steps{Client: client, Groups: NodeGroups(cfg, client, a, overridesFrom(store)), Store: store, Log: log},
 		Starter: starter,
 	}, nil
 }

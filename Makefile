@@ -6,7 +6,7 @@ LAMBDA_ENV := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags "-s -w"
 TEST_TIMEOUT ?= 40m
 
-.PHONY: build functions cli testbed node-deps test test-unit bench demo vet fmt clean synth deploy invoke FORCE
+.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo vet fmt clean synth deploy invoke FORCE
 
 ## build: the three Lambda bootstraps (linux/arm64) and bin/nodetide for this machine
 build: functions cli
@@ -36,10 +36,19 @@ node_modules/.package-lock.json: package.json package-lock.json
 node_modules/go.mod: node_modules/.package-lock.json
 	printf 'module nodetide.invalid/node_modules\n' > $@
 
-## test: every test, integration tests on the local control plane and dynalite included
+## test: every test, integration tests on the local control plane and dynalite included, then a
+##   brief fuzz of schedule parsing
 test: testbed node-deps vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...
+	$(MAKE) --no-print-directory fuzz
+
+## fuzz: fuzz schedule documents and cron expressions for FUZZTIME each (a failing input is saved
+##   under pkg/schedule/testdata/fuzz and then replayed by every go test)
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
+	$(GO) test -run '^$$' -fuzz '^FuzzCron$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi

@@ -66,6 +66,7 @@ func TestRBAC(t *testing.T) {
 		"schedule": {
 			"apps/deployments":       {"list"},
 			"apps/deployments/scale": {"get", "update"}, "apps/statefulsets/scale": {"get", "update"},
+			"/nodes": {"list"}, "/pods": {"list"}, "policy/poddisruptionbudgets": {"list"},
 		},
 	}
 	if len(roles) != len(want) || len(bindings) != len(want) {

@@ -79,7 +79,8 @@ type Function struct {
 //     cycle at a time (the DynamoDB lease also guarantees it).
 //   - drain: 256 MB, 5 min — one state machine step (the ASL gives each task
 //     300 s) or a hand-made shutdown / enable.
-//   - schedule: 256 MB, 60 s — fires due schedules once a minute.
+//   - schedule: 256 MB, 60 s — fires due schedules once a minute; a
+//     schedule that shrinks a group starts drains, as evaluate does.
 func Functions(cfg *config.Config) []Function {
 	evalTimeout := cfg.EvaluateSettings().WatchFor + 45*time.Second
 	evalTimeout = max(evalTimeout, 90*time.Second)
@@ -92,7 +93,7 @@ func Functions(cfg *config.Config) []Function {
 			MemoryMB: 256, Timeout: 5 * time.Minute, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}},
 		{Name: "schedule", Description: "nodetide schedule: fires due schedules (node group sizes, workload replicas)",
-			MemoryMB: 256, Timeout: 60 * time.Second,
+			MemoryMB: 256, Timeout: 60 * time.Second, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 	}
 }

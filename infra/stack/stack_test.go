@@ -154,7 +154,7 @@ func TestStackResources(t *testing.T) {
 	for name, w := range map[string]want{
 		"evaluate": {256, 90, 1, true},
 		"drain":    {256, 300, nil, true},
-		"schedule": {256, 60, nil, false},
+		"schedule": {256, 60, nil, true},
 	} {
 		var smArn any = assertions.Match_Absent()
 		if w.drains {
@@ -466,9 +466,7 @@ func TestLeastPrivilege(t *testing.T) {
 			"eks:DescribeCluster", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter",
 		}
 		want = append(want, asgWrites[fn]...)
-		if fn != "schedule" {
-			want = append(want, "states:DescribeExecution", "states:StartExecution")
-		}
+		want = append(want, "states:DescribeExecution", "states:StartExecution")
 		sort.Strings(want)
 		if !slices.Equal(actions, want) {
 			t.Errorf("%s role actions:\n got %v\nwant %v", fn, actions, want)

@@ -20,7 +20,7 @@ const shrinkLeaseWait = 30 * time.Second
 // those groups' removals, which the planner's schedule-cap rule chooses:
 // unregistered capacity first, then the emptiest nodes that may be
 // disrupted, each through a drain. A size below a group's min stops at the
-// min. The stored state is left to the evaluate cycle.
+// min.
 func (e *Evaluator) Shrink(ctx context.Context, sizes map[string]int, from string) (Result, error) {
 	lease, err := e.acquireWaiting(ctx, shrinkLeaseWait)
 	if err != nil {
@@ -62,6 +62,12 @@ func (e *Evaluator) Shrink(ctx context.Context, sizes map[string]int, from strin
 	e.log().Info("shrink plan", "from", from, "sizes", sizes, "plan", only)
 	next := plan.State
 	actions := e.act(ctx, only, groups, snap, &next)
+	// The chosen nodes' times name their drains: saved, the next cycle
+	// derives the same names and cannot start a second drain of a node
+	// before its first one cordons it.
+	if err := e.Store.SaveState(ctx, snap.State, next); err != nil {
+		e.log().Warn("shrink: save state", "error", err.Error())
+	}
 	return Result{Plan: &only, Actions: actions}, nil
 }
 

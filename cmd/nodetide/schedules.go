@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"text/tabwriter"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -88,17 +89,21 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 
 	del := &cobra.Command{
 		Use:   "delete NAME",
-		Short: "Delete a stored schedule",
+		Short: "Delete a stored schedule and the node-group sizes it set",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := g.scheduleStore(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if err := h.Store.DeleteSchedule(cmd.Context(), args[0]); err != nil {
+			del, err := h.Delete(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "schedule %s deleted\n", args[0])
+			if len(del.ClearedOverrides) > 0 {
+				fmt.Fprintf(g.stdout, "node groups back to their configured bounds: %s\n", strings.Join(del.ClearedOverrides, ", "))
+			}
 			return nil
 		},
 	}
@@ -296,6 +301,9 @@ func writeResult(g *globals, res schedule.Result) {
 			target = c.Kind + " " + c.Namespace + "/" + c.Name
 		}
 		line := fmt.Sprintf("%s: %s -> %d %s", target, from, c.To, c.Outcome)
+		if c.Min != nil && c.Max != nil {
+			line += fmt.Sprintf(" (bounds %d..%d)", *c.Min, *c.Max)
+		}
 		if c.Message != "" {
 			line += ": " + c.Message
 		}

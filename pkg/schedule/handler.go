@@ -21,6 +21,8 @@ type Store interface {
 	DeleteSchedule(ctx context.Context, name string) error
 	ClaimFire(ctx context.Context, name string, fireAt time.Time) (bool, error)
 	RecordSkip(ctx context.Context, name string, fireAt time.Time, reason string) (bool, error)
+	// RecordResult keeps what the schedule did last (Record.LastResult).
+	RecordResult(ctx context.Context, name string, res Result) error
 	OverrideStore
 }
 
@@ -221,7 +223,17 @@ func (h *Handler) Run(ctx context.Context, name string) (Result, error) {
 	}
 	res := Result{Schedule: name, Action: ActionRun}
 	h.Applier.Apply(ctx, rec.Schedule, h.now(), &res)
+	h.recordResult(ctx, &res)
 	return res, nil
+}
+
+// recordResult keeps res on the schedule. Failing to is not a failed
+// effect: the result says so in a note.
+func (h *Handler) recordResult(ctx context.Context, res *Result) {
+	if err := h.Store.RecordResult(ctx, res.Schedule, *res); err != nil {
+		h.log().Warn("record schedule result", "schedule", res.Schedule, "error", err.Error())
+		res.Notes = append(res.Notes, fmt.Sprintf("the result was not recorded on the schedule: %v", err))
+	}
 }
 
 // Tick fires the schedules due now: for each fire time it claims it in the
@@ -263,6 +275,7 @@ func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
 			res.Notes = append(res.Notes, "another tick dealt with this fire time")
 		case d.Action == ActionFire:
 			h.Applier.Apply(ctx, byName[d.Name], d.FireAt, &res)
+			h.recordResult(ctx, &res)
 		default:
 			h.log().Warn("schedule skipped", "schedule", d.Name, "fireAt", d.FireAt, "reason", d.Reason)
 		}

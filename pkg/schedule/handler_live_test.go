@@ -214,6 +214,23 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 		}
 	}
 
+	// The fire is remembered on the schedule, with the counts from before.
+	rec, err = newHandler(tickAt).Store.GetSchedule(ctx, "daytime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remembered := map[string]string{}
+	if rec.LastResult != nil {
+		for _, c := range rec.LastResult.Changes {
+			if c.From != nil {
+				remembered[c.Kind+" "+c.Name] = fmt.Sprintf("%d->%d", *c.From, c.To)
+			}
+		}
+	}
+	if remembered["Deployment web"] != "1->3" || remembered["Deployment todo"] != "1->4" || remembered["NodeGroup big"] != "1->3" {
+		t.Errorf("remembered changes %v, want web 1->3, todo 1->4, big 1->3", remembered)
+	}
+
 	// A later tick in the same period fires nothing more.
 	again, err := newHandler(tickAt.Add(time.Minute)).Tick(ctx)
 	if err != nil || len(again.Schedules) != 0 {

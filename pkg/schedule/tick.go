@@ -26,6 +26,10 @@ type Record struct {
 	// LastSkipReason why.
 	LastSkippedAt  time.Time `json:"lastSkippedAt,omitzero"`
 	LastSkipReason string    `json:"lastSkipReason,omitzero"`
+	// LastResult is what the schedule did when it last fired or was run:
+	// each change with the replica count or size it had before, so they
+	// can be told (and set back) later.
+	LastResult *Result `json:"lastResult,omitzero"`
 }
 
 // DefaultMaxLateness is how late a tick may still fire a schedule when the

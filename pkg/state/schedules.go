@@ -47,6 +47,9 @@ type ScheduleStore interface {
 	// it also sets LastSkippedAt to fireAt and LastSkipReason to reason,
 	// so the miss shows and the fire time is not tried again.
 	RecordSkip(ctx context.Context, name string, fireAt time.Time, reason string) (bool, error)
+	// RecordResult sets the schedule's LastResult, or fails with
+	// ErrScheduleNotFound. The version is left alone.
+	RecordResult(ctx context.Context, name string, res schedule.Result) error
 	// The node-group overrides fired schedules set (on GROUP# items).
 	schedule.OverrideStore
 }
@@ -74,6 +77,7 @@ const (
 	schedAttrLastFiredAt = "lastFiredAt"
 	schedAttrSkippedAt   = "lastSkippedAt"
 	schedAttrSkipReason  = "lastSkipReason"
+	schedAttrLastResult  = "lastResult" // JSON
 )
 
 // schedTimeFormat is fixed-width UTC with nanoseconds, so that DynamoDB's
@@ -167,6 +171,17 @@ func (m *MemorySchedules) record(item memSchedule) (schedule.Record, error) {
 	}
 	rec := item.rec
 	rec.Schedule = s
+	if item.rec.LastResult != nil {
+		// A copy: callers must not reach the stored result.
+		doc, err := json.Marshal(item.rec.LastResult)
+		if err != nil {
+			return schedule.Record{}, err
+		}
+		rec.LastResult = &schedule.Result{}
+		if err := json.Unmarshal(doc, rec.LastResult); err != nil {
+			return schedule.Record{}, err
+		}
+	}
 	return rec, nil
 }
 
@@ -524,6 +539,13 @@ func decodeScheduleItem(item map[string]types.AttributeValue) (schedule.Record, 
 	if r, ok := item[schedAttrSkipReason].(*types.AttributeValueMemberS); ok {
 		rec.LastSkipReason = r.Value
 	}
+	if r, ok := item[schedAttrLastResult].(*types.AttributeValueMemberS); ok {
+		var res schedule.Result
+		if err := json.Unmarshal([]byte(r.Value), &res); err != nil {
+			return schedule.Record{}, fmt.Errorf("attribute %s: %w", schedAttrLastResult, err)
+		}
+		rec.LastResult = &res
+	}
 	return rec, nil
 }
 
@@ -541,4 +563,59 @@ func numberAttrValue(item map[string]types.AttributeValue, attr string) (int64, 
 		return 0, fmt.Errorf("attribute %s: %w", attr, err)
 	}
 	return v, nil
+}
+
+// RecordResult sets lastResult with one conditional UpdateItem (see
+// ScheduleStore).
+func (s *DynamoDB) RecordResult(ctx context.Context, name string, res schedule.Result) error {
+	if err := checkScheduleName(name); err != nil {
+		return fmt.Errorf("record result: %w", err)
+	}
+	doc, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("record result of schedule %q: %w", name, err)
+	}
+	e := newExpr()
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(schedulePrefix + name),
+		UpdateExpression:          aws.String("SET " + e.name(schedAttrLastResult) + " = " + e.value(&types.AttributeValueMemberS{Value: string(doc)})),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+	})
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &failed):
+		return scheduleNotFound("record result of", s.cluster, name)
+	case err != nil:
+		return fmt.Errorf("record result of schedule %q of cluster %q: %w", name, s.cluster, err)
+	}
+	return nil
+}
+
+// RecordResult sets the schedule's LastResult (see ScheduleStore).
+func (m *MemorySchedules) RecordResult(ctx context.Context, name string, res schedule.Result) error {
+	if err := checkScheduleName(name); err != nil {
+		return fmt.Errorf("record result: %w", err)
+	}
+	// Through JSON, as the DynamoDB store keeps it, so nothing is shared
+	// with the caller.
+	doc, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("record result of schedule %q: %w", name, err)
+	}
+	var stored schedule.Result
+	if err := json.Unmarshal(doc, &stored); err != nil {
+		return fmt.Errorf("record result of schedule %q: %w", name, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	item, ok := m.items[name]
+	if !ok {
+		return scheduleNotFound("record result of", m.cluster, name)
+	}
+	item.rec.LastResult = &stored
+	m.items[name] = item
+	return nil
 }

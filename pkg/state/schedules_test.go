@@ -577,3 +577,34 @@ func TestSchedulesDynamoDBItem(t *testing.T) {
 		t.Errorf("%d queries for 5 items in pages of 2, want 3 or more", rec.queries.Load())
 	}
 }
+
+// TestRecordResult: the last result is kept with the schedule, survives a
+// definition update, and needs the schedule to exist.
+func TestRecordResult(t *testing.T) {
+	at := time.Date(2027, 3, 1, 8, 0, 0, 0, time.UTC)
+	forEachScheduleStore(t, func(t *testing.T, open func(string) state.ScheduleStore) {
+		s := open("prod")
+		sch := daily("day", "0 8 * * *")
+		putSchedule(t, s, sch, 0, at.Add(-time.Hour))
+		from := 1
+		res := schedule.Result{Schedule: "day", Action: "fire", FireAt: at, Changes: []schedule.Change{
+			{Kind: schedule.KindDeployment, Namespace: "shop", Name: "web", From: &from, To: 3, Outcome: schedule.OutcomeScaled},
+		}}
+		if err := s.RecordResult(t.Context(), "day", res); err != nil {
+			t.Fatal(err)
+		}
+		sch.Description = "edited"
+		putSchedule(t, s, sch, 1, at.Add(time.Hour))
+		got := getSchedule(t, s, "day").LastResult
+		if got == nil || len(got.Changes) != 1 || *got.Changes[0].From != 1 || got.Changes[0].To != 3 || !got.FireAt.Equal(at) {
+			t.Fatalf("last result %+v, want web 1 -> 3 at %v", got, at)
+		}
+		*got.Changes[0].From = 7 // must not reach the store
+		if again := getSchedule(t, s, "day").LastResult; *again.Changes[0].From != 1 {
+			t.Errorf("a caller changed the stored result: from %d", *again.Changes[0].From)
+		}
+		if err := s.RecordResult(t.Context(), "nope", res); !errors.Is(err, state.ErrScheduleNotFound) {
+			t.Errorf("RecordResult of a missing schedule: %v, want ErrScheduleNotFound", err)
+		}
+	})
+}

@@ -165,10 +165,24 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 }
 
 // Put validates s and stores it: created when new, otherwise replacing the
-// stored definition (its fire history is kept).
+// stored definition (its fire history is kept). With node groups to apply
+// schedules to, a nodeGroups entry must name one of them.
 func (h *Handler) Put(ctx context.Context, s Schedule) (Record, error) {
 	if err := Validate(s, nil); err != nil {
 		return Record{}, err
+	}
+	if len(s.NodeGroups) > 0 && h.Applier != nil && h.Applier.Groups != nil {
+		groups, err := h.Applier.Groups(ctx)
+		if err != nil {
+			return Record{}, fmt.Errorf("check the schedule's node groups: %w", err)
+		}
+		known := make([]string, 0, len(groups))
+		for _, g := range groups {
+			known = append(known, g.Name())
+		}
+		if err := Validate(s, known); err != nil {
+			return Record{}, err
+		}
 	}
 	list, err := h.Store.ListSchedules(ctx)
 	if err != nil {

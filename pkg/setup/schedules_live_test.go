@@ -148,6 +148,16 @@ drain: {timeout: 2m}
 	deploy(t, cp.Client.AppsV1().Deployments(ns), pool, "web", 3)
 	waitRunning(t, cp, ns, 3)
 
+	// A schedule naming a group the config doesn't manage is refused, and
+	// nothing is stored.
+	if _, err := sched.Handle(ctx, json.RawMessage(`{"action":"put","schedule":{"name":"typo","cron":"0 20 * * *","nodeGroups":[{"name":"wrokers","max":1}]}}`)); err == nil ||
+		!strings.Contains(err.Error(), `unknown node group "wrokers"`) {
+		t.Fatalf("put naming an unknown group: %v", err)
+	}
+	if list, _ := json.Marshal(invoke(`{"action":"list"}`)); string(list) != "[]" {
+		t.Errorf("after a refused put, list is %s", list)
+	}
+
 	// Night: max 1. The two surplus nodes are drained now, by drain executions.
 	invoke(`{"action":"put","schedule":{"name":"night","cron":"0 20 * * *","nodeGroups":[{"name":"` + pool + `","max":1}]}}`)
 	res := invoke(`{"action":"run","name":"night"}`).(schedule.Result)

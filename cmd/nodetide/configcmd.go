@@ -63,6 +63,11 @@ type groupSummary struct {
 func describeGroups(cfg *config.Config) ([]groupSummary, error) {
 	out := make([]groupSummary, 0, len(cfg.NodeGroups))
 	for i, ng := range cfg.NodeGroups {
+		if ng.Kamatera != nil && ng.Kamatera.CloudConfigSecret != "" {
+			// The INI is in Secrets Manager, which validate does not contact.
+			out = append(out, groupSummary{Name: "(from secret " + ng.Kamatera.CloudConfigSecret + ")", Provider: ng.Provider})
+			continue
+		}
 		if ng.Kamatera != nil {
 			// The INI names the groups and their sizes; reading it contacts no cloud.
 			path := ng.Kamatera.CloudConfig

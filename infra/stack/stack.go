@@ -428,7 +428,8 @@ func Warnings(o Options) map[string]string {
 			}
 		case g.Kamatera != nil && g.Kamatera.CloudConfig != "":
 			w["kamatera-"+fmt.Sprint(i)] = path + ".kamatera.cloudConfig " + g.Kamatera.CloudConfig +
-				" is a file: it is not shipped with the functions, which read only the YAML from SSM"
+				" is a file: it is not shipped with the functions, which read only the YAML from SSM; " +
+				"store the INI as a secret and use kamatera.cloudConfigSecret"
 		case g.Scaleway != nil && g.Scaleway.CloudConfig != "":
 			w["scaleway-"+fmt.Sprint(i)] = path + ".scaleway.cloudConfig " + g.Scaleway.CloudConfig +
 				" is a file: it is not shipped with the functions; use scaleway.secretKeySecret and -c " +
@@ -533,8 +534,8 @@ func add(m map[string]map[string]string, op, key, value string) {
 
 // SecretArns are the Secrets Manager secrets the config names: the
 // kubeconfig (cluster.kubernetes.kubeconfigSecret), Scaleway keys
-// (scaleway.secretKeySecret) and Kamatera credentials
-// (kamatera.credentialsSecret). Every function builds the cluster client and
+// (scaleway.secretKeySecret), Kamatera credentials
+// (kamatera.credentialsSecret) and INIs (kamatera.cloudConfigSecret). Every function builds the cluster client and
 // the providers, so each reads them all.
 func SecretArns(cfg *config.Config) []string {
 	var out []string
@@ -550,6 +551,7 @@ func SecretArns(cfg *config.Config) []string {
 		}
 		if g.Kamatera != nil {
 			add(g.Kamatera.CredentialsSecret)
+			add(g.Kamatera.CloudConfigSecret)
 		}
 	}
 	return out

@@ -572,7 +572,7 @@ func secretsConfig(t *testing.T) string {
     provider: scaleway
     scaleway: {pool: gpu-pool, secretKeySecret: `+scalewaySecret+`}
   - provider: kamatera
-    kamatera: {cloudConfig: kamatera.ini, credentialsSecret: `+kamateraSecret+`}
+    kamatera: {cloudConfigSecret: `+kamateraINISecret+`, credentialsSecret: `+kamateraSecret+`}
 
 scaleUp:`, 1)
 	path := filepath.Join(t.TempDir(), "nodetide.yaml")
@@ -586,6 +586,8 @@ const (
 	kubeconfigSecret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:nodetide/prod/kubeconfig-AbC123"
 	scalewaySecret   = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:nodetide/scaleway"
 	kamateraSecret   = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:nodetide/kamatera-Xy9Zw8"
+	// The INI carries join tokens, so in Lambda it is a secret too.
+	kamateraINISecret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:nodetide/kamatera-ini-Pq7Rs6"
 )
 
 func TestSecrets(t *testing.T) {
@@ -593,7 +595,7 @@ func TestSecrets(t *testing.T) {
 		CtxConfig: secretsConfig(t), CtxScalewayCluster: "11111111-2222-3333-4444-555555555555", CtxScalewayRegion: "fr-par",
 	}), false)
 	sts := checkLeastPrivilege(t, f)
-	want := []string{`"` + kubeconfigSecret + `"`, `"` + scalewaySecret + `"`, `"` + scalewaySecret + `-??????"`, `"` + kamateraSecret + `"`}
+	want := []string{`"` + kubeconfigSecret + `"`, `"` + scalewaySecret + `"`, `"` + scalewaySecret + `-??????"`, `"` + kamateraSecret + `"`, `"` + kamateraINISecret + `"`}
 	for _, fn := range []string{"evaluate", "drain", "schedule"} {
 		g := grants(sts, f.roleID(t, fn))
 		if len(g["secretsmanager:GetSecretValue"]) != 1 || !slices.Equal(g["secretsmanager:GetSecretValue"][0].resources, want) {

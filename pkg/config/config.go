@@ -123,9 +123,13 @@ type ScalewayGroup struct {
 	SecretKeySecret string `yaml:"secretKeySecret"`
 }
 
-// KamateraGroup points at cluster-autoscaler's Kamatera INI cloud config.
+// KamateraGroup points at cluster-autoscaler's Kamatera INI cloud config: a
+// file, or (in Lambda, where there are no files) a Secrets Manager secret
+// whose string is the INI — a secret because the INI's script-base64 carries
+// join tokens.
 type KamateraGroup struct {
-	CloudConfig string `yaml:"cloudConfig"`
+	CloudConfig       string `yaml:"cloudConfig"`
+	CloudConfigSecret string `yaml:"cloudConfigSecret"`
 	// CredentialsSecret is the ARN of a Secrets Manager secret holding
 	// {"clientId": "...", "secret": "..."}; it wins over the INI and the
 	// environment.
@@ -439,8 +443,13 @@ func (g *NodeGroup) validate(path string, errs *fieldErrors) {
 			errs.add(line, path+".scaleway.secretKeySecret", "must be a Secrets Manager ARN")
 		}
 	case ProviderKamatera:
-		if g.Kamatera == nil || g.Kamatera.CloudConfig == "" {
-			errs.add(line, path+".kamatera.cloudConfig", "is required for provider kamatera")
+		switch {
+		case g.Kamatera == nil || g.Kamatera.CloudConfig == "" && g.Kamatera.CloudConfigSecret == "":
+			errs.add(line, path+".kamatera.cloudConfig", "is required for provider kamatera (or cloudConfigSecret)")
+		case g.Kamatera.CloudConfig != "" && g.Kamatera.CloudConfigSecret != "":
+			errs.add(line, path+".kamatera", "set cloudConfig (a file) or cloudConfigSecret (a Secrets Manager secret holding the INI), not both")
+		case g.Kamatera.CloudConfigSecret != "" && !strings.HasPrefix(g.Kamatera.CloudConfigSecret, "arn:"):
+			errs.add(line, path+".kamatera.cloudConfigSecret", "must be a Secrets Manager ARN")
 		}
 		if g.Kamatera != nil && g.Kamatera.CredentialsSecret != "" && !strings.HasPrefix(g.Kamatera.CredentialsSecret, "arn:") {
 			errs.add(line, path+".kamatera.credentialsSecret", "must be a Secrets Manager ARN")

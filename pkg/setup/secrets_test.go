@@ -48,6 +48,9 @@ const (
 	scwArn    = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:scw"
 	kamArn    = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kam"
 	badArn    = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:bad"
+	iniArn    = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kam-ini"
+	badINIArn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kam-ini-bad"
+	kamINI    = "[global]\ncluster-name = c1\ndefault-datacenter = EU\ndefault-image = ubuntu\ndefault-cpu = 2A\ndefault-ram = 4096\ndefault-disk = \"size=100\"\ndefault-network = \"name=wan,ip=auto\"\n[nodegroup \"ng1\"]\n"
 )
 
 // TestProviderKeysFromSecretsManager: in Lambda the Scaleway key and the
@@ -58,10 +61,12 @@ func TestProviderKeysFromSecretsManager(t *testing.T) {
 		scwArn: scwKey,
 		kamArn: `{"clientId":"id-1","secret":"` + kamSecret + `"}`,
 		badArn: kamSecret, // not JSON: its value must not be echoed
+		iniArn: kamINI,
+		// A bad INI line holding a secret value: the error names the line, not the value.
+		badINIArn: "[global]\nkamatera-api-secret " + kamSecret + "\n",
 	})
 	dir := t.TempDir()
-	ini := "[global]\ncluster-name = c1\ndefault-datacenter = EU\ndefault-image = ubuntu\ndefault-cpu = 2A\ndefault-ram = 4096\ndefault-disk = \"size=100\"\ndefault-network = \"name=wan,ip=auto\"\n[nodegroup \"ng1\"]\n"
-	if err := os.WriteFile(filepath.Join(dir, "kamatera.ini"), []byte(ini), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "kamatera.ini"), []byte(kamINI), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	build := func(doc string) error {
@@ -86,7 +91,12 @@ func TestProviderKeysFromSecretsManager(t *testing.T) {
 	if err := build(head + "  - {provider: kamatera, kamatera: {cloudConfig: kamatera.ini, credentialsSecret: " + kamArn + "}}\n"); err != nil {
 		t.Errorf("kamatera with credentials from Secrets Manager: %v", err)
 	}
+	// In Lambda the INI itself comes from a secret (its join script is one).
+	if err := build(head + "  - {provider: kamatera, kamatera: {cloudConfigSecret: " + iniArn + ", credentialsSecret: " + kamArn + "}}\n"); err != nil {
+		t.Errorf("kamatera with its INI from Secrets Manager: %v", err)
+	}
 	for _, tc := range []struct{ doc, want string }{
+		{"  - {provider: kamatera, kamatera: {cloudConfigSecret: " + badINIArn + ", credentialsSecret: " + kamArn + "}}\n", "kamatera.cloudConfigSecret: secret " + badINIArn + ":2: "},
 		{"  - {provider: kamatera, kamatera: {cloudConfig: kamatera.ini, credentialsSecret: " + badArn + "}}\n", "kamatera.credentialsSecret: secret " + badArn + " is not the JSON expected"},
 		{"  - {provider: kamatera, kamatera: {cloudConfig: kamatera.ini, credentialsSecret: arn:aws:secretsmanager:eu-west-1:1:secret:none}}\n", "ResourceNotFoundException"},
 		{"  - {provider: scaleway, scaleway: {secretKeySecret: arn:aws:secretsmanager:eu-west-1:1:secret:none}}\n", "scaleway.secretKeySecret: read secret"},

@@ -260,9 +260,9 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 			ep.provider = providers.Static{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl)}
 			ep.bounds = providers.NewBounds(nil, nil) // they are the group's own bounds
 		case config.ProviderKamatera:
-			cc, err := kamatera.LoadCloudConfig(resolve(cfg.Dir, g.Kamatera.CloudConfig))
+			cc, err := kamateraCloudConfig(ctx, cfg, g.Kamatera, a)
 			if err != nil {
-				return nil, fmt.Errorf("%s.kamatera.cloudConfig: %w", ep.path, err)
+				return nil, fmt.Errorf("%s.%w", ep.path, err)
 			}
 			var opts []kamatera.Option
 			if arn := g.Kamatera.CredentialsSecret; arn != "" {
@@ -347,6 +347,27 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 		out = append(out, ep)
 	}
 	return out, nil
+}
+
+// kamateraCloudConfig reads the group's INI from its file or its secret.
+// Errors start with the field.
+func kamateraCloudConfig(ctx context.Context, cfg *config.Config, g *config.KamateraGroup, a *AWS) (*kamatera.CloudConfig, error) {
+	if arn := g.CloudConfigSecret; arn != "" {
+		ini, err := secretString(ctx, a, arn)
+		if err != nil {
+			return nil, fmt.Errorf("kamatera.cloudConfigSecret: %w", err)
+		}
+		cc, err := kamatera.ReadCloudConfig([]byte(ini), "secret "+arn)
+		if err != nil {
+			return nil, fmt.Errorf("kamatera.cloudConfigSecret: %w", err)
+		}
+		return cc, nil
+	}
+	cc, err := kamatera.LoadCloudConfig(resolve(cfg.Dir, g.CloudConfig))
+	if err != nil {
+		return nil, fmt.Errorf("kamatera.cloudConfig: %w", err)
+	}
+	return cc, nil
 }
 
 // secretString reads a Secrets Manager secret's string; errors name the

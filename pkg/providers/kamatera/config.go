@@ -1,6 +1,7 @@
 package kamatera
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -240,6 +241,19 @@ func LoadCloudConfig(path string) (*CloudConfig, error) {
 	}
 	defer f.Close()
 	cfg, err := ParseCloudConfig(f, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// ReadCloudConfig parses and validates a cloud config held in memory (read
+// from a secret); source names it in errors.
+func ReadCloudConfig(data []byte, source string) (*CloudConfig, error) {
+	cfg, err := ParseCloudConfig(bytes.NewReader(data), source)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/sfnlocal"
 )
@@ -50,7 +51,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	var once, localDrains bool
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run the evaluate cycle in this process on a timer (local or long-running use)",
+		Short: "Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer (local or long-running use)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("interval") && interval < time.Second {
@@ -75,6 +76,13 @@ func newRunCmd(g *globals) *cobra.Command {
 				}
 				defer stop()
 			}
+			// Schedules live in DynamoDB; with state in memory there are none.
+			var sched *schedule.Handler
+			if cfg.State.DynamoDB != nil {
+				if sched, err = setup.SchedulesWith(ctx, cfg, &setup.AWS{}, ev, g.logger()); err != nil {
+					return err
+				}
+			}
 			tick := time.NewTicker(interval)
 			defer tick.Stop()
 			for {
@@ -85,6 +93,11 @@ func newRunCmd(g *globals) *cobra.Command {
 				case res.Plan != nil:
 					fmt.Fprintf(g.stderr, "cycle: %d scale-ups, %d removals, %d unschedulable pods\n",
 						len(res.Plan.ScaleUp), len(res.Plan.ScaleDown), len(res.Plan.Unschedulable))
+				}
+				if sched != nil {
+					if serr := g.scheduleTick(ctx, sched); serr != nil && err == nil {
+						err = serr
+					}
 				}
 				if once {
 					return err
@@ -101,4 +114,31 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&once, "once", false, "run one cycle and exit")
 	cmd.Flags().BoolVar(&localDrains, "local-drains", false, "run the drain state machine locally (from a checkout of this repository; needs `make testbed` and `npm ci`) and act on removals")
 	return cmd
+}
+
+// scheduleTick fires the schedules due now, as the schedule function's
+// EventBridge tick does, and says what each did.
+func (g *globals) scheduleTick(ctx context.Context, h *schedule.Handler) error {
+	res, err := h.Tick(ctx)
+	if err != nil {
+		fmt.Fprintf(g.stderr, "schedule tick failed: %v\n", err)
+		return err
+	}
+	for _, r := range res.Schedules {
+		fmt.Fprintf(g.stderr, "schedule %s: %s", r.Schedule, r.Action)
+		if !r.FireAt.IsZero() {
+			fmt.Fprintf(g.stderr, " (%s)", r.FireAt.Format(time.RFC3339))
+		}
+		fmt.Fprintln(g.stderr)
+		for _, c := range r.Changes {
+			fmt.Fprintf(g.stderr, "  %s %s -> %d %s %s\n", c.Kind, c.Name, c.To, c.Outcome, c.Message)
+		}
+		if err := r.Err(); err != nil {
+			fmt.Fprintf(g.stderr, "  %v\n", err)
+		}
+	}
+	for _, e := range res.Errors {
+		fmt.Fprintf(g.stderr, "schedule tick: %s\n", e)
+	}
+	return nil
 }

@@ -32,24 +32,28 @@ func ScheduleStore(ctx context.Context, cfg *config.Config, a *AWS) (state.Sched
 // Schedules wires the schedule function: the schedule store, and the
 // cluster and node groups fired schedules are applied to.
 func Schedules(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, log *slog.Logger) (*schedule.Handler, error) {
+	ev, err := Evaluator(ctx, cfg, kubeconfig, a, log, InstanceID("schedule"))
+	if err != nil {
+		return nil, err
+	}
+	return SchedulesWith(ctx, cfg, a, ev, log)
+}
+
+// SchedulesWith wires the schedule handler around an evaluate cycle (its
+// cluster client, and its drainer for shrinking groups), as `nodetide run`
+// shares one.
+func SchedulesWith(ctx context.Context, cfg *config.Config, a *AWS, ev *evaluate.Evaluator, log *slog.Logger) (*schedule.Handler, error) {
 	store, err := ScheduleStore(ctx, cfg, a)
 	if err != nil {
 		return nil, err
 	}
-	client, err := Kubernetes(ctx, cfg, kubeconfig, a)
-	if err != nil {
-		return nil, err
-	}
+	client := ev.Client
 	applier := &schedule.Applier{
 		Client: client,
 		// The configured bounds: a fired schedule replaces the override.
 		Groups:    NodeGroups(cfg, client, a, nil),
 		Overrides: store,
 		Log:       log,
-	}
-	ev, err := Evaluator(ctx, cfg, kubeconfig, a, log, InstanceID("schedule"))
-	if err != nil {
-		return nil, err
 	}
 	if ev.Drainer != nil {
 		applier.Shrinker = shrinker{ev}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodetide/nodetide/pkg/state"
+	"github.com/nodetide/nodetide/pkg/testbed"
+)
+
+// TestRunFiresSchedules: with DynamoDB state, `nodetide run` also ticks the
+// schedules, firing each due one once.
+func TestRunFiresSchedules(t *testing.T) {
+	cp := testbed.Cluster(t)
+	ns := cp.Namespace(t)
+	db := testbed.DynamoDB(t)
+	ctx := context.Background()
+	table := "run-" + ns
+	if err := state.CreateTable(ctx, db.Client(t), table); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, "nodetide.yaml", fmt.Sprintf(`cluster: {name: %[1]s, kubernetes: {kubeconfig: %[2]s}}
+state: {dynamodb: {table: %[3]s, endpoint: %[4]s}}
+nodeGroups:
+  - name: %[1]s
+    provider: kwok
+    minSize: 0
+    maxSize: 3
+    kwok: {template: {allocatable: {cpu: "2", memory: 8Gi}, labels: {pool: %[1]s}}}
+`, ns, cp.KubeconfigPath, table, db.Endpoint))
+	one := int32(1)
+	labels := map[string]string{"app": "web"}
+	if _, err := cp.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Every second, so one is due by the time run ticks.
+	file := writeFile(t, "every.json", fmt.Sprintf(`{"name":"every","cron":"* * * * * *","apps":[{"namespace":%q,"kind":"Deployment","name":"web","replicas":2}]}`, ns))
+	if _, errOut, code := nodetide(t, "schedules", "create", file, "--config", cfg); code != 0 {
+		t.Fatalf("create: %s", errOut)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	_, errOut, code := nodetide(t, "run", "--once", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("run --once: exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "schedule every: fire") || !strings.Contains(errOut, "Deployment web -> 2 scaled") {
+		t.Errorf("run's output does not show the fire:\n%s", errOut)
+	}
+	d, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || *d.Spec.Replicas != 2 {
+		t.Fatalf("web: %v, %v; want 2 replicas", err, d.Spec.Replicas)
+	}
+}

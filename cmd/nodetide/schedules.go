@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"text/tabwriter"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"

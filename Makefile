@@ -45,7 +45,7 @@ test: testbed node-deps vet
 
 ## fuzz: fuzz schedule documents and cron expressions for FUZZTIME each (a failing input is saved
 ##   under pkg/schedule/testdata/fuzz and then replayed by every go test)
-FUZZTIME ?= 10s
+FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
 	$(GO) test -run '^$$' -fuzz '^FuzzCron$$' -fuzztime $(FUZZTIME) ./pkg/schedule/

@@ -53,23 +53,13 @@ func (m *model) overMax(plan *Plan, next *State) {
 				continue
 			}
 			c := cand{node: ni, notReady: !n.ready}
-			blocked := false
-			for _, pi := range m.podsOf(ni) {
-				p := &m.snap.Pods[pi]
-				if !movesWithNode(p) {
-					continue
-				}
-				matches = budgets.matching(p, matches[:0])
-				if blocksRemoval(p, len(matches) > 0) {
-					blocked = true
-					break
-				}
-				for _, b := range matches {
+			blocked := m.eachMoving(ni, &budgets, &matches, func(_ int32, covering []int) {
+				for _, b := range covering {
 					if budgets.pdbs[b].left <= 0 {
 						c.protected = true
 					}
 				}
-			}
+			})
 			if blocked {
 				continue
 			}

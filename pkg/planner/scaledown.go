@@ -214,6 +214,24 @@ func addClassCount(list []classCount, c int32, n int64) []classCount {
 	return append(list, classCount{c, n})
 }
 
+// eachMoving calls fn with each pod of node ni that must move when the node
+// goes and the budgets covering it (in *matches, reused), and reports
+// whether a pod keeps the node (then fn has not seen every pod).
+func (m *model) eachMoving(ni int32, budgets *pdbSet, matches *[]int, fn func(pi int32, covering []int)) (blocked bool) {
+	for _, pi := range m.podsOf(ni) {
+		p := &m.snap.Pods[pi]
+		if !movesWithNode(p) {
+			continue
+		}
+		*matches = budgets.matching(p, (*matches)[:0])
+		if blocksRemoval(p, len(*matches) > 0) {
+			return true
+		}
+		fn(pi, *matches)
+	}
+	return false
+}
+
 // unneededNode is a node the simulation removed, with how many pods it
 // moved elsewhere.
 type unneededNode struct {
@@ -253,22 +271,12 @@ func (m *model) unneeded() []unneededNode {
 	var moves []move
 	for _, ci := range cands {
 		classes, need, moves = classes[:0], need[:0], moves[:0]
-		blocked := false
-		for _, pi := range m.podsOf(ci) {
-			p := &m.snap.Pods[pi]
-			if !movesWithNode(p) {
-				continue
-			}
-			matches = budgets.matching(p, matches[:0])
-			if blocksRemoval(p, len(matches) > 0) {
-				blocked = true
-				break
-			}
-			for _, b := range matches {
+		blocked := m.eachMoving(ci, &budgets, &matches, func(pi int32, covering []int) {
+			for _, b := range covering {
 				need = addClassCount(need, int32(b), 1)
 			}
 			classes = addClassCount(classes, m.classOf(pi), 1)
-		}
+		})
 		if blocked {
 			continue
 		}

@@ -59,7 +59,7 @@ func (s *DynamoDB) key(sk string) map[string]types.AttributeValue {
 // consistent queries, so a run sees what the previous run wrote.
 func (s *DynamoDB) LoadState(ctx context.Context) (planner.State, error) {
 	st := emptyState()
-	err := s.query(ctx, groupPrefix, func(group string, item map[string]types.AttributeValue) error {
+	err := s.query(ctx, "load state of", groupPrefix, func(group string, item map[string]types.AttributeValue) error {
 		for attr, m := range map[string]map[string]time.Time{
 			attrLastScaleUp:  st.LastScaleUp,
 			attrBackoffUntil: st.BackoffUntil,
@@ -75,7 +75,7 @@ func (s *DynamoDB) LoadState(ctx context.Context) (planner.State, error) {
 	if err != nil {
 		return planner.State{}, err
 	}
-	err = s.query(ctx, nodePrefix, func(node string, item map[string]types.AttributeValue) error {
+	err = s.query(ctx, "load state of", nodePrefix, func(node string, item map[string]types.AttributeValue) error {
 		t, ok, err := timeAttr(item, attrUnneededSince)
 		if ok {
 			st.UnneededSince[node] = t
@@ -89,8 +89,9 @@ func (s *DynamoDB) LoadState(ctx context.Context) (planner.State, error) {
 }
 
 // query calls fn with the name (sort key less prefix) and attributes of each
-// of the cluster's items whose sort key starts with prefix.
-func (s *DynamoDB) query(ctx context.Context, prefix string, fn func(name string, item map[string]types.AttributeValue) error) error {
+// of the cluster's items whose sort key starts with prefix, reading strongly
+// consistent. op starts its errors ("load state of").
+func (s *DynamoDB) query(ctx context.Context, op, prefix string, fn func(name string, item map[string]types.AttributeValue) error) error {
 	pages := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
 		TableName:              aws.String(s.table),
 		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :prefix)"),
@@ -103,15 +104,15 @@ func (s *DynamoDB) query(ctx context.Context, prefix string, fn func(name string
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("load state of cluster %q: query %s items of table %q: %w", s.cluster, prefix, s.table, err)
+			return fmt.Errorf("%s cluster %q: query %s items of table %q: %w", op, s.cluster, prefix, s.table, err)
 		}
 		for _, item := range page.Items {
 			sk, _ := item["sk"].(*types.AttributeValueMemberS)
 			if sk == nil {
-				return fmt.Errorf("load state of cluster %q: table %q: item without a string sk", s.cluster, s.table)
+				return fmt.Errorf("%s cluster %q: table %q: item without a string sk", op, s.cluster, s.table)
 			}
 			if err := fn(strings.TrimPrefix(sk.Value, prefix), item); err != nil {
-				return fmt.Errorf("load state of cluster %q: item %s: %w", s.cluster, sk.Value, err)
+				return fmt.Errorf("%s cluster %q: item %s: %w", op, s.cluster, sk.Value, err)
 			}
 		}
 	}

@@ -89,38 +89,23 @@ func (s *DynamoDB) SetOverride(ctx context.Context, o schedule.Override) (bool, 
 	return true, nil
 }
 
-// Overrides queries the cluster's GROUP# items, strongly consistent, for
+// Overrides reads the cluster's GROUP# items, strongly consistent, for
 // their overrides (see schedule.OverrideStore).
 func (s *DynamoDB) Overrides(ctx context.Context) ([]schedule.Override, error) {
-	pages := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
-		KeyConditionExpression:   aws.String("pk = :pk AND begins_with(sk, :prefix)"),
-		FilterExpression:         aws.String("attribute_exists(#o)"), // "override" is a reserved word
-		ExpressionAttributeNames: map[string]string{"#o": attrOverride},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":     &types.AttributeValueMemberS{Value: clusterKey(s.cluster)},
-			":prefix": &types.AttributeValueMemberS{Value: groupPrefix},
-		},
-		ConsistentRead: aws.Bool(true),
-	})
 	out := []schedule.Override{}
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
+	err := s.query(ctx, "list overrides of", groupPrefix, func(_ string, item map[string]types.AttributeValue) error {
+		if _, ok := item[attrOverride]; !ok {
+			return nil
+		}
+		o, err := decodeOverride(item)
 		if err != nil {
-			return nil, fmt.Errorf("list overrides of cluster %q: query table %q: %w", s.cluster, s.table, err)
+			return err
 		}
-		for _, item := range page.Items {
-			o, err := decodeOverride(item)
-			if err != nil {
-				sk, _ := item["sk"].(*types.AttributeValueMemberS)
-				name := "(no sk)"
-				if sk != nil {
-					name = sk.Value
-				}
-				return nil, fmt.Errorf("list overrides of cluster %q: item %s: %w", s.cluster, name, err)
-			}
-			out = append(out, o)
-		}
+		out = append(out, o)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

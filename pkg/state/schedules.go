@@ -402,33 +402,17 @@ func (s *DynamoDB) GetSchedule(ctx context.Context, name string) (schedule.Recor
 // ListSchedules queries the cluster's SCHEDULE# items, strongly consistent
 // so a tick sees the claims of the ticks before it (see ScheduleStore).
 func (s *DynamoDB) ListSchedules(ctx context.Context) ([]schedule.Record, error) {
-	pages := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :prefix)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":     &types.AttributeValueMemberS{Value: clusterKey(s.cluster)},
-			":prefix": &types.AttributeValueMemberS{Value: schedulePrefix},
-		},
-		ConsistentRead: aws.Bool(true),
-	})
 	out := []schedule.Record{} // an empty list, not null, in JSON
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
+	err := s.query(ctx, "list schedules of", schedulePrefix, func(_ string, item map[string]types.AttributeValue) error {
+		rec, err := decodeScheduleItem(item)
 		if err != nil {
-			return nil, fmt.Errorf("list schedules of cluster %q: query table %q: %w", s.cluster, s.table, err)
+			return err
 		}
-		for _, item := range page.Items {
-			rec, err := decodeScheduleItem(item)
-			if err != nil {
-				sk, _ := item["sk"].(*types.AttributeValueMemberS)
-				name := "(no sk)"
-				if sk != nil {
-					name = sk.Value
-				}
-				return nil, fmt.Errorf("list schedules of cluster %q: item %s: %w", s.cluster, name, err)
-			}
-			out = append(out, rec)
-		}
+		out = append(out, rec)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -6,7 +6,7 @@ LAMBDA_ENV := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags "-s -w"
 TEST_TIMEOUT ?= 40m
 
-.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo vet fmt clean synth deploy invoke FORCE
+.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo measure vet fmt clean synth deploy invoke FORCE
 
 ## build: the three Lambda bootstraps (linux/arm64) and bin/nodetide for this machine
 build: functions cli
@@ -61,6 +61,13 @@ bench:
 ## demo: the evaluate cycle on a local control plane, step by step
 demo: testbed node-deps
 	$(GO) run ./hack/demo
+
+## measure: size the three functions from measured runs on the local test bed (a realistic cluster; the
+##   functions under the Lambda RIE) and write infra/measurements.md; a few minutes. MEASURE_ARGS adds
+##   options, e.g. MEASURE_ARGS="-nodes 400 -pods 8000" (go run ./hack/measure -h lists them)
+MEASURE_ARGS ?=
+measure: testbed node-deps
+	$(GO) run ./hack/measure $(MEASURE_ARGS)
 
 ## synth: the CloudFormation template (infra/cdk.out) from CONFIG (default: NODETIDE_CONFIG_FILE, else
 ##   nodetide.example.yaml); needs no AWS credentials. CDK_ARGS adds cdk options, e.g. -c subnetIds=a,b

@@ -23,9 +23,10 @@ event=${2:-}
 die() { echo "invoke: $*" >&2; exit 1; }
 
 case "$fn" in
-  evaluate) timeout=90 ;;
-  drain) timeout=300 ;;
-  schedule) timeout=60 ;;
+  # The stack's sizes (infra/stack/stack.go; evaluate's timeout with the default watchFor).
+  evaluate) timeout=75 memory=384 ;;
+  drain) timeout=120 memory=256 ;;
+  schedule) timeout=90 memory=384 ;;
   *) die "usage: make invoke FN=evaluate|drain|schedule EVENT=events/<file>.json" ;;
 esac
 [ -n "$event" ] || die "usage: make invoke FN=$fn EVENT=events/<file>.json (see events/)"
@@ -81,7 +82,7 @@ log=$(mktemp -t nodetide-invoke.XXXXXX)
 (
   cd "$(dirname "$bootstrap")" # Lambda runs in the code's directory
   export AWS_LAMBDA_FUNCTION_NAME="nodetide-$fn" AWS_LAMBDA_FUNCTION_TIMEOUT=$timeout \
-    AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256 _HANDLER=bootstrap TZ=:UTC
+    AWS_LAMBDA_FUNCTION_MEMORY_SIZE=$memory _HANDLER=bootstrap TZ=:UTC
   # Its own process group, so the emulator and the bootstrap it runs stop
   # together.
   setsid=$(command -v setsid || true)

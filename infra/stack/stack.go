@@ -71,29 +71,42 @@ type Function struct {
 	ASGWrites []string
 }
 
-// Functions are the three functions and their sizing.
+// Functions are the three functions and their sizing, chosen from `make
+// measure` (infra/measurements.md: 200 nodes, 4,200 pods; the reasons are in
+// infra/README.md, "Sizing"): memory about 3× the measured peak RSS or more,
+// timeouts many times the slowest modelled run.
 //
-//   - evaluate: 256 MB; its scheduled run plans, acts and then watches for
-//     new pending pods for evaluate.watchFor (45 s) after its tick, so the
-//     timeout is watchFor + 45 s, at least 90 s. Reserved concurrency 1: one
-//     cycle at a time (the DynamoDB lease also guarantees it).
-//   - drain: 256 MB, 5 min — one state machine step (the ASL gives each task
-//     300 s) or a hand-made shutdown / enable.
-//   - schedule: 256 MB, 60 s — fires due schedules once a minute; a
-//     schedule that shrinks a group starts drains, as evaluate does.
+//   - evaluate: 384 MB — peak RSS 124 MiB, growing with the pods it lists;
+//     a tick's ~0.26 s of CPU models at under 2.2 s at this CPU share. Its
+//     scheduled run plans, acts and then watches for new pending pods until
+//     evaluate.watchFor after its tick (at the latest 10 s before its
+//     deadline), so the timeout is watchFor + 30 s, at least 60 s: room for a
+//     cycle still finishing when the watch ends, modelled at under 4.5 s even
+//     cold. Reserved concurrency 1: one cycle at a time (the DynamoDB lease
+//     also guarantees it).
+//   - drain: 256 MB (peak RSS 47 MiB; the CPU-heavy steps, Surge and Evict,
+//     model up to a second faster than at 128 MB, at a negligible cost), 120 s —
+//     one state machine step, modelled at under 7.5 s with its own 5 s wait,
+//     or a hand-made shutdown / enable; under the ASL's 300 s per task, so a
+//     hung step ends as the function's timeout.
+//   - schedule: 384 MB, 90 s — a tick with nothing due models at under
+//     0.1 s and one firing five schedules at under 2.5 s (peak RSS 48 MiB),
+//     but a schedule that shrinks a group runs an evaluate cycle (its
+//     snapshot, so evaluate's memory) after waiting up to 30 s for the
+//     evaluate lease, and starts drains as evaluate does.
 func Functions(cfg *config.Config) []Function {
-	evalTimeout := cfg.EvaluateSettings().WatchFor + 45*time.Second
-	evalTimeout = max(evalTimeout, 90*time.Second)
+	evalTimeout := cfg.EvaluateSettings().WatchFor + 30*time.Second
+	evalTimeout = max(evalTimeout, 60*time.Second)
 	evalTimeout = min(evalTimeout, 15*time.Minute)
 	return []Function{
 		{Name: "evaluate", Description: "nodetide evaluate: measures pressure, scales node groups up, starts drains",
-			MemoryMB: 256, Timeout: evalTimeout, Reserved: 1, StartsDrains: true,
+			MemoryMB: 384, Timeout: evalTimeout, Reserved: 1, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
-			MemoryMB: 256, Timeout: 5 * time.Minute, StartsDrains: true,
+			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}},
 		{Name: "schedule", Description: "nodetide schedule: fires due schedules (node group sizes, workload replicas)",
-			MemoryMB: 256, Timeout: 60 * time.Second, StartsDrains: true,
+			MemoryMB: 384, Timeout: 90 * time.Second, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 	}
 }

@@ -152,9 +152,9 @@ func TestStackResources(t *testing.T) {
 		drains          bool
 	}
 	for name, w := range map[string]want{
-		"evaluate": {256, 90, 1, true},
-		"drain":    {256, 300, nil, true},
-		"schedule": {256, 60, nil, true},
+		"evaluate": {384, 75, 1, true},
+		"drain":    {256, 120, nil, true},
+		"schedule": {384, 90, nil, true},
 	} {
 		var smArn any = assertions.Match_Absent()
 		if w.drains {
@@ -800,20 +800,43 @@ func TestOptionsErrors(t *testing.T) {
 
 func TestFunctionsSizing(t *testing.T) {
 	o := options(t, map[string]string{})
-	iv, watch := o.Config.EvaluateSettings().Interval, o.Config.EvaluateSettings().WatchFor
-	for _, f := range Functions(o.Config) {
-		if f.Name == "evaluate" && f.Timeout.Seconds() != 90 {
-			t.Errorf("evaluate timeout %s with watchFor %s (interval %s), want 90s", f.Timeout, watch, iv)
+	// The sizes infra/measurements.md supports (infra/README.md "Sizing").
+	want := map[string]struct {
+		memory  int
+		timeout time.Duration
+	}{
+		"evaluate": {384, 75 * time.Second}, // watchFor 45s + 30s
+		"drain":    {256, 120 * time.Second},
+		"schedule": {384, 90 * time.Second}, // a shrinking schedule runs an evaluate cycle
+	}
+	fns := Functions(o.Config)
+	if len(fns) != len(want) {
+		t.Fatalf("%d functions, want %d", len(fns), len(want))
+	}
+	for _, f := range fns {
+		w, ok := want[f.Name]
+		if !ok || f.MemoryMB != w.memory || f.Timeout != w.timeout {
+			t.Errorf("%s: %d MB, %s; want %d MB, %s", f.Name, f.MemoryMB, f.Timeout, w.memory, w.timeout)
 		}
 	}
+	// evaluate's timeout follows watchFor: 30 s beyond it, at least 60 s.
 	cfg := *o.Config
+	for _, tc := range []struct{ interval, watch, want string }{
+		{"5m", "4m", "4m30s"},
+		{"1m", "0s", "1m0s"},
+		{"1m", "20s", "1m0s"},
+		{"1m", "50s", "1m20s"},
+	} {
+		iv, watch := mustDuration(t, tc.interval), mustDuration(t, tc.watch)
+		cfg.Evaluate.Interval, cfg.Evaluate.WatchFor = &iv, &watch
+		for _, f := range Functions(&cfg) {
+			if f.Name == "evaluate" && f.Timeout.String() != tc.want {
+				t.Errorf("evaluate timeout %s with watchFor %s, want %s", f.Timeout, tc.watch, tc.want)
+			}
+		}
+	}
 	five, four := mustDuration(t, "5m"), mustDuration(t, "4m")
 	cfg.Evaluate.Interval, cfg.Evaluate.WatchFor = &five, &four
-	for _, f := range Functions(&cfg) {
-		if f.Name == "evaluate" && f.Timeout.String() != "4m45s" {
-			t.Errorf("evaluate timeout %s with watchFor 4m, want 4m45s", f.Timeout)
-		}
-	}
 	o.Config = &cfg
 	if n, err := o.evaluateRate(); err != nil || n != 5 {
 		t.Errorf("rate %d %v, want 5 minutes", n, err)

@@ -1,0 +1,171 @@
+// Command measure sizes nodetide's three Lambda functions from measured
+// runs: it starts the local test bed (a real control plane with kwok nodes,
+// dynalite), fills it with a realistically sized cluster, runs each
+// function's bootstrap under the Lambda Runtime Interface Emulator and
+// sends it the events it gets in production — evaluate's tick and plan,
+// schedule's put, tick and list, and the drain state machine's steps
+// through real drains — and records per invocation the emulator's
+// duration, the process's CPU time and peak memory, and its API and
+// DynamoDB traffic. It writes the figures, and what they model to on
+// Lambda at each memory size, as markdown (infra/measurements.md). Run it
+// with `make measure`; it stops everything it started, also on Ctrl-C.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the command's flags.
+type options struct {
+	Out        string
+	Cluster    clusterSpec
+	DaemonSet  bool
+	Pending    int
+	Ticks      int // warm evaluate ticks after the cold one
+	Plans      int
+	Schedules  int
+	Runs       int // schedule ticks and lists of each kind
+	Drains     int
+	DrainWait  time.Duration
+	Memories   []int
+	Net        network
+	MemoryList string
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("measure", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Out, "out", "infra/measurements.md", "markdown file to write (- for standard output)")
+	fs.IntVar(&o.Cluster.Nodes, "nodes", 200, "kwok nodes (8 CPU, 32 GiB, 110 pods each)")
+	fs.IntVar(&o.Cluster.Pods, "pods", 4000, "Deployment pods (the DaemonSet adds one per node)")
+	fs.IntVar(&o.Cluster.PodsPerDeployment, "pods-per-deployment", 20, "average replicas per Deployment")
+	fs.IntVar(&o.Cluster.Namespaces, "namespaces", 10, "namespaces the Deployments are spread over")
+	fs.Float64Var(&o.Cluster.Utilization, "utilization", 0.55, "average CPU requests over allocatable")
+	fs.Float64Var(&o.Cluster.SingleFraction, "single-replica", 0.1, "fraction of Deployments with one replica")
+	fs.Float64Var(&o.Cluster.PDBFraction, "pdbs", 0.3, "fraction of multi-replica Deployments with a PodDisruptionBudget")
+	fs.Uint64Var(&o.Cluster.Seed, "seed", 1, "seed of the cluster layout")
+	fs.BoolVar(&o.DaemonSet, "daemonset", true, "run a DaemonSet pod on every node")
+	fs.IntVar(&o.Pending, "pending", 20, "pending pods for evaluate's plan (12 CPU each: only the empty group fits them)")
+	fs.IntVar(&o.Ticks, "ticks", 10, "warm evaluate ticks after the first")
+	fs.IntVar(&o.Plans, "plans", 5, "evaluate plan invocations")
+	fs.IntVar(&o.Schedules, "schedules", 5, "stored schedules")
+	fs.IntVar(&o.Runs, "runs", 5, "schedule ticks and lists of each kind")
+	fs.IntVar(&o.Drains, "drains", 2, "nodes drained through the state machine")
+	fs.DurationVar(&o.DrainWait, "drain-max-wait", 2*time.Second, "cap on the state machine's Wait states and retry pauses")
+	fs.StringVar(&o.MemoryList, "memory", "128,256,384,512,1024,1769", "memory sizes (MB) to model, comma-separated")
+	fs.DurationVar(&o.Net.KubeRTT, "kube-rtt", 5*time.Millisecond, "assumed round trip per Kubernetes API request on AWS")
+	fs.DurationVar(&o.Net.DDBRTT, "dynamodb-rtt", 8*time.Millisecond, "assumed round trip per DynamoDB request on AWS")
+	var mbps float64
+	fs.Float64Var(&mbps, "bandwidth", 25, "assumed Kubernetes API throughput on AWS, MB/s")
+	fs.DurationVar(&o.Net.InitCalls, "init-calls", 100*time.Millisecond, "assumed time of the start-up's AWS calls on Lambda")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	var err error
+	if o.Memories, err = parseMemories(o.MemoryList); err != nil {
+		return o, fmt.Errorf("-memory: %w", err)
+	}
+	if mbps <= 0 {
+		return o, errors.New("-bandwidth must be positive")
+	}
+	o.Net.Bandwidth = mbps * 1e6
+	switch {
+	case o.Pending < 1, o.Ticks < 1, o.Plans < 1, o.Schedules < 1, o.Runs < 1, o.Drains < 1:
+		return o, errors.New("-pending, -ticks, -plans, -schedules, -runs and -drains must each be at least 1")
+	case o.DrainWait <= 0:
+		return o, errors.New("-drain-max-wait must be positive")
+	}
+	if _, err := planCluster(o.Cluster); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		log.Error("measure", "error", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, o, log)
+	stop()
+	if err != nil {
+		log.Error("measure failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+// cpuModel is the processor's name, for the report.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(name) == "model name" {
+			return strings.TrimSpace(value)
+		}
+	}
+	return "unknown CPU"
+}
+
+// writeOut writes the report to path (or standard output for "-"),
+// replacing the file only once it is complete.
+func writeOut(path string, write func(io.Writer) error) error {
+	if path == "-" {
+		return write(os.Stdout)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".measurements-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func newMeta(o options, p clusterPlan, drains []drainCount, elapsed time.Duration) meta {
+	return meta{
+		Date: time.Now(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
+		CPUs: runtime.NumCPU(), CPUModel: cpuModel(), Elapsed: elapsed,
+		Cluster: p.summary(o.DaemonSet), PendingPods: o.Pending, Schedules: o.Schedules, Due: o.Schedules,
+		Drains: drains, DrainMaxWait: o.DrainWait, Memories: o.Memories, Net: o.Net,
+	}
+}

@@ -2,7 +2,8 @@
 // (etcd, kube-apiserver, controller-manager, scheduler, kwok) with DynamoDB
 // state on dynalite: pending pods, the decision, nodes joining, pods Running;
 // then the workload shrinks and unneeded nodes are drained (PDB respected)
-// and removed through the drain state machine run locally.
+// and removed through the drain state machine run locally; last, a night
+// schedule caps the group at one node, and evaluate keeps to it.
 // It stops everything it started, also on Ctrl-C. Run it with `make demo`.
 package main
 
@@ -36,6 +37,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/state"
@@ -205,11 +207,11 @@ func (d *demo) scaleDown(ctx context.Context, ev *evaluate.Evaluator, cfg *confi
 		Timeout: ds.Timeout, Policy: ds.OnTimeout, Surge: ds.Surge}
 	d.say("Step Functions (local) at %s, state machine %s", svc.Endpoint, svc.StateMachineArn[sfnlocal.DrainStateMachine])
 
-	d.step("Scaling %q down to 4 replicas, one pod off each of two nodes, guarded by a PodDisruptionBudget (minAvailable 3)", "web")
-	one := intstr.FromInt32(3)
+	d.step("Scaling %q down to 4 replicas, one pod off each of two nodes, guarded by a PodDisruptionBudget (maxUnavailable 1)", "web")
+	one := intstr.FromInt32(1)
 	if _, err := d.client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -280,7 +282,10 @@ func (d *demo) scaleDown(ctx context.Context, ev *evaluate.Evaluator, cfg *confi
 			if err := d.showSpread(ctx); err != nil {
 				return err
 			}
-			return d.showExecutions(ctx, client, svc.StateMachineArn[sfnlocal.DrainStateMachine])
+			if err := d.showExecutions(ctx, client, svc.StateMachineArn[sfnlocal.DrainStateMachine]); err != nil {
+				return err
+			}
+			return d.night(ctx, ev, cfg, a)
 		}
 		select {
 		case <-ctx.Done():
@@ -522,4 +527,89 @@ func (d *demo) showPlan(res evaluate.Result) {
 		}
 		d.say("action: %s %s %+d %s", a.Kind, a.NodeGroup, a.Delta, status)
 	}
+}
+
+// night fires a schedule by hand, as `nodetide schedules run night` does:
+// it caps the group at one node, which drains the surplus, and scales the
+// app down; evaluate then keeps to the cap until the schedule is deleted.
+func (d *demo) night(ctx context.Context, ev *evaluate.Evaluator, cfg *config.Config, a *setup.AWS) error {
+	d.step("A night schedule: %q at max 1 node, %q at 2 replicas; fired now, by hand", "workers", "web")
+	h, err := setup.SchedulesWith(ctx, cfg, a, ev, ev.Log)
+	if err != nil {
+		return err
+	}
+	two := int32(2)
+	night := schedule.Schedule{Name: "night", Cron: "0 20 * * *", Timezone: "Europe/Amsterdam",
+		NodeGroups: []schedule.NodeGroup{{Name: "workers", Max: &[]int{1}[0]}},
+		Apps:       []schedule.App{{Namespace: "default", Kind: schedule.KindDeployment, Name: "web", Replicas: &two}}}
+	if _, err := h.Put(ctx, night); err != nil {
+		return err
+	}
+	res, err := h.Run(ctx, "night")
+	if err != nil {
+		return err
+	}
+	for _, c := range res.Changes {
+		from := "?"
+		if c.From != nil {
+			from = fmt.Sprint(*c.From)
+		}
+		line := fmt.Sprintf("%s %s: %s -> %d %s", c.Kind, c.Name, from, c.To, c.Outcome)
+		if c.Message != "" {
+			line += ": " + c.Message
+		}
+		d.say("%s", line)
+	}
+	if err := res.Err(); err != nil {
+		return err
+	}
+	if err := poll(ctx, "the group down to 1 node", func() (bool, error) {
+		nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=workers"})
+		return err == nil && len(nodes.Items) == 1, err
+	}); err != nil {
+		return err
+	}
+	d.say("the surplus node drained and removed")
+	if err := d.waitRunning(ctx, "web", 2); err != nil {
+		return err
+	}
+
+	d.step("Morning traffic before the day schedule: %q back to 4 replicas; evaluate keeps to the night's max", "web")
+	if err := d.scaleWeb(ctx, 4); err != nil {
+		return err
+	}
+	if err := d.waitPending(ctx, 2); err != nil {
+		return err
+	}
+	run, err := ev.Run(ctx)
+	if err != nil {
+		return err
+	}
+	d.showPlan(run)
+
+	d.step("Deleting the night schedule gives %q its configured bounds back; the next cycle grows it", "workers")
+	del, err := h.Delete(ctx, "night")
+	if err != nil {
+		return err
+	}
+	d.say("deleted; node groups back to their configured bounds: %s", strings.Join(del.ClearedOverrides, ", "))
+	run, err = ev.Run(ctx)
+	if err != nil {
+		return err
+	}
+	d.showPlan(run)
+	if err := d.waitNodes(ctx, 2); err != nil {
+		return err
+	}
+	return d.waitRunning(ctx, "web", 4)
+}
+
+func (d *demo) scaleWeb(ctx context.Context, replicas int32) error {
+	sc, err := d.client.AppsV1().Deployments("default").GetScale(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	sc.Spec.Replicas = replicas
+	_, err = d.client.AppsV1().Deployments("default").UpdateScale(ctx, "web", sc, metav1.UpdateOptions{})
+	return err
 }

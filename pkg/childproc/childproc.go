@@ -190,9 +190,14 @@ func logTail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// killWait is how long Stop waits for a child to be reaped after SIGKILL.
+// That needs nothing from the child, so it does not depend on the grace
+// period: a grace of 0 still gets the moment the kernel takes.
+const killWait = 5 * time.Second
+
 // Stop ends the child's process group: SIGTERM, then SIGKILL once grace has
 // passed (or ctx has ended) without the child exiting, then waits up to
-// another grace for it to be reaped. After the child is gone, whatever is
+// killWait for it to be reaped. After the child is gone, whatever is
 // left in its group gets SIGKILL too: a grandchild that ignored SIGTERM
 // would otherwise outlive its parent. A child that had already exited is not
 // an error. Stop may be called more than once.
@@ -217,7 +222,7 @@ func StopAll(ctx context.Context, grace time.Duration, procs ...*Process) error 
 			errs = append(errs, p.signal(syscall.SIGKILL))
 		}
 	}
-	timer.Reset(grace)
+	timer.Reset(killWait)
 	// Not ctx: a child must be reaped (or reported) even when the caller's
 	// patience ran out, and SIGKILL takes effect at once.
 	waitAll(context.Background(), timer.C, procs)

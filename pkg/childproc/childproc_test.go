@@ -506,3 +506,13 @@ func TestChildDiesWithParent(t *testing.T) {
 		})
 	}
 }
+
+func TestStopWithoutGrace(t *testing.T) {
+	p := start(t, "sleeper", exec.Command("sleep", "60"))
+	if err := p.Stop(t.Context(), 0); err != nil {
+		t.Fatalf("Stop with no grace: %v", err)
+	}
+	if got := p.State().String(); got != "signal: killed" && got != "signal: terminated" {
+		t.Errorf("State() = %q, want killed or terminated", got)
+	}
+}

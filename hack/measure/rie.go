@@ -11,17 +11,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/nodetide/nodetide/pkg/childproc"
 )
 
 // emulator is one aws-lambda-rie serving one function, as `sam local invoke`
@@ -31,8 +30,8 @@ import (
 type emulator struct {
 	fn     string
 	url    string
-	cmd    *exec.Cmd
-	exited chan struct{}
+	proc   *childproc.Process
+	exited chan struct{} // closed once its output is read to the end and it is reaped
 	log    *slog.Logger
 
 	mu      sync.Mutex
@@ -42,7 +41,13 @@ type emulator struct {
 	arrived chan struct{}
 }
 
-const emulatorTailLines = 40
+const (
+	emulatorTailLines = 40
+	// emulatorStopGrace is how long the emulator gets to exit on SIGTERM.
+	emulatorStopGrace = 5 * time.Second
+	// emulatorListenTimeout bounds its start.
+	emulatorListenTimeout = 30 * time.Second
+)
 
 // lambdaEnv is what Lambda sets that the Go runtime and the AWS SDK read,
 // with placeholder credentials (the endpoints are all local) and nothing
@@ -66,7 +71,7 @@ func lambdaEnv(fn string, timeout time.Duration) []string {
 
 // startEmulator runs the emulator with program as the function's bootstrap.
 func startEmulator(ctx context.Context, rie, fn, program string, env []string, log *slog.Logger) (*emulator, error) {
-	ports, err := freePorts(2)
+	ports, err := childproc.FreePorts(2)
 	if err != nil {
 		return nil, fmt.Errorf("%s emulator: %w", fn, err)
 	}
@@ -78,35 +83,38 @@ func startEmulator(ctx context.Context, rie, fn, program string, env []string, l
 		program)
 	cmd.Dir = filepath.Dir(program) // Lambda runs in the code's directory
 	cmd.Env = env
-	out, err := cmd.StdoutPipe()
+	// No log file: the output is read here, for its REPORT lines.
+	out, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("%s emulator: %w", fn, err)
 	}
-	cmd.Stderr = cmd.Stdout
+	cmd.Stdout = w
+	cmd.Stderr = w
 	// Its own process group, so stopping it stops the bootstrap too; killed
 	// with this process should it die first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	e := &emulator{fn: fn, url: "http://" + addr, cmd: cmd, exited: make(chan struct{}), log: log,
+	p, err := childproc.Start(ctx, fn+" emulator", cmd, childproc.Options{})
+	// The emulator and its bootstrap hold their own copies: out reads to EOF
+	// once they are all gone.
+	w.Close()
+	if err != nil {
+		out.Close()
+		return nil, err // "start <fn> emulator: ...", naming rie's path
+	}
+	e := &emulator{fn: fn, url: "http://" + addr, proc: p, exited: make(chan struct{}), log: log,
 		reports: map[string]report{}, logs: newLogAccount(), arrived: make(chan struct{})}
-	started := make(chan error, 1)
 	go func() {
-		// Pdeathsig follows the thread that forked the child: keep it.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			runtime.UnlockOSThread()
-			started <- err
-			return
-		}
-		started <- nil
 		e.read(out)
-		_ = cmd.Wait()
+		out.Close()
+		<-p.Done()
 		close(e.exited)
 	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("%s emulator: start %s: %w", fn, rie, err)
-	}
-	if err := e.waitListening(ctx, addr); err != nil {
-		return nil, errors.Join(err, e.stop())
+	lctx, cancel := context.WithTimeout(ctx, emulatorListenTimeout)
+	defer cancel()
+	if err := p.WaitListening(lctx, addr); err != nil {
+		// Stopped first, so the output is read to its end: the last lines
+		// say why it failed.
+		stopErr := e.stop()
+		return nil, errors.Join(fmt.Errorf("%w; emulator output:\n%s", err, e.output()), stopErr)
 	}
 	return e, nil
 }
@@ -132,26 +140,6 @@ func (e *emulator) read(r io.Reader) {
 		e.mu.Unlock()
 		if err != nil {
 			e.log.Warn("unreadable REPORT line", "function", e.fn, "error", err)
-		}
-	}
-}
-
-func (e *emulator) waitListening(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var d net.Dialer
-	for {
-		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		select {
-		case <-e.exited:
-			return fmt.Errorf("%s emulator exited before listening:\n%s", e.fn, e.output())
-		case <-ctx.Done():
-			return fmt.Errorf("%s emulator not listening on %s: %w", e.fn, addr, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
@@ -235,27 +223,14 @@ func (e *emulator) report(ctx context.Context, id string) (report, int64, error)
 	}
 }
 
-// stop ends the emulator and the bootstrap it runs (its process group).
+// stop ends the emulator and the bootstrap it runs (its process group) and
+// waits until their output is read to its end.
 func (e *emulator) stop() error {
-	pgid := e.cmd.Process.Pid
-	select {
-	case <-e.exited:
-		return nil
-	default:
+	err := e.proc.Stop(context.Background(), emulatorStopGrace)
+	if e.proc.Exited() {
+		<-e.exited
 	}
-	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("stop the %s emulator: %w", e.fn, err)
-	}
-	select {
-	case <-e.exited:
-		return nil
-	case <-time.After(5 * time.Second):
-	}
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill the %s emulator: %w", e.fn, err)
-	}
-	<-e.exited
-	return nil
+	return err
 }
 
 func requestID() (string, error) {
@@ -264,19 +239,4 @@ func requestID() (string, error) {
 		return "", fmt.Errorf("request id: %w", err)
 	}
 	return hex.EncodeToString(b), nil
-}
-
-// freePorts returns n distinct free loopback ports (free when asked; a
-// child binds them later).
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

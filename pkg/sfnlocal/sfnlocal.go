@@ -62,6 +62,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/nodetide/nodetide/pkg/childproc"
 )
 
 const (
@@ -88,6 +90,10 @@ const (
 	startAttempts = 3
 	// maxLogBytes caps each log FunctionLogs returns.
 	maxLogBytes = 256 << 10
+	// stopGrace is how long a child gets to exit on SIGTERM before SIGKILL.
+	stopGrace = 5 * time.Second
+	// logTailLines is how much of a child's log start-up errors quote.
+	logTailLines = 30
 )
 
 // Function is a Lambda function served by local RIEs.
@@ -144,9 +150,9 @@ type Service struct {
 	FunctionArn map[string]string
 
 	dir       string
-	server    *proc
-	functions map[string][]*proc
-	procs     []*proc // in stop order: the server first, so no new invocations start
+	server    *childproc.Process
+	functions map[string][]*childproc.Process
+	procs     []*childproc.Process // in stop order: the server first, so no new invocations start
 
 	stopOnce sync.Once
 	stopErr  error
@@ -244,7 +250,7 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 		StateMachineArn: make(map[string]string),
 		FunctionArn:     make(map[string]string),
 		dir:             dir,
-		functions:       make(map[string][]*proc),
+		functions:       make(map[string][]*childproc.Process),
 	}
 	fail := func(err error) (*Service, error) {
 		if stopErr := s.Stop(); stopErr != nil {
@@ -308,7 +314,7 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 	if server != nil {
 		// First in stop order: no new invocations once stopping begins.
 		s.server = server
-		s.procs = append([]*proc{server}, s.procs...)
+		s.procs = append([]*childproc.Process{server}, s.procs...)
 	}
 	if err != nil {
 		return fail(err)
@@ -414,7 +420,7 @@ func RIEPath() (string, error) {
 
 // startRIE runs one RIE instance of f on free loopback ports and returns its
 // base URL once it listens.
-func startRIE(ctx context.Context, rie string, f Function, index int, dir string) (*proc, string, error) {
+func startRIE(ctx context.Context, rie string, f Function, index int, dir string) (*childproc.Process, string, error) {
 	bootstrap, err := filepath.Abs(f.Bootstrap)
 	if err != nil {
 		return nil, "", fmt.Errorf("function %s: %w", f.Name, err)
@@ -422,7 +428,7 @@ func startRIE(ctx context.Context, rie string, f Function, index int, dir string
 	name := fmt.Sprintf("%s-%d", f.Name, index)
 	logPath := filepath.Join(dir, "function-"+name+".log")
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(2)
+		ports, err := childproc.FreePorts(2)
 		if err != nil {
 			return nil, "", fmt.Errorf("function %s: %w", f.Name, err)
 		}
@@ -435,20 +441,21 @@ func startRIE(ctx context.Context, rie string, f Function, index int, dir string
 			bootstrap)
 		cmd.Dir = filepath.Dir(bootstrap) // Lambda runs in the code's directory
 		cmd.Env = append(lambdaEnv(f, name), f.Env...)
-		p, err := startProc("aws-lambda-rie "+name, cmd, logPath)
+		// Attempts share the log, so a failure after a retry shows both.
+		p, err := childproc.Start(ctx, "aws-lambda-rie "+name, cmd, childproc.Options{Log: logPath})
 		if err != nil {
 			return nil, "", fmt.Errorf("function %s: %w", f.Name, err)
 		}
-		err = p.waitListening(ctx, addr)
+		// The error quotes the end of the log.
+		err = p.WaitListening(ctx, addr)
 		if err == nil {
 			return p, "http://" + addr, nil
 		}
-		stopErr := stopProcs([]*proc{p})
-		tail := logTail(logPath)
-		if attempt < startAttempts && ctx.Err() == nil && strings.Contains(tail, "address already in use") {
+		stopErr := p.Stop(context.Background(), stopGrace)
+		if attempt < startAttempts && ctx.Err() == nil && strings.Contains(p.LogTail(logTailLines), "address already in use") {
 			continue
 		}
-		return nil, "", fmt.Errorf("function %s: %w; log:\n%s", f.Name, errors.Join(err, stopErr), tail)
+		return nil, "", fmt.Errorf("function %s: %w", f.Name, errors.Join(err, stopErr))
 	}
 }
 
@@ -475,7 +482,7 @@ func lambdaEnv(f Function, instance string) []string {
 // startServer runs server.mjs on a port of its own choosing (so no port can
 // be lost to another process) and returns its endpoint from the line it
 // prints once it serves.
-func startServer(ctx context.Context, node, script, root, cfgPath, logPath string) (*proc, string, error) {
+func startServer(ctx context.Context, node, script, root, cfgPath, logPath string) (*childproc.Process, string, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, "", fmt.Errorf("start server: %w", err)
@@ -483,7 +490,8 @@ func startServer(ctx context.Context, node, script, root, cfgPath, logPath strin
 	cmd := exec.Command(node, script, "--config", cfgPath, "--host", "127.0.0.1", "--port", "0")
 	cmd.Dir = root
 	cmd.Stdout = pw
-	p, err := startProc("sfn-local server", cmd, logPath)
+	// Its stderr goes to the log; its stdout, read below, is copied there.
+	p, err := childproc.Start(ctx, "sfn-local server", cmd, childproc.Options{Log: logPath})
 	pw.Close() // the child has its own copy; EOF on pr once it exits
 	if err != nil {
 		pr.Close()
@@ -513,10 +521,10 @@ func startServer(ctx context.Context, node, script, root, cfgPath, logPath strin
 	select {
 	case u := <-endpoint:
 		return p, u, nil
-	case <-p.exited:
-		return p, "", fmt.Errorf("sfn-local server exited (%v); log:\n%s", p.cmd.ProcessState, logTail(logPath))
+	case <-p.Done():
+		return p, "", fmt.Errorf("sfn-local server exited (%v); log:\n%s", p.State(), p.LogTail(logTailLines))
 	case <-ctx.Done():
-		return p, "", fmt.Errorf("sfn-local server not listening: %w; log:\n%s", ctx.Err(), logTail(logPath))
+		return p, "", fmt.Errorf("sfn-local server not listening: %w; log:\n%s", ctx.Err(), p.LogTail(logTailLines))
 	}
 }
 
@@ -525,7 +533,8 @@ func startServer(ctx context.Context, node, script, root, cfgPath, logPath strin
 // call's result.
 func (s *Service) Stop() error {
 	s.stopOnce.Do(func() {
-		err := stopProcs(s.procs)
+		// All at once: they share one grace period.
+		err := childproc.StopAll(context.Background(), stopGrace, s.procs...)
 		for _, c := range s.cleanup {
 			c()
 		}
@@ -561,7 +570,7 @@ func (s *Service) FunctionLogs(name string) string {
 	}
 	var b strings.Builder
 	for _, p := range procs {
-		fmt.Fprintf(&b, "--- %s ---\n%s", p.name, readLog(p.logPath))
+		fmt.Fprintf(&b, "--- %s ---\n%s", p.Name(), readLog(p.LogPath()))
 	}
 	return b.String()
 }
@@ -571,7 +580,7 @@ func (s *Service) ServerLog() string {
 	if s.server == nil {
 		return "(no server)"
 	}
-	return readLog(s.server.logPath)
+	return readLog(s.server.LogPath())
 }
 
 // PIDs lists the process ids of the server and every RIE (each also the id
@@ -586,10 +595,10 @@ func (s *Service) FunctionPIDs(name string) []int {
 	return pids(s.functions[name])
 }
 
-func pids(procs []*proc) []int {
+func pids(procs []*childproc.Process) []int {
 	out := make([]int, 0, len(procs))
 	for _, p := range procs {
-		out = append(out, p.cmd.Process.Pid)
+		out = append(out, p.PID())
 	}
 	return out
 }

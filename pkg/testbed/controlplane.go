@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/nodetide/nodetide/pkg/childproc"
 )
 
 // Versions of the binaries the bed runs; hack/testbed-build.sh builds them
@@ -83,8 +85,8 @@ type ControlPlane struct {
 	Client kubernetes.Interface
 
 	dir     string
-	spawner *spawner
-	procs   []*process // in start order
+	spawner *childproc.Spawner
+	procs   []*childproc.Process // in start order
 
 	stopOnce sync.Once
 	stopErr  error
@@ -118,7 +120,7 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &ControlPlane{dir: dir, spawner: newSpawner()}
+	c := &ControlPlane{dir: dir, spawner: childproc.NewSpawner()}
 	defer func() {
 		if err != nil {
 			if stopErr := c.Stop(); stopErr != nil {
@@ -131,7 +133,7 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := childproc.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +169,7 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 	}
 
 	env := childEnv()
-	etcd, err := c.run(bin, "etcd", env,
+	etcd, err := c.run(ctx, bin, "etcd", env,
 		"--name=testbed",
 		"--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL,
@@ -190,7 +192,7 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 
-	apiserver, err := c.run(bin, "kube-apiserver", env,
+	apiserver, err := c.run(ctx, bin, "kube-apiserver", env,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -221,7 +223,7 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 	}
 
 	// These three only need the apiserver; they start together.
-	cm, err := c.run(bin, "kube-controller-manager", env,
+	cm, err := c.run(ctx, bin, "kube-controller-manager", env,
 		"--kubeconfig="+cmKubeconfig,
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
@@ -235,7 +237,7 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	scheduler, err := c.run(bin, "kube-scheduler", env,
+	scheduler, err := c.run(ctx, bin, "kube-scheduler", env,
 		"--kubeconfig="+schedKubeconfig,
 		"--secure-port=0",
 		"--leader-elect=false",
@@ -245,7 +247,7 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	kwokEnv := childEnv("KWOK_WORKDIR=" + filepath.Join(dir, "kwok")) // instead of ~/.kwok
-	kwok, err := c.run(bin, "kwok", kwokEnv,
+	kwok, err := c.run(ctx, bin, "kwok", kwokEnv,
 		"--kubeconfig="+c.KubeconfigPath,
 		"--config="+filepath.Join(bin, "kwok-stages.yaml"),
 		"--manage-all-nodes=false",
@@ -265,17 +267,17 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 	if err := c.probeScheduler(ctx, scheduler); err != nil {
 		return nil, err
 	}
-	for _, p := range []*process{etcd, apiserver, cm, scheduler, kwok} {
-		if p.exited() {
-			return nil, p.exitError()
+	for _, p := range []*childproc.Process{etcd, apiserver, cm, scheduler, kwok} {
+		if p.Exited() {
+			return nil, exitError(p)
 		}
 	}
 	return c, nil
 }
 
 // run starts one component from the binaries directory.
-func (c *ControlPlane) run(bin, name string, env []string, args ...string) (*process, error) {
-	p, err := startProcess(c.spawner, c.dir, name, filepath.Join(bin, name), args, env)
+func (c *ControlPlane) run(ctx context.Context, bin, name string, env []string, args ...string) (*childproc.Process, error) {
+	p, err := startProcess(ctx, c.spawner, c.dir, name, filepath.Join(bin, name), args, env)
 	if err != nil {
 		return nil, err
 	}
@@ -290,17 +292,20 @@ func (c *ControlPlane) Stop() error {
 		// In reverse start order, one at a time: etcd and the apiserver each
 		// hold out for their clients to go, so stopping them together costs
 		// the whole grace period; in order it takes about a second.
+		var errs []error
 		for i := len(c.procs) - 1; i >= 0; i-- {
-			c.procs[i].stop(stopGrace)
+			errs = append(errs, c.procs[i].Stop(context.Background(), stopGrace))
 		}
+		// Only now: the children die with the spawner's thread.
 		if c.spawner != nil {
-			c.spawner.close()
+			c.spawner.Close()
 		}
 		if c.dir != "" {
 			if err := os.RemoveAll(c.dir); err != nil {
-				c.stopErr = fmt.Errorf("remove the test bed directory: %w", err)
+				errs = append(errs, fmt.Errorf("remove the test bed directory: %w", err))
 			}
 		}
+		c.stopErr = errors.Join(errs...)
 	})
 	return c.stopErr
 }
@@ -336,7 +341,7 @@ func Cluster(t testing.TB) *ControlPlane {
 }
 
 // waitHTTP polls url until it answers 200, failing early if p exits.
-func waitHTTP(ctx context.Context, p *process, url string, tlsConfig *tls.Config, token string) error {
+func waitHTTP(ctx context.Context, p *childproc.Process, url string, tlsConfig *tls.Config, token string) error {
 	client := &http.Client{
 		Timeout:   2 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: tlsConfig},
@@ -362,14 +367,14 @@ func waitHTTP(ctx context.Context, p *process, url string, tlsConfig *tls.Config
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("wait for %s %s (last answer: %s): %w", p.name, url, last, err)
+		return fmt.Errorf("wait for %s %s (last answer: %s): %w", p.Name(), url, last, err)
 	}
 	return nil
 }
 
 // waitServiceAccount waits for the "default" ServiceAccount of ns, which the
 // controller-manager creates; pods are refused until it exists.
-func (c *ControlPlane) waitServiceAccount(ctx context.Context, ns string, cm *process) error {
+func (c *ControlPlane) waitServiceAccount(ctx context.Context, ns string, cm *childproc.Process) error {
 	err := poll(ctx, readyTimeout, cm, func(ctx context.Context) (bool, error) {
 		_, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -385,7 +390,7 @@ func (c *ControlPlane) waitServiceAccount(ctx context.Context, ns string, cm *pr
 
 // probeScheduler proves the scheduler works: a pod that fits no node must be
 // marked unschedulable by it. The pod is removed afterwards.
-func (c *ControlPlane) probeScheduler(ctx context.Context, scheduler *process) error {
+func (c *ControlPlane) probeScheduler(ctx context.Context, scheduler *childproc.Process) error {
 	pods := c.Client.CoreV1().Pods(metav1.NamespaceDefault)
 	probe := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "testbed-scheduler-probe"},
@@ -427,7 +432,7 @@ func podUnschedulable(pod *corev1.Pod) bool {
 // poll calls cond every pollInterval until it returns true or an error, the
 // timeout passes, or p (when not nil) exits, which is reported with the end
 // of its log.
-func poll(ctx context.Context, timeout time.Duration, p *process, cond func(context.Context) (bool, error)) error {
+func poll(ctx context.Context, timeout time.Duration, p *childproc.Process, cond func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ticker := time.NewTicker(pollInterval)
@@ -437,8 +442,8 @@ func poll(ctx context.Context, timeout time.Duration, p *process, cond func(cont
 		if ok {
 			return nil
 		}
-		if p != nil && p.exited() {
-			return p.exitError()
+		if p != nil && p.Exited() {
+			return exitError(p)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -449,7 +454,7 @@ func poll(ctx context.Context, timeout time.Duration, p *process, cond func(cont
 		select {
 		case <-ctx.Done():
 			if p != nil {
-				return fmt.Errorf("%w; end of the %s log:\n%s", ctx.Err(), p.name, logTail(p.logPath, 30))
+				return fmt.Errorf("%w; end of the %s log:\n%s", ctx.Err(), p.Name(), p.LogTail(logTailLines))
 			}
 			return ctx.Err()
 		case <-ticker.C:

@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,17 +11,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/nodetide/nodetide/pkg/childproc"
 )
 
 // modulePath is the module whose root holds node_modules (package.json sits
@@ -39,13 +38,18 @@ type Dynalite struct {
 	// Endpoint is the base URL, http://127.0.0.1:PORT.
 	Endpoint string
 
-	cmd     *exec.Cmd
-	logPath string
-	exited  chan struct{} // closed once the process has been reaped
+	proc *childproc.Process
 
 	stopOnce sync.Once
 	stopErr  error
 }
+
+const (
+	// dynaliteStopGrace is how long node gets to exit on SIGTERM.
+	dynaliteStopGrace = 5 * time.Second
+	// dynaliteTailLines is how much of node's log a failed start quotes.
+	dynaliteTailLines = 20
+)
 
 // StartDynalite starts dynalite from the repository's node_modules on a free
 // loopback port and returns once it answers. ctx bounds the start only; the
@@ -72,16 +76,14 @@ func StartDynalite(ctx context.Context) (*Dynalite, error) {
 		if err == nil {
 			return d, nil
 		}
-		if attempt == attempts || !errors.Is(err, errDynalitePortTaken) || ctx.Err() != nil {
+		if attempt == attempts || !errors.Is(err, errPortInUse) || ctx.Err() != nil {
 			return nil, err
 		}
 	}
 }
 
-var errDynalitePortTaken = errors.New("port already in use")
-
 func startDynalite(ctx context.Context, node, cli string) (*Dynalite, error) {
-	port, err := dynaliteFreePort()
+	ports, err := childproc.FreePorts(1)
 	if err != nil {
 		return nil, fmt.Errorf("start dynalite: %w", err)
 	}
@@ -89,48 +91,27 @@ func startDynalite(ctx context.Context, node, cli string) (*Dynalite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start dynalite: create log: %w", err)
 	}
-	defer logFile.Close() // the child holds its own descriptor
-
+	logFile.Close() // Start opens it for the child
 	cmd := exec.Command(node, cli,
-		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--host", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
 		// Without these, new tables sit in CREATING for half a second.
 		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
 	// Its own process group, so Stop reaches anything node spawns; SIGKILL
 	// when this process dies, so a crashed test binary leaves nothing behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	d := &Dynalite{
-		Endpoint: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		cmd:      cmd,
-		logPath:  logFile.Name(),
-		exited:   make(chan struct{}),
-	}
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the forking thread ends, not the process. The
-		// thread stays locked to this goroutine, which lives until node is
-		// reaped, so the runtime can't retire it under a running node.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			runtime.UnlockOSThread()
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait() // how it ended shows in the log
-		close(d.exited)
-	}()
-	if err := <-started; err != nil {
+	p, err := childproc.Start(ctx, "dynalite", cmd, childproc.Options{Log: logFile.Name()})
+	if err != nil {
 		os.Remove(logFile.Name())
-		return nil, fmt.Errorf("start dynalite: run %s: %w", node, err)
+		return nil, err // "start dynalite: ...", naming node's path
 	}
-
+	d := &Dynalite{
+		Endpoint: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+		proc:     p,
+	}
 	if err := d.waitReady(ctx); err != nil {
-		tail := d.logTail()
+		tail := p.LogTail(dynaliteTailLines)
 		_ = d.Stop()
 		if strings.Contains(tail, "EADDRINUSE") {
-			err = fmt.Errorf("%w: %w", errDynalitePortTaken, err)
+			err = fmt.Errorf("%w: %w", errPortInUse, err)
 		}
 		return nil, fmt.Errorf("start dynalite on %s: %w; log:\n%s", d.Endpoint, err, tail)
 	}
@@ -159,8 +140,8 @@ func (d *Dynalite) waitReady(ctx context.Context) error {
 		}
 		lastErr = err
 		select {
-		case <-d.exited:
-			return fmt.Errorf("node exited before answering (%v)", d.cmd.ProcessState)
+		case <-d.proc.Done():
+			return fmt.Errorf("node exited before answering (%v)", d.proc.State())
 		case <-ctx.Done():
 			return fmt.Errorf("not answering (last: %v): %w", lastErr, ctx.Err())
 		case <-tick.C:
@@ -168,78 +149,18 @@ func (d *Dynalite) waitReady(ctx context.Context) error {
 	}
 }
 
-// dynaliteFreePort asks the kernel for a free loopback port. (Named for
-// dynalite so it can't clash with the control plane's helpers in this
-// package.)
-func dynaliteFreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free loopback port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// logTail returns the last lines node wrote, for error messages.
-func (d *Dynalite) logTail() string {
-	const maxLines, maxBytes = 20, 4096
-	b, err := os.ReadFile(d.logPath)
-	if err != nil {
-		return fmt.Sprintf("(log unreadable: %v)", err)
-	}
-	if len(b) > maxBytes {
-		b = b[len(b)-maxBytes:]
-	}
-	var lines []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) > maxLines {
-		lines = lines[len(lines)-maxLines:]
-	}
-	if len(lines) == 0 {
-		return "(empty)"
-	}
-	return strings.Join(lines, "\n")
-}
-
 // PID is the node process's id (also its process group's).
-func (d *Dynalite) PID() int { return d.cmd.Process.Pid }
+func (d *Dynalite) PID() int { return d.proc.PID() }
 
 // Stop ends the process group (SIGTERM, then SIGKILL after a grace period),
 // waits for node to be reaped and removes the log. Calling it again returns
 // the first call's result.
 func (d *Dynalite) Stop() error {
-	d.stopOnce.Do(func() { d.stopErr = d.stop() })
+	d.stopOnce.Do(func() {
+		d.stopErr = d.proc.Stop(context.Background(), dynaliteStopGrace)
+		os.Remove(d.proc.LogPath())
+	})
 	return d.stopErr
-}
-
-func (d *Dynalite) stop() error {
-	defer os.Remove(d.logPath)
-	pgid := d.cmd.Process.Pid
-	select {
-	case <-d.exited:
-		return nil
-	default:
-	}
-	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("stop dynalite (pid %d): SIGTERM: %w", pgid, err)
-	}
-	select {
-	case <-d.exited:
-		return nil
-	case <-time.After(5 * time.Second):
-	}
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("stop dynalite (pid %d): SIGKILL: %w", pgid, err)
-	}
-	select {
-	case <-d.exited:
-		return nil
-	case <-time.After(5 * time.Second):
-		return fmt.Errorf("stop dynalite (pid %d): still running after SIGKILL", pgid)
-	}
 }
 
 // Client returns a DynamoDB client for this instance: dummy static

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodetide/nodetide/pkg/childproc"
 )
 
 const (
@@ -28,7 +30,7 @@ func (c *ControlPlane) WaitFor(t testing.TB, timeout time.Duration, what string,
 
 // waitFor is WaitFor that, on failure, also reports the end of the log of the
 // process responsible for the awaited state, when there is one.
-func (c *ControlPlane) waitFor(t testing.TB, timeout time.Duration, what string, p *process, cond func(ctx context.Context) (bool, error)) {
+func (c *ControlPlane) waitFor(t testing.TB, timeout time.Duration, what string, p *childproc.Process, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	if err := poll(t.Context(), timeout, p, cond); err != nil {
 		t.Fatalf("testbed: wait for %s: %v", what, err)
@@ -37,9 +39,9 @@ func (c *ControlPlane) waitFor(t testing.TB, timeout time.Duration, what string,
 
 // kwok is the kwok process, whose log explains nodes and pods that never get
 // ready.
-func (c *ControlPlane) kwok() *process {
+func (c *ControlPlane) kwok() *childproc.Process {
 	for _, p := range c.procs {
-		if p.name == "kwok" {
+		if p.Name() == "kwok" {
 			return p
 		}
 	}
@@ -85,9 +87,9 @@ func (c *ControlPlane) Namespace(t testing.TB) string {
 	return name
 }
 
-func (c *ControlPlane) controllerManager() *process {
+func (c *ControlPlane) controllerManager() *childproc.Process {
 	for _, p := range c.procs {
-		if p.name == "kube-controller-manager" {
+		if p.Name() == "kube-controller-manager" {
 			return p
 		}
 	}

@@ -2,6 +2,8 @@ package drain_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,7 +24,14 @@ import (
 	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
-func TestMain(m *testing.M) { testbed.Main(m) }
+func TestMain(m *testing.M) {
+	code := testbed.Run(m)
+	// The drain bootstrap is built once per test binary (statemachine_test.go).
+	if bootstrap.path != "" {
+		os.RemoveAll(filepath.Dir(bootstrap.path))
+	}
+	os.Exit(code)
+}
 
 // bed is one test's kwok group on the shared control plane.
 type bed struct {

@@ -3,7 +3,6 @@ package evaluate_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -103,21 +102,7 @@ func (f *fixture) deploy(t *testing.T, name string, replicas int32, cpu string) 
 // PodScheduled=False/Unschedulable condition.
 func (f *fixture) waitUnschedulable(t *testing.T, n int) {
 	t.Helper()
-	f.cp.WaitFor(t, time.Minute, fmt.Sprintf("%d unschedulable pods", n), func(ctx context.Context) (bool, error) {
-		pods, err := f.cp.Client.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		count := 0
-		for _, p := range pods.Items {
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-					count++
-				}
-			}
-		}
-		return count == n, nil
-	})
+	f.cp.WaitPodsUnschedulable(t, f.ns, n, time.Minute)
 }
 
 func (f *fixture) target(t *testing.T) int {

@@ -146,7 +146,7 @@ drain: {timeout: 2m}
 		return ready == 3, nil
 	})
 	deploy(t, cp.Client.AppsV1().Deployments(ns), pool, "web", 3)
-	waitRunning(t, cp, ns, 3)
+	cp.WaitPodsRunning(t, ns, "app=web", 3, 2*time.Minute)
 
 	// A schedule naming a group the config doesn't manage is refused, and
 	// nothing is stored.
@@ -171,12 +171,12 @@ drain: {timeout: 2m}
 	cp.WaitFor(t, 2*time.Minute, "the group down to 1 node", func(context.Context) (bool, error) {
 		return len(nodes()) == 1 && target() == 1, nil
 	})
-	waitRunning(t, cp, ns, 3) // 3 × 1 CPU fit on the 4-CPU node left
+	cp.WaitPodsRunning(t, ns, "app=web", 3, 2*time.Minute) // 3 × 1 CPU fit on the 4-CPU node left
 
 	// Evaluate keeps to the night's max: pending pods stay pending, and
 	// say why.
 	scale(t, cp.Client.AppsV1().Deployments(ns), "web", 6)
-	waitUnschedulable(t, cp, ns, 2)
+	cp.WaitPodsUnschedulable(t, ns, 2, time.Minute)
 	run, err := ev.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -281,40 +281,4 @@ func scale(t *testing.T, c deployments, name string, replicas int32) {
 	if _, err := c.Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func waitRunning(t *testing.T, cp *testbed.ControlPlane, ns string, n int) {
-	t.Helper()
-	cp.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d running pods", n), func(ctx context.Context) (bool, error) {
-		pods, err := cp.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		running := 0
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				running++
-			}
-		}
-		return running == n, nil
-	})
-}
-
-func waitUnschedulable(t *testing.T, cp *testbed.ControlPlane, ns string, n int) {
-	t.Helper()
-	cp.WaitFor(t, time.Minute, fmt.Sprintf("%d unschedulable pods", n), func(ctx context.Context) (bool, error) {
-		pods, err := cp.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		count := 0
-		for _, p := range pods.Items {
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-					count++
-				}
-			}
-		}
-		return count == n, nil
-	})
 }

@@ -138,6 +138,29 @@ func (c *ControlPlane) WaitPodsRunning(t testing.TB, ns, labelSelector string, n
 	}
 }
 
+// WaitPodsUnschedulable waits until exactly n pods of ns carry the
+// scheduler's PodScheduled=False/Unschedulable condition.
+func (c *ControlPlane) WaitPodsUnschedulable(t testing.TB, ns string, n int, timeout time.Duration) {
+	t.Helper()
+	count := 0
+	err := poll(t.Context(), timeout, nil, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		count = 0
+		for i := range pods.Items {
+			if podUnschedulable(&pods.Items[i]) {
+				count++
+			}
+		}
+		return count == n, nil
+	})
+	if err != nil {
+		t.Fatalf("testbed: wait for %d unschedulable pods in namespace %s (last seen %d): %v", n, ns, count, err)
+	}
+}
+
 // WaitPodUnschedulable waits until the scheduler has marked the pod
 // PodScheduled=False with reason Unschedulable.
 func (c *ControlPlane) WaitPodUnschedulable(t testing.TB, ns, name string, timeout time.Duration) {

@@ -47,7 +47,7 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List the stored schedules",
+		Short: "List the stored schedules (the table also shows the node-group sizes fired schedules hold)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, err := g.scheduleStore(cmd.Context())
@@ -61,7 +61,14 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 			if g.output != "table" {
 				return g.printDoc(recs)
 			}
-			return writeSchedulesTable(g, recs, time.Now())
+			if err := writeSchedulesTable(g, recs, time.Now()); err != nil {
+				return err
+			}
+			overrides, err := h.Store.Overrides(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return writeOverridesTable(g, overrides)
 		},
 	}
 	addOutputFlag(list, g, "table", "table", "json", "yaml")
@@ -286,6 +293,27 @@ func writeSchedulesTable(g *globals, recs []schedule.Record, now time.Time) erro
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Schedule.Name, r.Schedule.Cron, tz, strconv.FormatInt(r.Version, 10), last, nextAt)
+	}
+	return tw.Flush()
+}
+
+// writeOverridesTable shows what bounds fired schedules hold on node groups,
+// which is what evaluate and drain keep to.
+func writeOverridesTable(g *globals, overrides []schedule.Override) error {
+	if len(overrides) == 0 {
+		return nil
+	}
+	opt := func(v *int) string {
+		if v == nil {
+			return "-"
+		}
+		return strconv.Itoa(*v)
+	}
+	fmt.Fprintln(g.stdout)
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE GROUP	SET BY	MIN	MAX	DESIRED (ONCE)	FIRED")
+	for _, o := range overrides {
+		fmt.Fprintf(tw, "%s	%s	%s	%s	%s	%s\n", o.Group, o.Source(), opt(o.Min), opt(o.Max), opt(o.Desired), o.FiredAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
 }

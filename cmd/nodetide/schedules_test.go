@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/testbed"
 )
@@ -77,6 +80,20 @@ nodeGroups:
 	out, errOut, code := nodetide(t, "schedules", "list", "--config", cfg)
 	if code != 0 || !strings.Contains(out, "daytime") || !strings.Contains(out, "0 0 8 * * *") {
 		t.Fatalf("list: exit %d: %s %s", code, out, errOut)
+	}
+	if strings.Contains(out, "NODE GROUP") {
+		t.Errorf("list shows overrides before any schedule fired:\n%s", out)
+	}
+	// The sizes a fired schedule holds show under the schedules.
+	max1 := 1
+	if _, err := state.NewDynamoDB(db.Client(t), table, "sched").SetOverride(ctx, schedule.Override{
+		Group: "workers", Schedule: "daytime", Max: &max1, FiredAt: time.Date(2027, 3, 1, 8, 0, 0, 0, time.UTC),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ = nodetide(t, "schedules", "list", "--config", cfg)
+	if !regexp.MustCompile(`(?m)^workers +schedule daytime +- +1 +- +2027-03-01T08:00:00Z$`).MatchString(out) {
+		t.Errorf("list does not show the override:\n%s", out)
 	}
 	out, errOut, code = nodetide(t, "schedules", "get", "daytime", "--config", cfg, "-o", "json")
 	if code != 0 {

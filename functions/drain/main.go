@@ -6,26 +6,18 @@ package main
 import (
 	"context"
 	"log/slog"
-	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
+	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/lambdarun"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
-func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	ctx := context.Background()
-	a := &setup.AWS{}
-	cfg, err := setup.LoadConfig(ctx, os.Getenv, a)
-	if err != nil {
-		log.Error("start", "error", err.Error())
-		os.Exit(1)
-	}
+func main() { lambdarun.Run("drain", build) }
+
+func build(ctx context.Context, cfg *config.Config, a *setup.AWS, log *slog.Logger) (lambdarun.Handler, error) {
 	h, err := setup.Drain(ctx, cfg, "", a, log)
 	if err != nil {
-		log.Error("start", "error", err.Error())
-		os.Exit(1)
+		return nil, err
 	}
-	lambda.Start(h.Handle)
+	return h.Handle, nil
 }

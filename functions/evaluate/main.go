@@ -5,34 +5,20 @@ package main
 import (
 	"context"
 	"log/slog"
-	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
+	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/lambdarun"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
-func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	h, err := newHandler(context.Background(), log)
-	if err != nil {
-		// Fail the cold start loudly; every invocation reports the same error.
-		log.Error("start", "error", err.Error())
-		os.Exit(1)
-	}
-	lambda.Start(h.Handle)
-}
+func main() { lambdarun.Run("evaluate", build) }
 
-func newHandler(ctx context.Context, log *slog.Logger) (*evaluate.Handler, error) {
-	a := &setup.AWS{}
-	cfg, err := setup.LoadConfig(ctx, os.Getenv, a)
-	if err != nil {
-		return nil, err
-	}
+func build(ctx context.Context, cfg *config.Config, a *setup.AWS, log *slog.Logger) (lambdarun.Handler, error) {
 	ev, err := setup.Evaluator(ctx, cfg, "", a, log, setup.InstanceID("evaluate"))
 	if err != nil {
 		return nil, err
 	}
-	return &evaluate.Handler{Evaluator: ev, WatchFor: cfg.EvaluateSettings().WatchFor}, nil
+	h := &evaluate.Handler{Evaluator: ev, WatchFor: cfg.EvaluateSettings().WatchFor}
+	return h.Handle, nil
 }

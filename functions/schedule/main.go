@@ -6,30 +6,18 @@ package main
 import (
 	"context"
 	"log/slog"
-	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
-	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/lambdarun"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
-func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	h, err := newHandler(context.Background(), log)
-	if err != nil {
-		// Fail the cold start loudly; every invocation reports the same error.
-		log.Error("start", "error", err.Error())
-		os.Exit(1)
-	}
-	lambda.Start(h.Handle)
-}
+func main() { lambdarun.Run("schedule", build) }
 
-func newHandler(ctx context.Context, log *slog.Logger) (*schedule.Handler, error) {
-	a := &setup.AWS{}
-	cfg, err := setup.LoadConfig(ctx, os.Getenv, a)
+func build(ctx context.Context, cfg *config.Config, a *setup.AWS, log *slog.Logger) (lambdarun.Handler, error) {
+	h, err := setup.Schedules(ctx, cfg, "", a, log)
 	if err != nil {
 		return nil, err
 	}
-	return setup.Schedules(ctx, cfg, "", a, log)
+	return h.Handle, nil
 }

@@ -99,8 +99,6 @@ func nodeTaint(key, value string, effect corev1.TaintEffect) nodeOpt {
 	}
 }
 
-func nodeLabel(k, v string) nodeOpt { return func(n *corev1.Node) { n.Labels[k] = v } }
-
 func cordoned() nodeOpt { return func(n *corev1.Node) { n.Spec.Unschedulable = true } }
 
 func draining() nodeOpt { return nodeTaint(TaintDraining, "", corev1.TaintEffectNoSchedule) }

@@ -170,8 +170,17 @@ func TestDiscoveryPaginates(t *testing.T) {
 	if len(gs) != n {
 		t.Fatalf("got %d groups, want %d", len(gs), n)
 	}
-	if calls := d.Calls("DescribeAutoScalingGroups"); calls != 3 {
-		t.Fatalf("DescribeAutoScalingGroups calls = %d, want 3 pages of 100", calls)
+	// Pages are told apart by their NextToken: the SDK may retry a page
+	// whose response it could not read, and the double sees that twice.
+	pages := map[string]bool{}
+	for _, f := range d.Requests("DescribeAutoScalingGroups") {
+		pages[strings.Join(f["NextToken"], ",")] = true
+		if got := f["MaxRecords"]; !slices.Equal(got, []string{"100"}) {
+			t.Fatalf("MaxRecords = %v, want 100", got)
+		}
+	}
+	if len(pages) != 3 {
+		t.Fatalf("DescribeAutoScalingGroups asked for %d distinct pages, want 3 pages of 100", len(pages))
 	}
 	if gs[0].Name() != "g-000" || gs[n-1].Name() != fmt.Sprintf("g-%03d", n-1) {
 		t.Fatalf("not sorted: first %s last %s", gs[0].Name(), gs[n-1].Name())

@@ -55,7 +55,7 @@ func (g *NodeGroup) TargetSize(ctx context.Context) (int, error) {
 
 // Instances implements providers.NodeGroup. A create is "creating" until its
 // command completes and the server is listed powered on; a failed create
-// stays "creating" with Error set (for a while, see WithFailedRetention).
+// stays "creating" with Error set (for 15 minutes).
 func (g *NodeGroup) Instances(ctx context.Context) ([]providers.Instance, error) {
 	ms, err := g.members(ctx, false)
 	if err != nil {

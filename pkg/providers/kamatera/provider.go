@@ -92,12 +92,6 @@ func WithCreateTimeout(d time.Duration) Option {
 	return func(o *options) { o.createTimeout = d }
 }
 
-// WithFailedRetention sets how long a failed create stays listed, with its
-// error, among the instances (default 15 min).
-func WithFailedRetention(d time.Duration) Option {
-	return func(o *options) { o.failedRetention = d }
-}
-
 // WithClock replaces time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) { o.now = now }

@@ -17,9 +17,9 @@
 // double's region and to the service the Version names; the signature itself
 // is not checked (the double does not know the secret).
 //
-// A test shapes the world with AddGroup, AddInstance, AddInstanceType,
+// A test shapes the world with AddGroup, AddInstance,
 // AddLaunchTemplate and AddLaunchConfiguration, reads it back with Group,
-// moves machines along with Boot, SetLifecycleState and Reap, watches them
+// moves machines along with Boot and Reap, watches them
 // with OnLaunch and OnTerminate (a test bed registers a Node with the same
 // provider ID there), and injects faults with FailNext and FailLaunches.
 //
@@ -178,13 +178,6 @@ func WithRegion(r string) Option { return func(s *Server) { s.region = r } }
 // WithAutoBoot makes launched machines InService at once instead of Pending.
 func WithAutoBoot() Option { return func(s *Server) { s.autoBoot = true } }
 
-// WithAutoReap removes terminated machines from their group at once instead
-// of leaving them Terminating until Reap.
-func WithAutoReap() Option { return func(s *Server) { s.autoReap = true } }
-
-// WithClock sets the clock stamped on activities and groups.
-func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
-
 type group struct {
 	spec          Group
 	desired       int
@@ -206,7 +199,6 @@ type Server struct {
 	region   string
 	account  string
 	autoBoot bool
-	autoReap bool
 	now      func() time.Time
 
 	mu            sync.Mutex
@@ -221,6 +213,7 @@ type Server struct {
 	onLaunch      []func(Event)
 	onTerminate   []func(Event)
 	lastForm      map[string]map[string][]string
+	forms         map[string][]map[string][]string // every request's form, by action
 	unsignedCalls int
 }
 
@@ -236,6 +229,7 @@ func New(opts ...Option) *Server {
 		faults:   map[string][]Fault{},
 		calls:    map[string]int{},
 		lastForm: map[string]map[string][]string{},
+		forms:    map[string][]map[string][]string{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -341,13 +335,6 @@ func (s *Server) AddInstance(groupName string, in Instance) (Instance, error) {
 	return in, nil
 }
 
-// AddInstanceType adds or replaces an instance type of the catalogue.
-func (s *Server) AddInstanceType(t InstanceType) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.types[t.Name] = t
-}
-
 // AddLaunchTemplate adds a launch template.
 func (s *Server) AddLaunchTemplate(lt LaunchTemplate) {
 	s.mu.Lock()
@@ -426,18 +413,6 @@ func (s *Server) Boot(groupName string) []Instance {
 	return out
 }
 
-// SetLifecycleState puts one machine in the given state.
-func (s *Server) SetLifecycleState(instanceID, state string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, in := s.findInstanceLocked(instanceID)
-	if in == nil {
-		return fmt.Errorf("awsdouble: no instance %q", instanceID)
-	}
-	in.LifecycleState = state
-	return nil
-}
-
 // Reap removes a group's terminating machines, as AWS does once they are gone.
 func (s *Server) Reap(groupName string) []Instance {
 	s.mu.Lock()
@@ -493,6 +468,14 @@ func (s *Server) Calls(action string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls[action]
+}
+
+// Requests are the forms of every request of action, in order (a request
+// the client retried appears again).
+func (s *Server) Requests(action string) []map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.forms[action])
 }
 
 // LastRequest is the form of the last request of action, as sent.
@@ -642,9 +625,6 @@ func (s *Server) shrinkLocked(g *group) []Event {
 
 func (s *Server) terminateLocked(g *group, in *Instance) {
 	in.LifecycleState = StateTerminating
-	if s.autoReap {
-		g.instances = slices.DeleteFunc(g.instances, func(x *Instance) bool { return x == in })
-	}
 }
 
 func (s *Server) addActivityLocked(a activity) activity {

@@ -68,6 +68,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls[action]++
 	s.lastForm[action] = form
+	s.forms[action] = append(s.forms[action], form)
 	if q := s.faults[action]; len(q) > 0 {
 		f := q[0]
 		s.faults[action] = q[1:]

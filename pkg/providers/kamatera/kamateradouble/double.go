@@ -248,18 +248,6 @@ func (d *Double) AddServer(s Server) {
 	d.servers[s.Name] = &s
 }
 
-// SetPower powers a server on or off.
-func (d *Double) SetPower(name string, on bool) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, ok := d.servers[name]
-	if !ok {
-		return fmt.Errorf("no server %q", name)
-	}
-	s.Power = on
-	return nil
-}
-
 // Servers returns the servers, by name.
 func (d *Double) Servers() []Server {
 	d.mu.Lock()

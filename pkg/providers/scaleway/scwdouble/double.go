@@ -241,16 +241,6 @@ func (s *Server) AddServerType(zone scw.Zone, name string, st instance.ServerTyp
 	s.serverTypes[zone][name] = &st
 }
 
-// RemoveServerType drops a server type from every zone, as for a node type
-// the catalogue does not list.
-func (s *Server) RemoveServerType(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range s.serverTypes {
-		delete(m, name)
-	}
-}
-
 // Pool returns the pool with that ID.
 func (s *Server) Pool(id string) (k8s.Pool, bool) {
 	s.mu.Lock()
@@ -260,18 +250,6 @@ func (s *Server) Pool(id string) (k8s.Pool, bool) {
 		return k8s.Pool{}, false
 	}
 	return s.poolViewLocked(p), true
-}
-
-// PoolByName returns the first pool with that name.
-func (s *Server) PoolByName(name string) (k8s.Pool, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, id := range s.poolOrder {
-		if p := s.pools[id]; p.Name == name {
-			return s.poolViewLocked(p), true
-		}
-	}
-	return k8s.Pool{}, false
 }
 
 // SetPool changes a pool's settings in place (as someone editing it in the

@@ -860,6 +860,24 @@ func TestScheduleCap(t *testing.T) {
 			},
 		},
 		{
+			name: "nodes whose pods a budget protects right now go last",
+			snap: withPDBs(snapshot([]NodeGroup{night(3, 2, "n1", "n2", "n3")}, three, []corev1.Pod{
+				pod("big", "3", "1Gi", on("n1")),
+				pod("db", "1", "1Gi", on("n2"), podLabels("app", "db")),
+				pod("half", "2", "1Gi", on("n3")),
+			}), pdb("default/db", 0, "app", "db")),
+			set:  noUnneeded,
+			want: want{down: []string{"workers/n3"}},
+		},
+		{
+			name: "a node that is not Ready goes first",
+			snap: snapshot([]NodeGroup{night(3, 2, "n1", "n2", "n3")},
+				[]corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi"), node("n3", "workers", "4", "16Gi", notReady(t0.Add(-time.Hour)))},
+				[]corev1.Pod{pod("big", "3", "1Gi", on("n1")), pod("half", "2", "1Gi", on("n3"))}),
+			set:  noUnneeded,
+			want: want{down: []string{"workers/n3"}},
+		},
+		{
 			name: "a config max below the size only stops growth",
 			snap: snapshot([]NodeGroup{group("workers", 0, 1, 3, "4", "16Gi", "n1", "n2", "n3")}, three, work),
 			set:  noUnneeded,
@@ -870,4 +888,9 @@ func TestScheduleCap(t *testing.T) {
 			set:  noUnneeded,
 		},
 	})
+}
+
+func withPDBs(s Snapshot, pdbs ...policyv1.PodDisruptionBudget) Snapshot {
+	s.PodDisruptionBudgets = pdbs
+	return s
 }

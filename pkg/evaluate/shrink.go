@@ -57,14 +57,18 @@ func (e *Evaluator) Shrink(ctx context.Context, sizes map[string]int, from strin
 		DecreaseTarget: slices.DeleteFunc(plan.DecreaseTarget, func(d planner.DecreaseTarget) bool { return !mine(d.NodeGroup) }),
 		Unschedulable:  []planner.Unschedulable{},
 		NodeGroups:     plan.NodeGroups,
-		State:          plan.State,
 	}
 	e.log().Info("shrink plan", "from", from, "sizes", sizes, "plan", only)
-	next := plan.State
+	// Only the chosen nodes' times are kept (the rest of the plan, such as
+	// other groups' scale-ups, is not acted on here). They name the drains:
+	// saved, the next cycle derives the same names and cannot start a
+	// second drain of a node before its first one cordons it.
+	next := copyState(snap.State)
+	for _, d := range only.ScaleDown {
+		next.UnneededSince[d.Node] = plan.State.UnneededSince[d.Node]
+	}
+	only.State = next
 	actions := e.act(ctx, only, groups, snap, &next)
-	// The chosen nodes' times name their drains: saved, the next cycle
-	// derives the same names and cannot start a second drain of a node
-	// before its first one cordons it.
 	if err := e.Store.SaveState(ctx, snap.State, next); err != nil {
 		e.log().Warn("shrink: save state", "error", err.Error())
 	}

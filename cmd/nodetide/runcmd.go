@@ -42,6 +42,10 @@ func (g *globals) localDrains(ctx context.Context, cfg *config.Config, ev *evalu
 	d := cfg.DrainSettings()
 	ev.Drainer = &drain.Starter{SFN: svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine], Store: store,
 		Timeout: d.Timeout, Policy: d.OnTimeout, Surge: d.Surge}
+	ev.Recoverer = &drain.Recovery{
+		Steps: &drain.Steps{Client: ev.Client, Groups: ev.Groups, Store: store, Log: ev.Log},
+		SFN:   svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine],
+	}
 	fmt.Fprintf(g.stderr, "local drain state machine at %s\n", svc.Endpoint)
 	return func() { svc.Stop() }, nil
 }

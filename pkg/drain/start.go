@@ -18,10 +18,11 @@ import (
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
-// SFNAPI is the part of the Step Functions client that starts drains.
+// SFNAPI is the part of the Step Functions client that starts drains (and
+// recovers them).
 type SFNAPI interface {
 	StartExecution(ctx context.Context, in *sfn.StartExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
-	DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+	ExecutionAPI
 }
 
 // Starter starts drain executions of the state machine.

@@ -25,12 +25,19 @@ import (
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
+// Store is what the steps keep in the state table: the drain records and
+// the group locks that make a drain's claim against the minimum atomic.
+type Store interface {
+	state.DrainStore
+	state.Leaser
+}
+
 // Steps runs the drain steps against a cluster, its node groups and the
 // drain records.
 type Steps struct {
 	Client kubernetes.Interface
 	Groups func(ctx context.Context) ([]providers.NodeGroup, error)
-	Store  state.DrainStore
+	Store  Store
 	// MinSize, when set, gives a group's effective minimum (a schedule can
 	// raise it); otherwise the group's own.
 	MinSize func(ctx context.Context, g providers.NodeGroup) (int, error)
@@ -103,7 +110,13 @@ func (d *Steps) Run(ctx context.Context, step string, s State) (State, error) {
 		return s, &StepError{Name: ErrNameInvalidInput, Err: fmt.Errorf("step %s: %w", step, err)}
 	}
 	start := time.Now()
-	out, err := fn(ctx, s)
+	var out State
+	var err error
+	if step == "Prepare" {
+		out, err = fn(ctx, s)
+	} else {
+		out, err = d.checked(ctx, step, s, fn)
+	}
 	attrs := []any{"step", step, "node", s.Node, "drainId", s.DrainID, "ms", time.Since(start).Milliseconds()}
 	if err != nil {
 		d.log().Warn("drain step failed", append(attrs, "error", err.Error(), "errorName", ErrorName(err))...)
@@ -136,9 +149,68 @@ func ErrorName(err error) string {
 	return ErrNameFailed
 }
 
+// checked runs a step after Prepare only for a drain the record knows: the
+// record must exist, name the same node group and machine, and (except for
+// Finish and Rollback, which are then no-ops) still be running. The record's
+// policy, deadline and flags replace the event's, so a hand-made step event
+// can neither start a drain's later steps nor steer them elsewhere.
+func (d *Steps) checked(ctx context.Context, step string, s State, fn func(context.Context, State) (State, error)) (State, error) {
+	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
+	if errors.Is(err, state.ErrNoDrain) {
+		return s, stepErr(ErrNameInvalidInput, "step %s: no drain %s of node %s was prepared", step, s.DrainID, s.Node)
+	}
+	if err != nil {
+		return s, err
+	}
+	if rec.NodeGroup != s.NodeGroup || rec.ProviderID != s.ProviderID {
+		return s, stepErr(ErrNameInvalidInput, "step %s: node group %q and providerID %q do not match drain %s of node %s (%q, %q)",
+			step, s.NodeGroup, s.ProviderID, s.DrainID, s.Node, rec.NodeGroup, rec.ProviderID)
+	}
+	s.Policy, s.Deadline, s.BelowMin = rec.Policy, rec.Deadline, rec.BelowMin
+	if rec.Status != state.DrainRunning {
+		if step == "Finish" || step == "Rollback" {
+			return s, nil // ended already: a retried or late last step
+		}
+		return s, stepErr(ErrNameInvalidInput, "step %s: drain %s of node %s has ended (%s)", step, s.DrainID, s.Node, rec.Status)
+	}
+	return fn(ctx, s)
+}
+
+// setPhase records how far the drain got.
+func (d *Steps) setPhase(ctx context.Context, s State, phase string) error {
+	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
+	if err != nil {
+		return err
+	}
+	if rec.Phase == phase {
+		return nil
+	}
+	rec.Phase = phase
+	return d.Store.UpdateDrain(ctx, rec)
+}
+
+// needPhase refuses a step whose prerequisite the record does not show.
+func (d *Steps) needPhase(ctx context.Context, step string, s State, want string) (state.DrainRecord, error) {
+	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
+	if err != nil {
+		return rec, err
+	}
+	if !state.PhaseAtLeast(rec.Phase, want) {
+		have := rec.Phase
+		if have == "" {
+			have = "none"
+		}
+		return rec, stepErr(ErrNameInvalidInput, "step %s: drain %s of node %s has not reached %s (it is at %s)", step, s.DrainID, s.Node, want, have)
+	}
+	return rec, nil
+}
+
 // Prepare checks the node can be drained and claims it: it exists, belongs
 // to a managed group (by providerID), removing it keeps the group at or above
-// its effective minimum (unless BelowMin), and no other drain holds it.
+// its effective minimum (unless BelowMin), and no other drain holds it. The
+// minimum check and the claim happen under the group's lock, counting every
+// drain that holds a node of the group, so concurrent drains cannot together
+// take the group below its minimum.
 func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	node, err := d.Client.CoreV1().Nodes().Get(ctx, s.Node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -163,12 +235,39 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	if err != nil {
 		return s, err
 	}
-	if active != s.DrainID && !s.BelowMin { // a re-run of our own Prepare has counted itself already
+	switch {
+	case active == s.DrainID: // a re-run of our own Prepare: the claim is made
+		rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
+		if err != nil {
+			return s, err
+		}
+		if rec.Status != state.DrainRunning {
+			return s, stepErr(ErrNameAlreadyDraining, "drain %s of node %s already ended (%s)", s.DrainID, s.Node, rec.Status)
+		}
+		return s, nil
+	case active != "":
+		return s, stepErr(ErrNameAlreadyDraining, "node %s is already being drained by %s", s.Node, active)
+	}
+
+	lock, err := state.LockGroup(ctx, d.Store, g.Name(), s.DrainID, state.GroupLockWait, d.Now)
+	if err != nil {
+		return s, &StepError{Name: ErrNameTransient, Err: err}
+	}
+	defer func() {
+		if err := lock.Unlock(); err != nil {
+			d.log().Warn("unlock node group", "nodeGroup", g.Name(), "error", err.Error())
+		}
+	}()
+	if !s.BelowMin {
 		if err := d.checkMin(ctx, g, s.Node); err != nil {
 			return s, err
 		}
 	}
-	rec, err := d.Store.BeginDrain(ctx, state.DrainRecord{Node: s.Node, ID: s.DrainID, NodeGroup: g.Name(), StartedAt: d.now()})
+	rec, err := d.Store.BeginDrain(ctx, state.DrainRecord{
+		Node: s.Node, ID: s.DrainID, NodeGroup: g.Name(), StartedAt: d.now(),
+		ProviderID: s.ProviderID, Policy: s.Policy, Deadline: s.Deadline, BelowMin: s.BelowMin,
+		WasUnschedulable: node.Spec.Unschedulable, Phase: state.PhasePrepared,
+	})
 	if err != nil {
 		return s, err
 	}
@@ -216,6 +315,13 @@ func (d *Steps) group(ctx context.Context, name string) (providers.NodeGroup, er
 // checkMin refuses a removal that would take the group below its effective
 // minimum, counting the drains already under way in it.
 func (d *Steps) checkMin(ctx context.Context, g providers.NodeGroup, node string) error {
+	// Drains first, then the target: a drain frees its claim only after its
+	// machine is gone, so this order never sees a claim already freed
+	// together with a target not yet lowered.
+	draining, err := d.drainingIn(ctx, g, node)
+	if err != nil {
+		return err
+	}
 	target, err := g.TargetSize(ctx)
 	if err != nil {
 		return fmt.Errorf("node group %s: target size: %w", g.Name(), err)
@@ -225,10 +331,6 @@ func (d *Steps) checkMin(ctx context.Context, g providers.NodeGroup, node string
 		if minSize, err = d.MinSize(ctx, g); err != nil {
 			return err
 		}
-	}
-	draining, err := d.drainingIn(ctx, g, node)
-	if err != nil {
-		return err
 	}
 	if target-draining-1 < minSize {
 		setBy := ""
@@ -241,22 +343,17 @@ func (d *Steps) checkMin(ctx context.Context, g providers.NodeGroup, node string
 	return nil
 }
 
+// drainingIn counts the drains that hold a node of the group (other than
+// except) by their claims in the state table: a drain counts from the moment
+// Prepare claims its node until it ends, whether or not it has cordoned yet.
 func (d *Steps) drainingIn(ctx context.Context, g providers.NodeGroup, except string) (int, error) {
-	insts, err := g.Instances(ctx)
+	running, err := d.Store.RunningDrains(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("node group %s: instances: %w", g.Name(), err)
-	}
-	ids := map[string]bool{}
-	for _, in := range insts {
-		ids[in.ProviderID] = true
-	}
-	nodes, err := d.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("list nodes: %w", err)
+		return 0, fmt.Errorf("node group %s: drains in flight: %w", g.Name(), err)
 	}
 	n := 0
-	for _, node := range nodes.Items {
-		if node.Name != except && ids[node.Spec.ProviderID] && hasTaint(&node, TaintKey) {
+	for _, r := range running {
+		if r.Node != except && r.NodeGroup == g.Name() {
 			n++
 		}
 	}
@@ -273,8 +370,24 @@ func hasTaint(n *corev1.Node, key string) bool {
 }
 
 // Cordon makes the node unschedulable and taints it as draining.
+//
+// A Cordon whose invocation outlived its task timeout may land after the
+// drain has ended (rolled back or recovered); it then undoes itself, so no
+// node is left cordoned without a drain.
 func (d *Steps) Cordon(ctx context.Context, s State) (State, error) {
-	return s, k8s.Cordon(ctx, d.Client, s.Node, TaintKey)
+	if err := k8s.Cordon(ctx, d.Client, s.Node, TaintKey); err != nil {
+		return s, err
+	}
+	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
+	if err != nil || rec.Status == state.DrainRunning {
+		return s, err
+	}
+	if rec.WasUnschedulable {
+		err = k8s.RemoveTaint(ctx, d.Client, s.Node, TaintKey)
+	} else {
+		err = k8s.Uncordon(ctx, d.Client, s.Node, TaintKey)
+	}
+	return s, errors.Join(stepErr(ErrNameInvalidInput, "step Cordon: drain %s of node %s ended meanwhile (%s)", s.DrainID, s.Node, rec.Status), err)
 }
 
 // podsOn lists the pods bound to a node.
@@ -412,24 +525,27 @@ func (d *Steps) SurgeStep(ctx context.Context, s State) (State, error) {
 	return s, nil
 }
 
-// surgeRound moves each surged workload one phase on: grown, then (once its
-// replacements are Ready elsewhere) old pods marked cheapest and the count
-// restored.
+// surgeRound moves each surged workload one phase on: grown by its delta,
+// then (once its replacements are Ready elsewhere) old pods marked cheapest
+// and the delta taken back off.
 func (d *Steps) surgeRound(ctx context.Context, rec *state.DrainRecord, node string) error {
 	for i := range rec.Surged {
 		w := &rec.Surged[i]
 		if w.Restored {
 			continue
 		}
-		surged := w.OriginalReplicas + int32(len(w.Pods))
-		if err := d.setReplicas(ctx, w.Namespace, w.Name, surged); err != nil {
+		if err := d.grow(ctx, rec, i); err != nil {
+			return err
+		}
+		want, err := d.replicas(ctx, w)
+		if err != nil {
 			return err
 		}
 		ready, err := d.readyElsewhere(ctx, w, node)
 		if err != nil {
 			return err
 		}
-		if ready < w.OriginalReplicas {
+		if ready < want-w.Delta {
 			continue
 		}
 		for _, pod := range w.Pods {
@@ -437,11 +553,7 @@ func (d *Steps) surgeRound(ctx context.Context, rec *state.DrainRecord, node str
 				return err
 			}
 		}
-		if err := d.setReplicas(ctx, w.Namespace, w.Name, w.OriginalReplicas); err != nil {
-			return err
-		}
-		w.Restored = true
-		if err := d.Store.UpdateDrain(ctx, *rec); err != nil {
+		if err := d.shrink(ctx, rec, i); err != nil {
 			return err
 		}
 	}
@@ -497,25 +609,137 @@ func (d *Steps) surgeCandidates(ctx context.Context, node string) ([]state.Surge
 	}
 	out := make([]state.SurgedWorkload, 0, len(order))
 	for _, k := range order {
-		out = append(out, *byDep[k])
+		w := byDep[k]
+		w.Delta = int32(len(w.Pods))
+		out = append(out, *w)
 	}
 	return out, nil
 }
 
-func (d *Steps) setReplicas(ctx context.Context, ns, name string, n int32) error {
-	deps := d.Client.AppsV1().Deployments(ns)
-	scale, err := deps.GetScale(ctx, name, metav1.GetOptions{})
+func (d *Steps) replicas(ctx context.Context, w *state.SurgedWorkload) (int32, error) {
+	scale, err := d.Client.AppsV1().Deployments(w.Namespace).GetScale(ctx, w.Name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("deployment %s/%s: get scale: %w", ns, name, err)
+		return 0, fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
 	}
-	if scale.Spec.Replicas == n {
+	return scale.Spec.Replicas, nil
+}
+
+// grow adds the workload's delta to its replicas once. The write is
+// conditioned on the resourceVersion read just before it, and what it is
+// about to do is recorded first, so a retry after a crash can tell whether
+// the change was made: the count then still matches what was read, or it
+// is the read count plus the delta. Anything else (a person changed it too)
+// is taken as not grown, since one replica too many is better than one too
+// few.
+func (d *Steps) grow(ctx context.Context, rec *state.DrainRecord, i int) error {
+	w := &rec.Surged[i]
+	if w.Grown {
 		return nil
 	}
-	scale.Spec.Replicas = n
-	if _, err := deps.UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("deployment %s/%s: scale to %d: %w", ns, name, n, err)
+	deps := d.Client.AppsV1().Deployments(w.Namespace)
+	for attempt := 0; ; attempt++ {
+		scale, err := deps.GetScale(ctx, w.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
+		}
+		if w.GrowRV != "" && scale.ResourceVersion != w.GrowRV && scale.Spec.Replicas == w.GrowFrom+w.Delta {
+			w.Grown = true
+			return d.Store.UpdateDrain(ctx, *rec)
+		}
+		w.GrowRV, w.GrowFrom = scale.ResourceVersion, scale.Spec.Replicas
+		if err := d.Store.UpdateDrain(ctx, *rec); err != nil {
+			return err
+		}
+		scale.Spec.Replicas = addReplicas(scale.Spec.Replicas, w.Delta)
+		_, err = deps.UpdateScale(ctx, w.Name, scale, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && attempt < 5 {
+			w.GrowRV = "" // refused: nothing changed
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("deployment %s/%s: grow by %d: %w", w.Namespace, w.Name, w.Delta, err)
+		}
+		w.Grown = true
+		return d.Store.UpdateDrain(ctx, *rec)
+	}
+}
+
+// shrink takes the delta grow added back off, once, by the same rules; a
+// change in doubt is taken as made, since removing a replica twice would
+// cost the workload one a person wants.
+func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error {
+	w := &rec.Surged[i]
+	if w.Restored {
+		return nil
+	}
+	if !w.Grown {
+		if err := d.settleGrow(ctx, rec, i); err != nil {
+			return err
+		}
+		if !w.Grown {
+			w.Restored = true
+			return d.Store.UpdateDrain(ctx, *rec)
+		}
+	}
+	deps := d.Client.AppsV1().Deployments(w.Namespace)
+	for attempt := 0; ; attempt++ {
+		scale, err := deps.GetScale(ctx, w.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			w.Restored = true
+			return d.Store.UpdateDrain(ctx, *rec)
+		}
+		if err != nil {
+			return fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
+		}
+		if w.ShrinkRV != "" && scale.ResourceVersion != w.ShrinkRV {
+			w.Restored = true // in doubt: taken as done
+			return d.Store.UpdateDrain(ctx, *rec)
+		}
+		w.ShrinkRV = scale.ResourceVersion
+		if err := d.Store.UpdateDrain(ctx, *rec); err != nil {
+			return err
+		}
+		scale.Spec.Replicas = max(scale.Spec.Replicas-w.Delta, 0)
+		_, err = deps.UpdateScale(ctx, w.Name, scale, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && attempt < 5 {
+			w.ShrinkRV = "" // refused: nothing changed
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("deployment %s/%s: take back %d: %w", w.Namespace, w.Name, w.Delta, err)
+		}
+		w.Restored = true
+		return d.Store.UpdateDrain(ctx, *rec)
+	}
+}
+
+// settleGrow decides a grow in doubt (recorded as about to happen, not as
+// done) without changing the Deployment.
+func (d *Steps) settleGrow(ctx context.Context, rec *state.DrainRecord, i int) error {
+	w := &rec.Surged[i]
+	if w.Grown || w.GrowRV == "" {
+		return nil
+	}
+	scale, err := d.Client.AppsV1().Deployments(w.Namespace).GetScale(ctx, w.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
+	}
+	if scale.ResourceVersion != w.GrowRV && scale.Spec.Replicas == w.GrowFrom+w.Delta {
+		w.Grown = true
+		return d.Store.UpdateDrain(ctx, *rec)
 	}
 	return nil
+}
+
+// addReplicas adds without wrapping past the largest replica count.
+func addReplicas(n, delta int32) int32 {
+	if delta > 0 && n > math.MaxInt32-delta {
+		return math.MaxInt32
+	}
+	return n + delta
 }
 
 // readyElsewhere counts the Deployment's Ready pods off the node.
@@ -579,6 +803,9 @@ func (d *Steps) Evict(ctx context.Context, s State) (State, error) {
 	}
 	s.Evicted = len(s.Remaining) == 0
 	s.PastDeadline = !d.now().Before(s.Deadline)
+	if s.Evicted {
+		return s, d.setPhase(ctx, s, state.PhaseEvicted)
+	}
 	return s, nil
 }
 
@@ -630,6 +857,13 @@ func (d *Steps) noteWorkload(ctx context.Context, s *State, p *corev1.Pod) error
 // ForceDelete deletes the movable pods still on the node at the deadline
 // (policy force), PodDisruptionBudgets notwithstanding.
 func (d *Steps) ForceDelete(ctx context.Context, s State) (State, error) {
+	// s carries the record's policy and deadline (see checked).
+	if s.Policy != PolicyForce {
+		return s, stepErr(ErrNameInvalidInput, "step ForceDelete: drain %s of node %s has policy %s, not force", s.DrainID, s.Node, s.Policy)
+	}
+	if d.now().Before(s.Deadline) {
+		return s, stepErr(ErrNameInvalidInput, "step ForceDelete: drain %s of node %s is before its deadline %s", s.DrainID, s.Node, s.Deadline.Format(time.RFC3339))
+	}
 	// A surge that never got its replacements Ready gives way too: the
 	// Deployment goes back to its recorded count.
 	if err := d.restoreSurged(ctx, s); err != nil {
@@ -654,7 +888,7 @@ func (d *Steps) ForceDelete(ctx context.Context, s State) (State, error) {
 		d.log().Warn("pod deleted at the drain deadline (policy force)", "node", s.Node, "pod", p.Namespace+"/"+p.Name)
 	}
 	s.Remaining, s.Evicted = nil, true
-	return s, nil
+	return s, d.setPhase(ctx, s, state.PhaseEvicted)
 }
 
 // WaitReplacements sets Replaced once every workload whose pods left the
@@ -715,15 +949,24 @@ func derefReplicas(p *int32) int32 {
 
 // Terminate removes the machine through its provider, which lowers the
 // group's target by one.
+// The record must show the pods gone; the machine is the record's.
 func (d *Steps) Terminate(ctx context.Context, s State) (State, error) {
-	if s.Terminated {
-		return s, nil
-	}
-	g, err := d.group(ctx, s.NodeGroup)
+	rec, err := d.needPhase(ctx, "Terminate", s, state.PhaseEvicted)
 	if err != nil {
 		return s, err
 	}
-	err = g.DeleteInstance(ctx, s.ProviderID)
+	if rec.Phase == state.PhaseTerminated {
+		s.Terminated = true
+		return s, nil
+	}
+	g, err := d.group(ctx, rec.NodeGroup)
+	if err != nil {
+		return s, err
+	}
+	if err := d.setPhase(ctx, s, state.PhaseTerminating); err != nil {
+		return s, err
+	}
+	err = g.DeleteInstance(ctx, rec.ProviderID)
 	switch {
 	case errors.Is(err, providers.ErrUnknownInstance):
 		// Prepare found the machine in this group: a cloud that no longer
@@ -733,12 +976,15 @@ func (d *Steps) Terminate(ctx context.Context, s State) (State, error) {
 		return s, fmt.Errorf("node group %s: terminate %s: %w", s.NodeGroup, s.ProviderID, err)
 	}
 	s.Terminated = true
-	return s, nil
+	return s, d.setPhase(ctx, s, state.PhaseTerminated)
 }
 
 // RemoveNode deletes the Node object if it is still there (clusters without
-// a cloud controller manager keep it).
+// a cloud controller manager keep it); only once its machine is gone.
 func (d *Steps) RemoveNode(ctx context.Context, s State) (State, error) {
+	if _, err := d.needPhase(ctx, "RemoveNode", s, state.PhaseTerminated); err != nil {
+		return s, err
+	}
 	err := d.Client.CoreV1().Nodes().Delete(ctx, s.Node, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return s, fmt.Errorf("delete node %s: %w", s.Node, err)
@@ -747,16 +993,19 @@ func (d *Steps) RemoveNode(ctx context.Context, s State) (State, error) {
 }
 
 // Finish records success and frees the node's drain mark; a surge still
-// raised is put back first.
+// raised is taken back first.
 func (d *Steps) Finish(ctx context.Context, s State) (State, error) {
+	if _, err := d.needPhase(ctx, "Finish", s, state.PhaseTerminated); err != nil {
+		return s, err
+	}
 	if err := d.restoreSurged(ctx, s); err != nil {
 		return s, err
 	}
 	return s, d.Store.EndDrain(ctx, s.Node, s.DrainID, state.DrainSucceeded, "", d.now())
 }
 
-// restoreSurged puts every surged Deployment not yet restored back to its
-// recorded count.
+// restoreSurged takes back the delta of every surged Deployment not yet
+// restored.
 func (d *Steps) restoreSurged(ctx context.Context, s State) error {
 	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
 	if errors.Is(err, state.ErrNoDrain) {
@@ -765,58 +1014,60 @@ func (d *Steps) restoreSurged(ctx context.Context, s State) error {
 	if err != nil {
 		return err
 	}
-	changed := false
 	for i := range rec.Surged {
-		w := &rec.Surged[i]
-		if w.Restored {
-			continue
-		}
-		if err := d.setReplicas(ctx, w.Namespace, w.Name, w.OriginalReplicas); err != nil && !apierrors.IsNotFound(err) {
+		if err := d.shrink(ctx, &rec, i); err != nil {
 			return err
 		}
-		w.Restored, changed = true, true
 	}
-	if !changed {
-		return nil
-	}
-	return d.Store.UpdateDrain(ctx, rec)
+	return nil
 }
 
-// Rollback undoes what the drain did: uncordon and untaint the node, put
-// surged Deployments back to their recorded counts, clear the deletion cost
-// of pods still there, and record the failure.
+// Rollback undoes what the drain did (see undo) and records the failure.
 func (d *Steps) Rollback(ctx context.Context, s State) (State, error) {
-	var errs []error
-	if err := k8s.Uncordon(ctx, d.Client, s.Node, TaintKey); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, err)
-	}
 	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
-	switch {
-	case errors.Is(err, state.ErrNoDrain):
-	case err != nil:
-		errs = append(errs, err)
-	default:
-		for _, w := range rec.Surged {
-			if err := d.setReplicas(ctx, w.Namespace, w.Name, w.OriginalReplicas); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-			for _, pod := range w.Pods {
-				if err := d.annotatePod(ctx, w.Namespace, pod, DeletionCostAnnotation, ""); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return s, &StepError{Name: ErrNameTransient, Err: fmt.Errorf("rollback of drain %s: %w", s.DrainID, errors.Join(errs...))}
+	if err != nil {
+		return s, err
 	}
 	cause := "rolled back"
 	if s.Error != nil {
 		cause = s.Error.Error + ": " + s.Error.Cause
 	}
-	if err := d.Store.EndDrain(ctx, s.Node, s.DrainID, state.DrainRolledBack, cause, d.now()); err != nil {
-		return s, err
+	return s, d.undo(ctx, rec, cause)
+}
+
+// undo puts back what a drain changed, from its record alone (the
+// execution's state may be lost): the taint goes, the node is uncordoned
+// unless it was cordoned before the drain, surged Deployments lose the
+// drain's delta, old pods lose their deletion cost; then the drain ends as
+// rolled back, freeing the node and its claim on the group.
+func (d *Steps) undo(ctx context.Context, rec state.DrainRecord, cause string) error {
+	var errs []error
+	var err error
+	if rec.WasUnschedulable {
+		err = k8s.RemoveTaint(ctx, d.Client, rec.Node, TaintKey)
+	} else {
+		err = k8s.Uncordon(ctx, d.Client, rec.Node, TaintKey)
 	}
-	d.log().Warn("drain rolled back", "node", s.Node, "drainId", s.DrainID, "cause", cause)
-	return s, nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	for i := range rec.Surged {
+		if err := d.shrink(ctx, &rec, i); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+		w := rec.Surged[i]
+		for _, pod := range w.Pods {
+			if err := d.annotatePod(ctx, w.Namespace, pod, DeletionCostAnnotation, ""); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return &StepError{Name: ErrNameTransient, Err: fmt.Errorf("rollback of drain %s: %w", rec.ID, errors.Join(errs...))}
+	}
+	if err := d.Store.EndDrain(ctx, rec.Node, rec.ID, state.DrainRolledBack, cause, d.now()); err != nil {
+		return err
+	}
+	d.log().Warn("drain rolled back", "node", rec.Node, "drainId", rec.ID, "cause", cause)
+	return nil
 }

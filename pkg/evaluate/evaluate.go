@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
@@ -30,6 +31,12 @@ type Drainer interface {
 	StartDrain(ctx context.Context, d planner.ScaleDown, unneededSince time.Time) error
 }
 
+// Recoverer finishes the drains whose execution has ended without finishing
+// them (drain.Recovery); every cycle runs it first.
+type Recoverer interface {
+	Run(ctx context.Context) (drain.Recovered, error)
+}
+
 // Evaluator runs the evaluate cycle for one cluster.
 type Evaluator struct {
 	Client   kubernetes.Interface
@@ -38,8 +45,10 @@ type Evaluator struct {
 	Settings planner.Settings
 	// Drainer may be nil: removals are then planned and logged, not acted on.
 	Drainer Drainer
-	Log     *slog.Logger
-	Now     func() time.Time
+	// Recoverer may be nil (no drain state machine: no drains to recover).
+	Recoverer Recoverer
+	Log       *slog.Logger
+	Now       func() time.Time
 	// Holder names this run in the lease (e.g. the Lambda request ID).
 	Holder string
 	// LeaseTTL must outlive one run (the function timeout).
@@ -63,6 +72,8 @@ type Result struct {
 	Skipped string `json:"skipped,omitempty"`
 	// WatchRuns counts the extra cycles the watch that followed started.
 	WatchRuns int `json:"watchRuns,omitempty"`
+	// Recovered lists the ended drains this cycle finished first.
+	Recovered *drain.Recovered `json:"recovered,omitempty"`
 }
 
 func (e *Evaluator) now() time.Time {
@@ -156,9 +167,21 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 	}
 	defer e.release(lease)
 
+	var recovered *drain.Recovered
+	if e.Recoverer != nil {
+		// Before the snapshot, so the plan sees the nodes it gave back.
+		rec, err := e.Recoverer.Run(ctx)
+		if err != nil {
+			e.log().Error("recover drains", "error", err.Error())
+		}
+		if len(rec.RolledBack)+len(rec.Completed)+len(rec.Untainted) > 0 {
+			recovered = &rec
+		}
+	}
+
 	snap, groups, err := e.Snapshot(ctx)
 	if err != nil {
-		return Result{Actions: []Action{}}, err
+		return Result{Actions: []Action{}, Recovered: recovered}, err
 	}
 	plan := planner.Decide(snap, e.Settings, snap.CapturedAt)
 	e.log().Info("plan", "plan", plan)
@@ -166,10 +189,10 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 	next := plan.State
 	actions := e.act(ctx, plan, groups, snap, &next)
 	if err := e.Store.SaveState(ctx, snap.State, next); err != nil {
-		return Result{Plan: &plan, Actions: actions}, fmt.Errorf("save state: %w", err)
+		return Result{Plan: &plan, Actions: actions, Recovered: recovered}, fmt.Errorf("save state: %w", err)
 	}
 	plan.State = next
-	return Result{Plan: &plan, Actions: actions}, nil
+	return Result{Plan: &plan, Actions: actions, Recovered: recovered}, nil
 }
 
 func (e *Evaluator) acquire(ctx context.Context) (state.Lease, string, error) {

@@ -49,6 +49,17 @@ func Uncordon(ctx context.Context, client kubernetes.Interface, node, taintKey s
 	})
 }
 
+// RemoveTaint takes the NoSchedule taint taintKey off node and leaves
+// spec.unschedulable as it is: undoing a drain of a node a person had
+// cordoned before must not make it schedulable.
+func RemoveTaint(ctx context.Context, client kubernetes.Interface, node, taintKey string) error {
+	return updateNode(ctx, client, node, "untaint", func(n *corev1.Node) bool {
+		before := len(n.Spec.Taints)
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, isTaint(taintKey))
+		return len(n.Spec.Taints) != before
+	})
+}
+
 func isTaint(key string) func(corev1.Taint) bool {
 	return func(t corev1.Taint) bool {
 		return t.Key == key && t.Effect == corev1.TaintEffectNoSchedule

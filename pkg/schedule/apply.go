@@ -296,11 +296,18 @@ func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, firedAt time.
 		case want == target:
 			c.Outcome = OutcomeUnchanged
 		case want > target:
-			if err := g.IncreaseSize(ctx, want-target); err != nil {
-				res.fail(c, fmt.Errorf("increase size by %d: %w", want-target, err))
+			// From the target read under the group's lock: concurrent
+			// fires asking for the same size grow the group once.
+			from, err := providers.GrowTo(ctx, g, want)
+			if err != nil {
+				res.fail(c, fmt.Errorf("grow to %d: %w", want, err))
 				continue
 			}
+			c.From = &from
 			c.Outcome = OutcomeScaled
+			if from >= want {
+				c.Outcome = OutcomeUnchanged
+			}
 		default:
 			shrink[o.Group] = want
 			pending[o.Group] = c

@@ -51,7 +51,7 @@ func SchedulesWith(ctx context.Context, cfg *config.Config, a *AWS, ev *evaluate
 	applier := &schedule.Applier{
 		Client: client,
 		// The configured bounds: a fired schedule replaces the override.
-		Groups:    NodeGroups(cfg, client, a, nil),
+		Groups:    NodeGroups(cfg, client, a, nil, guardOf(ev.Store, ev.Holder)),
 		Overrides: store,
 		Log:       log,
 	}

@@ -163,7 +163,10 @@ type Overrides func(ctx context.Context) ([]schedule.Override, error)
 // for their groups on each call, since discovery can find new groups. The
 // overrides, read on every call when not nil, narrow the groups further: a
 // fired schedule's min and max are what evaluate and drain keep to.
-func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS, overrides Overrides) func(context.Context) ([]providers.NodeGroup, error) {
+//
+// With a guard, every size change of a group is made under the group's lock
+// (providers.Guarded), so writers in different functions are serialised.
+func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS, overrides Overrides, guard providers.Guard) func(context.Context) ([]providers.NodeGroup, error) {
 	var mu sync.Mutex
 	var built []entryProvider
 	return func(ctx context.Context) ([]providers.NodeGroup, error) {
@@ -196,11 +199,29 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS, overrid
 				out = append(out, narrowed)
 			}
 		}
-		if overrides == nil {
-			return out, nil
+		if overrides != nil {
+			var err error
+			if out, err = applyOverrides(ctx, out, overrides); err != nil {
+				return nil, err
+			}
 		}
-		return applyOverrides(ctx, out, overrides)
+		if guard != nil {
+			for i, g := range out {
+				out[i] = providers.Guarded(g, guard)
+			}
+		}
+		return out, nil
 	}
+}
+
+// guardOf is the group guard of a state store that keeps drains and leases
+// (both stores do); holder names this process in the locks.
+func guardOf(store any, holder string) providers.Guard {
+	s, ok := store.(Stores)
+	if !ok {
+		return nil
+	}
+	return state.GroupGuard{Store: s, Holder: holder}
 }
 
 // overridesFrom reads the overrides from the state store when it keeps
@@ -475,7 +496,7 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 	}
 	ev := &evaluate.Evaluator{
 		Client:   client,
-		Groups:   NodeGroups(cfg, client, a, overridesFrom(store)),
+		Groups:   NodeGroups(cfg, client, a, overridesFrom(store), guardOf(store, holder)),
 		Store:    store,
 		Settings: cfg.Settings(),
 		Log:      log,
@@ -488,6 +509,11 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 	}
 	if starter != nil {
 		ev.Drainer = starter
+		ev.Recoverer = &drain.Recovery{
+			Steps:           &drain.Steps{Client: client, Groups: ev.Groups, Store: store, Log: log},
+			SFN:             starter.SFN,
+			StateMachineArn: starter.StateMachineArn,
+		}
 	}
 	return ev, nil
 }
@@ -530,7 +556,7 @@ func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, l
 		starter = &drain.Starter{SFN: noStateMachine{}, Store: store}
 	}
 	return &drain.Handler{
-		Steps:   &drain.Steps{Client: client, Groups: NodeGroups(cfg, client, a, overridesFrom(store)), Store: store, Log: log},
+		Steps:   &drain.Steps{Client: client, Groups: NodeGroups(cfg, client, a, overridesFrom(store), guardOf(store, InstanceID("drain"))), Store: store, Log: log},
 		Starter: starter,
 	}, nil
 }
@@ -544,5 +570,9 @@ func (noStateMachine) StartExecution(context.Context, *sfn.StartExecutionInput, 
 }
 
 func (noStateMachine) DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error) {
+	return nil, fmt.Errorf("no drain state machine: set %s", EnvDrainStateMachine)
+}
+
+func (noStateMachine) StopExecution(context.Context, *sfn.StopExecutionInput, ...func(*sfn.Options)) (*sfn.StopExecutionOutput, error) {
 	return nil, fmt.Errorf("no drain state machine: set %s", EnvDrainStateMachine)
 }

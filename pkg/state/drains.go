@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +41,43 @@ type DrainRecord struct {
 	StartedAt  time.Time        `json:"startedAt"`
 	FinishedAt time.Time        `json:"finishedAt,omitzero"`
 	Error      string           `json:"error,omitempty"`
+
+	// What Prepare checked and decided; the later steps trust these, not
+	// the state their event carries, so a hand-made step event cannot
+	// redirect a drain to another machine or policy.
+	ProviderID string    `json:"providerID,omitempty"`
+	Policy     string    `json:"policy,omitempty"`
+	Deadline   time.Time `json:"deadline,omitzero"`
+	BelowMin   bool      `json:"belowMin,omitempty"`
+	Force      bool      `json:"force,omitempty"`
+	// WasUnschedulable: the node was cordoned before the drain began
+	// (by a person); a rollback then leaves it cordoned.
+	WasUnschedulable bool `json:"wasUnschedulable,omitempty"`
+	// Phase is how far the drain got (the Phase constants), recorded
+	// before the step that depends on it acts.
+	Phase string `json:"phase,omitempty"`
+}
+
+// Drain phases, in order. A step that needs an earlier one done refuses
+// to act before it.
+const (
+	PhasePrepared    = "prepared"
+	PhaseEvicted     = "evicted"
+	PhaseTerminating = "terminating"
+	PhaseTerminated  = "terminated"
+)
+
+// PhaseAtLeast reports whether phase has reached want.
+func PhaseAtLeast(phase, want string) bool {
+	order := map[string]int{PhasePrepared: 1, PhaseEvicted: 2, PhaseTerminating: 3, PhaseTerminated: 4}
+	return order[phase] >= order[want]
+}
+
+// RunningDrain is a node a drain holds: the NODE# mark.
+type RunningDrain struct {
+	Node      string
+	ID        string
+	NodeGroup string
 }
 
 // SurgedWorkload is a Deployment a drain grew so its pods on the node are
@@ -46,7 +87,19 @@ type SurgedWorkload struct {
 	Name             string   `json:"name"`
 	OriginalReplicas int32    `json:"originalReplicas"`
 	Pods             []string `json:"pods"`
-	Restored         bool     `json:"restored,omitempty"`
+	// Delta is what the drain adds: one replica per pod on the node. The
+	// surge and its undo change the Deployment by Delta alone, so a
+	// replica count a person sets meanwhile is kept.
+	Delta int32 `json:"delta,omitempty"`
+	// Grown and Restored say the delta was added and taken back. GrowRV /
+	// GrowFrom (and ShrinkRV) are the resourceVersion and count read just
+	// before the write, recorded first, so a retry after a crash can tell
+	// whether the write happened.
+	Grown    bool   `json:"grown,omitempty"`
+	GrowRV   string `json:"growRV,omitempty"`
+	GrowFrom int32  `json:"growFrom,omitempty"`
+	ShrinkRV string `json:"shrinkRV,omitempty"`
+	Restored bool   `json:"restored,omitempty"`
 }
 
 // DrainStore keeps the drains of a cluster: which node is being drained by
@@ -65,6 +118,11 @@ type DrainStore interface {
 	// NodeDrain returns the drain holding node ("" if none) and how many
 	// drains of it have ended, which names the next execution.
 	NodeDrain(ctx context.Context, node string) (active string, ended int, err error)
+	// RunningDrains lists every node a drain holds, read consistently.
+	RunningDrains(ctx context.Context) ([]RunningDrain, error)
+	// LastDrain is the node's most recently begun drain (ErrNoDrain if it
+	// has none on record).
+	LastDrain(ctx context.Context, node string) (DrainRecord, error)
 }
 
 var (
@@ -75,12 +133,13 @@ var (
 )
 
 const (
-	drainPrefix   = "DRAIN#"
-	attrDrainID   = "drainId"
-	attrDrains    = "drains"
-	attrRecord    = "record"
-	attrStatus    = "status"
-	attrExpiresTT = "expiresAt"
+	drainPrefix    = "DRAIN#"
+	attrDrainID    = "drainId"
+	attrDrainGroup = "drainGroup"
+	attrDrains     = "drains"
+	attrRecord     = "record"
+	attrStatus     = "status"
+	attrExpiresTT  = "expiresAt"
 )
 
 func drainKey(node, id string) string { return drainPrefix + node + "#" + id }
@@ -90,13 +149,14 @@ func drainKey(node, id string) string { return drainPrefix + node + "#" + id }
 type memDrains struct {
 	mu      sync.Mutex
 	active  map[string]string
+	groups  map[string]string
 	ended   map[string]int
 	records map[string]DrainRecord
 }
 
 func (m *Memory) drains() *memDrains {
 	m.drainOnce.Do(func() {
-		m.drainState = &memDrains{active: map[string]string{}, ended: map[string]int{}, records: map[string]DrainRecord{}}
+		m.drainState = &memDrains{active: map[string]string{}, groups: map[string]string{}, ended: map[string]int{}, records: map[string]DrainRecord{}}
 	})
 	return m.drainState
 }
@@ -110,6 +170,7 @@ func (m *Memory) BeginDrain(_ context.Context, rec DrainRecord) (DrainRecord, er
 		return DrainRecord{}, fmt.Errorf("node %s: %w by %s", rec.Node, ErrDraining, cur)
 	}
 	d.active[rec.Node] = rec.ID
+	d.groups[rec.Node] = rec.NodeGroup
 	key := drainKey(rec.Node, rec.ID)
 	if stored, ok := d.records[key]; ok {
 		return stored, nil
@@ -155,6 +216,7 @@ func (m *Memory) EndDrain(_ context.Context, node, id, status, errMsg string, no
 	}
 	if d.active[node] == id {
 		delete(d.active, node)
+		delete(d.groups, node)
 		d.ended[node]++
 	}
 	d.mu.Unlock()
@@ -172,6 +234,42 @@ func (m *Memory) NodeDrain(_ context.Context, node string) (string, int, error) 
 	return d.active[node], d.ended[node], nil
 }
 
+// RunningDrains implements DrainStore.
+func (m *Memory) RunningDrains(context.Context) ([]RunningDrain, error) {
+	d := m.drains()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]RunningDrain, 0, len(d.active))
+	for node, id := range d.active {
+		out = append(out, RunningDrain{Node: node, ID: id, NodeGroup: d.groups[node]})
+	}
+	slices.SortFunc(out, func(a, b RunningDrain) int { return strings.Compare(a.Node, b.Node) })
+	return out, nil
+}
+
+// LastDrain implements DrainStore.
+func (m *Memory) LastDrain(_ context.Context, node string) (DrainRecord, error) {
+	d := m.drains()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return lastOf(node, maps.Values(d.records))
+}
+
+// lastOf picks node's most recently begun drain.
+func lastOf(node string, recs iter.Seq[DrainRecord]) (DrainRecord, error) {
+	var last DrainRecord
+	found := false
+	for r := range recs {
+		if r.Node == node && (!found || r.StartedAt.After(last.StartedAt)) {
+			last, found = r, true
+		}
+	}
+	if !found {
+		return DrainRecord{}, fmt.Errorf("last drain of node %s: %w", node, ErrNoDrain)
+	}
+	return last, nil
+}
+
 // DynamoDB implementation
 
 // BeginDrain implements DrainStore with two conditional writes: the node's
@@ -180,10 +278,11 @@ func (s *DynamoDB) BeginDrain(ctx context.Context, rec DrainRecord) (DrainRecord
 	e := newExpr()
 	id := e.name(attrDrainID)
 	idVal := e.value(&types.AttributeValueMemberS{Value: rec.ID})
+	group := e.name(attrDrainGroup) + " = " + e.value(&types.AttributeValueMemberS{Value: rec.NodeGroup})
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       s.key(nodePrefix + rec.Node),
-		UpdateExpression:          aws.String("SET " + id + " = " + idVal),
+		UpdateExpression:          aws.String("SET " + id + " = " + idVal + ", " + group),
 		ConditionExpression:       aws.String("attribute_not_exists(" + id + ") OR " + id + " = " + idVal),
 		ExpressionAttributeNames:  e.names,
 		ExpressionAttributeValues: e.values,
@@ -286,7 +385,7 @@ func (s *DynamoDB) EndDrain(ctx context.Context, node, id, status, errMsg string
 	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table),
 		Key:       s.key(nodePrefix + node),
-		UpdateExpression: aws.String("REMOVE " + idName + ", " + e.name(attrUnneededSince) +
+		UpdateExpression: aws.String("REMOVE " + idName + ", " + e.name(attrDrainGroup) + ", " + e.name(attrUnneededSince) +
 			" ADD " + e.name(attrDrains) + " " + e.value(&types.AttributeValueMemberN{Value: "1"})),
 		ConditionExpression:       aws.String(idName + " = " + e.value(&types.AttributeValueMemberS{Value: id})),
 		ExpressionAttributeNames:  e.names,
@@ -319,4 +418,44 @@ func (s *DynamoDB) NodeDrain(ctx context.Context, node string) (string, int, err
 		ended, _ = strconv.Atoi(v.Value)
 	}
 	return active, ended, nil
+}
+
+// RunningDrains implements DrainStore: the NODE# items that carry a drain
+// mark, read with one consistent query.
+func (s *DynamoDB) RunningDrains(ctx context.Context) ([]RunningDrain, error) {
+	var out []RunningDrain
+	err := s.query(ctx, "running drains of", nodePrefix, func(node string, item map[string]types.AttributeValue) error {
+		id, ok := item[attrDrainID].(*types.AttributeValueMemberS)
+		if !ok {
+			return nil
+		}
+		rd := RunningDrain{Node: node, ID: id.Value}
+		if g, ok := item[attrDrainGroup].(*types.AttributeValueMemberS); ok {
+			rd.NodeGroup = g.Value
+		}
+		out = append(out, rd)
+		return nil
+	})
+	return out, err
+}
+
+// LastDrain implements DrainStore: one query over the node's DRAIN# items.
+func (s *DynamoDB) LastDrain(ctx context.Context, node string) (DrainRecord, error) {
+	var recs []DrainRecord
+	err := s.query(ctx, "drains of node "+node+" in", drainPrefix+node+"#", func(_ string, item map[string]types.AttributeValue) error {
+		body, ok := item[attrRecord].(*types.AttributeValueMemberS)
+		if !ok {
+			return nil
+		}
+		var rec DrainRecord
+		if err := json.Unmarshal([]byte(body.Value), &rec); err != nil {
+			return fmt.Errorf("decode drain record: %w", err)
+		}
+		recs = append(recs, rec)
+		return nil
+	})
+	if err != nil {
+		return DrainRecord{}, err
+	}
+	return lastOf(node, slices.Values(recs))
 }

@@ -1,0 +1,259 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/state"
+)
+
+// ExecutionAPI is the part of the Step Functions client recovery uses.
+type ExecutionAPI interface {
+	DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+	StopExecution(ctx context.Context, in *sfn.StopExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StopExecutionOutput, error)
+}
+
+// DefaultRecoveryGrace is how long a drain record whose execution cannot be
+// found is left alone after it began (the execution's own start may not be
+// visible yet).
+const DefaultRecoveryGrace = 2 * time.Minute
+
+// Recovery finishes the drains whose execution is no longer running: failed
+// (RollbackFailed), aborted (StopExecution), timed out, or gone. Such a drain
+// would otherwise hold its node cordoned, its claim on the group's minimum
+// and a surged Deployment's extra replica for ever. From the drain record
+// alone it completes a drain whose machine is already gone, and rolls back
+// every other one. Every evaluate cycle runs it, and so does the drain
+// function when Step Functions reports an execution ended badly, so the
+// bound is about one evaluate interval after the execution ends.
+type Recovery struct {
+	Steps           *Steps
+	SFN             ExecutionAPI
+	StateMachineArn string
+	// Grace: see DefaultRecoveryGrace (used when zero).
+	Grace time.Duration
+}
+
+// Recovered is what one recovery pass did.
+type Recovered struct {
+	// RolledBack and Completed list the drains finished, as node/drainId.
+	RolledBack []string `json:"rolledBack"`
+	Completed  []string `json:"completed"`
+	// Untainted lists nodes that carried the draining taint with no drain
+	// holding them.
+	Untainted []string `json:"untainted,omitempty"`
+}
+
+func (r *Recovery) grace() time.Duration {
+	if r.Grace > 0 {
+		return r.Grace
+	}
+	return DefaultRecoveryGrace
+}
+
+// Run recovers every drain whose execution has ended, and takes the draining
+// taint off nodes no drain holds. A drain that cannot be recovered now is
+// reported in the error and tried again on the next run; the others are
+// still recovered.
+func (r *Recovery) Run(ctx context.Context) (Recovered, error) {
+	res := Recovered{RolledBack: []string{}, Completed: []string{}}
+	running, err := r.Steps.Store.RunningDrains(ctx)
+	if err != nil {
+		return res, fmt.Errorf("recover drains: %w", err)
+	}
+	var errs []error
+	held := map[string]bool{}
+	for _, rd := range running {
+		held[rd.Node] = true
+		status, err := r.executionStatus(ctx, rd.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if status == sfntypes.ExecutionStatusRunning {
+			continue
+		}
+		rec, err := r.Steps.Store.GetDrain(ctx, rd.Node, rd.ID)
+		if errors.Is(err, state.ErrNoDrain) {
+			// A mark without a record: BeginDrain stopped half-way. Nothing
+			// was changed in the cluster (Cordon needs the record).
+			rec = state.DrainRecord{Node: rd.Node, ID: rd.ID, NodeGroup: rd.NodeGroup, Status: state.DrainRunning}
+		} else if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if status == "" && r.Steps.now().Sub(rec.StartedAt) < r.grace() {
+			continue // not visible yet
+		}
+		if status == "" {
+			status = "not found"
+		}
+		done, err := r.finish(ctx, rec, "recovered: execution "+string(status))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if done {
+			res.Completed = append(res.Completed, rd.Node+"/"+rd.ID)
+		} else {
+			res.RolledBack = append(res.RolledBack, rd.Node+"/"+rd.ID)
+		}
+	}
+	untainted, err := r.untaintStray(ctx, held)
+	res.Untainted = untainted
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(res.RolledBack)+len(res.Completed)+len(res.Untainted) > 0 {
+		r.Steps.log().Warn("drains recovered", "rolledBack", res.RolledBack, "completed", res.Completed, "untainted", res.Untainted)
+	}
+	return res, errors.Join(errs...)
+}
+
+// Force ends the drain holding node whatever its execution is doing: a
+// running execution is stopped first, then the drain is finished from its
+// record as Run would. It is for a person who knows the drain is stuck.
+func (r *Recovery) Force(ctx context.Context, node string) (Recovered, error) {
+	res := Recovered{RolledBack: []string{}, Completed: []string{}}
+	active, _, err := r.Steps.Store.NodeDrain(ctx, node)
+	if err != nil || active == "" {
+		return res, err
+	}
+	status, err := r.executionStatus(ctx, active)
+	if err != nil {
+		return res, err
+	}
+	if status == sfntypes.ExecutionStatusRunning {
+		_, err := r.SFN.StopExecution(ctx, &sfn.StopExecutionInput{
+			ExecutionArn: aws.String(executionArn(r.StateMachineArn, active)),
+			Error:        aws.String("ForcedEnable"), Cause: aws.String("enable --force of node " + node),
+		})
+		if err != nil {
+			return res, fmt.Errorf("stop drain %s of node %s: %w", active, node, err)
+		}
+	}
+	rec, err := r.Steps.Store.GetDrain(ctx, node, active)
+	if errors.Is(err, state.ErrNoDrain) {
+		rec = state.DrainRecord{Node: node, ID: active, Status: state.DrainRunning}
+	} else if err != nil {
+		return res, err
+	}
+	done, err := r.finish(ctx, rec, "ended by enable --force")
+	if err != nil {
+		return res, err
+	}
+	if done {
+		res.Completed = append(res.Completed, node+"/"+active)
+	} else {
+		res.RolledBack = append(res.RolledBack, node+"/"+active)
+	}
+	return res, nil
+}
+
+// executionStatus is the drain's execution status, "" when it does not
+// exist.
+func (r *Recovery) executionStatus(ctx context.Context, drainID string) (sfntypes.ExecutionStatus, error) {
+	out, err := r.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(executionArn(r.StateMachineArn, drainID))})
+	var missing *sfntypes.ExecutionDoesNotExist
+	if errors.As(err, &missing) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("drain %s: describe execution: %w", drainID, err)
+	}
+	return out.Status, nil
+}
+
+// finish ends a drain from its record: completed when its machine is gone
+// (the Node object is deleted, a surge taken back), rolled back otherwise.
+func (r *Recovery) finish(ctx context.Context, rec state.DrainRecord, cause string) (completed bool, err error) {
+	d := r.Steps
+	gone := rec.Phase == state.PhaseTerminated
+	if rec.Phase == state.PhaseTerminating {
+		if gone, err = r.machineGone(ctx, rec); err != nil {
+			return false, err
+		}
+	}
+	if !gone {
+		return false, d.undo(ctx, rec, cause)
+	}
+	for i := range rec.Surged {
+		if err := d.shrink(ctx, &rec, i); err != nil {
+			return true, err
+		}
+	}
+	if err := d.Client.CoreV1().Nodes().Delete(ctx, rec.Node, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return true, fmt.Errorf("delete node %s: %w", rec.Node, err)
+	}
+	return true, d.Store.EndDrain(ctx, rec.Node, rec.ID, state.DrainSucceeded, cause, d.now())
+}
+
+// machineGone asks the drain's node group whether it still has the machine.
+func (r *Recovery) machineGone(ctx context.Context, rec state.DrainRecord) (bool, error) {
+	g, err := r.Steps.group(ctx, rec.NodeGroup)
+	if err != nil {
+		return false, err
+	}
+	insts, err := g.Instances(ctx)
+	if err != nil {
+		return false, fmt.Errorf("node group %s: instances: %w", g.Name(), err)
+	}
+	return !slices.ContainsFunc(insts, func(in providers.Instance) bool { return in.ProviderID == rec.ProviderID }), nil
+}
+
+// untaintStray takes the draining taint off nodes that no drain holds (a
+// late step of a drain that had already ended) and uncordons them: the taint
+// is nodetide's alone, so it proves the cordon was too, unless the node's
+// last drain found it cordoned already.
+func (r *Recovery) untaintStray(ctx context.Context, held map[string]bool) ([]string, error) {
+	d := r.Steps
+	nodes, err := d.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("recover drains: list nodes: %w", err)
+	}
+	var out []string
+	var errs []error
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if held[n.Name] || !hasTaint(n, TaintKey) {
+			continue
+		}
+		// Read the mark again: a drain may have claimed the node since.
+		active, _, err := d.Store.NodeDrain(ctx, n.Name)
+		if err != nil || active != "" {
+			errs = append(errs, err)
+			continue
+		}
+		keepCordon := false
+		last, err := d.Store.LastDrain(ctx, n.Name)
+		switch {
+		case err == nil:
+			keepCordon = last.WasUnschedulable
+		case !errors.Is(err, state.ErrNoDrain):
+			errs = append(errs, err)
+			continue
+		}
+		if keepCordon {
+			err = k8s.RemoveTaint(ctx, d.Client, n.Name, TaintKey)
+		} else {
+			err = k8s.Uncordon(ctx, d.Client, n.Name, TaintKey)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, n.Name)
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,310 @@
+package drain_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodetide/nodetide/pkg/drain"
+	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/state"
+	"github.com/nodetide/nodetide/pkg/testbed"
+)
+
+// dynamo moves the bed's steps onto a state table in dynalite, where
+// conditional writes are DynamoDB's own.
+func (b *bed) dynamo(t *testing.T) *state.DynamoDB {
+	t.Helper()
+	db := testbed.DynamoDB(t)
+	client := db.Client(t)
+	table := "safety-" + b.pool
+	if err := state.CreateTable(context.Background(), client, table); err != nil {
+		t.Fatal(err)
+	}
+	store := state.NewDynamoDB(client, table, b.pool)
+	b.steps.Store = store
+	return store
+}
+
+func (b *bed) scaleTo(t *testing.T, name string, n int32) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		sc, err := b.cp.Client.AppsV1().Deployments(b.ns).GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Spec.Replicas = n
+		_, err = b.cp.Client.AppsV1().Deployments(b.ns).UpdateScale(ctx, name, &autoscalingv1.Scale{ObjectMeta: sc.ObjectMeta, Spec: sc.Spec}, metav1.UpdateOptions{})
+		if err == nil {
+			return
+		}
+		t.Logf("scale %s to %d: %v (retrying)", name, n, err)
+	}
+}
+
+func (b *bed) steps1(t *testing.T, s drain.State, names ...string) drain.State {
+	t.Helper()
+	for _, name := range names {
+		var err error
+		if s, err = b.steps.Run(context.Background(), name, s); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	return s
+}
+
+// Two drains of a group at min 1 with 2 nodes, prepared at the same moment:
+// exactly one may claim its node, on every try.
+func TestConcurrentPreparesKeepTheMinimum(t *testing.T) {
+	b := newBed(t, 1, 2)
+	store := b.dynamo(t)
+	nodes := b.nodes(t)
+	ctx := context.Background()
+	for round := range 12 {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		states := make([]drain.State, 2)
+		for i := range 2 {
+			states[i] = b.start(nodes[i].Name, time.Minute, drain.PolicyAbort)
+			states[i].DrainID = states[i].DrainID + "-" + string(rune('a'+round))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				states[i], errs[i] = b.steps.Run(ctx, "Prepare", states[i])
+			}()
+		}
+		wg.Wait()
+		won := -1
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				if won >= 0 {
+					t.Fatalf("round %d: both drains claimed a node of a group at min 1 with 2 nodes", round)
+				}
+				won = i
+			case drain.ErrorName(err) != drain.ErrNameBelowMinSize:
+				t.Fatalf("round %d: drain %d: %v, want BelowMinSize or success", round, i, err)
+			}
+		}
+		if won < 0 {
+			t.Fatalf("round %d: neither drain claimed its node: %v", round, errs)
+		}
+		running, err := store.RunningDrains(ctx)
+		if err != nil || len(running) != 1 || running[0].NodeGroup != b.pool {
+			t.Fatalf("round %d: running drains %+v, %v; want the winner's, in group %s", round, running, err, b.pool)
+		}
+		b.steps1(t, states[won], "Rollback")
+	}
+}
+
+// A person scales the surged Deployment while the drain runs: the drain
+// takes back only its own replica, and never writes over the person's count.
+func TestSurgeChangesReplicasByItsOwnDelta(t *testing.T) {
+	for _, finish := range []string{"surge", "rollback"} {
+		t.Run(finish, func(t *testing.T) {
+			// One node: the replacement stays Pending until the test adds
+			// room, so the person's change lands mid-surge.
+			b := newBed(t, 0, 1)
+			b.steps.StepWait = -1
+			b.deploy(t, "solo", 1, "")
+			victim := b.podNode(t, "solo")
+			s := b.steps1(t, b.start(victim, 2*time.Minute, drain.PolicyAbort), "Prepare", "Cordon", "Surge")
+			if got := b.replicas(t, "solo"); got != 2 {
+				t.Fatalf("replicas after the first surge round = %d, want 2", got)
+			}
+			b.scaleTo(t, "solo", 4)
+			if finish == "rollback" {
+				b.steps1(t, s, "Rollback")
+				if got := b.replicas(t, "solo"); got != 3 {
+					t.Fatalf("replicas after rollback = %d, want 3 (the person's 4 less the drain's 1)", got)
+				}
+				return
+			}
+			if err := b.group.IncreaseSize(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(time.Minute)
+			for !s.SurgeDone {
+				s = b.steps1(t, s, "Surge")
+				if got := b.replicas(t, "solo"); got != 4 && got != 3 {
+					t.Fatalf("replicas during the surge = %d; the drain overwrote the person's 4", got)
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("surge not done in a minute")
+				}
+			}
+			if got := b.replicas(t, "solo"); got != 3 {
+				t.Fatalf("replicas after the surge = %d, want 3 (the person's 4 less the drain's 1)", got)
+			}
+			b.steps1(t, s, "Rollback")
+			if got := b.replicas(t, "solo"); got != 3 {
+				t.Fatalf("replicas after a rollback of a finished surge = %d, want 3 (taken back once)", got)
+			}
+		})
+	}
+}
+
+// A node a person cordoned before asking for its drain stays cordoned when
+// the drain rolls back; only the drain's taint goes.
+func TestRollbackKeepsAPersonsCordon(t *testing.T) {
+	b := newBed(t, 0, 2)
+	ctx := context.Background()
+	victim := b.nodes(t)[0].Name
+	if err := k8s.Cordon(ctx, b.cp.Client, victim, ""); err != nil {
+		t.Fatal(err)
+	}
+	b.steps1(t, b.start(victim, time.Minute, drain.PolicyAbort), "Prepare", "Cordon", "Rollback")
+	n := b.node(t, victim)
+	if !n.Spec.Unschedulable {
+		t.Error("rollback uncordoned a node a person had cordoned")
+	}
+	if ours(n) != 0 {
+		t.Errorf("draining taint left: %v", n.Spec.Taints)
+	}
+}
+
+// Step events made by hand cannot act outside a prepared drain, steer one
+// to another machine, or skip its order.
+func TestForgedStepEventsAreRefused(t *testing.T) {
+	b := newBed(t, 0, 2)
+	ctx := context.Background()
+	nodes := b.nodes(t)
+	victim, other := nodes[0], nodes[1]
+
+	forged := b.start(other.Name, time.Minute, drain.PolicyForce)
+	forged.NodeGroup, forged.ProviderID = b.pool, other.Spec.ProviderID
+	for _, step := range []string{"Cordon", "Evict", "ForceDelete", "Terminate", "RemoveNode", "Finish"} {
+		if _, err := b.steps.Run(ctx, step, forged); drain.ErrorName(err) != drain.ErrNameInvalidInput {
+			t.Errorf("%s of a drain never prepared: %v, want InvalidInput", step, err)
+		}
+	}
+
+	s := b.steps1(t, b.start(victim.Name, time.Minute, drain.PolicyAbort), "Prepare", "Cordon")
+	steer := s
+	steer.ProviderID = other.Spec.ProviderID
+	if _, err := b.steps.Run(ctx, "Terminate", steer); drain.ErrorName(err) != drain.ErrNameInvalidInput {
+		t.Errorf("Terminate steered to another node's machine: %v, want InvalidInput", err)
+	}
+	if _, err := b.steps.Run(ctx, "Terminate", s); drain.ErrorName(err) != drain.ErrNameInvalidInput {
+		t.Errorf("Terminate before the pods left: %v, want InvalidInput", err)
+	}
+	if _, err := b.steps.Run(ctx, "RemoveNode", s); drain.ErrorName(err) != drain.ErrNameInvalidInput {
+		t.Errorf("RemoveNode before Terminate: %v, want InvalidInput", err)
+	}
+	force := s
+	force.Policy, force.Deadline = drain.PolicyForce, time.Now().Add(-time.Hour)
+	if _, err := b.steps.Run(ctx, "ForceDelete", force); drain.ErrorName(err) != drain.ErrNameInvalidInput {
+		t.Errorf("ForceDelete with a forged policy and deadline: %v, want InvalidInput", err)
+	}
+	insts, err := b.group.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(insts) != 2 || len(b.nodes(t)) != 2 {
+		t.Fatalf("forged steps removed a machine or node: %d instances, %d nodes", len(insts), len(b.nodes(t)))
+	}
+	b.steps1(t, s, "Rollback")
+	// The drain has ended: its later steps may not act any more.
+	if _, err := b.steps.Run(ctx, "Cordon", s); drain.ErrorName(err) != drain.ErrNameInvalidInput {
+		t.Errorf("Cordon after the drain ended: %v, want InvalidInput", err)
+	}
+	if n := b.node(t, victim.Name); n.Spec.Unschedulable || ours(n) != 0 {
+		t.Error("a late Cordon left the node cordoned")
+	}
+}
+
+// executions answers DescribeExecution from a table (every execution not in
+// it does not exist). Recovery must act on what Step Functions says, so the
+// table stands in for executions the test cannot end the real way.
+type executions map[string]sfntypes.ExecutionStatus
+
+func (e executions) DescribeExecution(_ context.Context, in *sfn.DescribeExecutionInput, _ ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error) {
+	for name, st := range e {
+		if arn := aws.ToString(in.ExecutionArn); len(arn) > len(name) && arn[len(arn)-len(name)-1:] == ":"+name {
+			return &sfn.DescribeExecutionOutput{Status: st, ExecutionArn: in.ExecutionArn}, nil
+		}
+	}
+	return nil, &sfntypes.ExecutionDoesNotExist{Message: aws.String("no such execution")}
+}
+
+func (e executions) StopExecution(_ context.Context, in *sfn.StopExecutionInput, _ ...func(*sfn.Options)) (*sfn.StopExecutionOutput, error) {
+	return nil, errors.New("not expected")
+}
+
+// Drains whose execution ended without finishing them are finished from
+// their records: rolled back when the machine is still there, completed
+// when it is gone; one still running is left alone.
+func TestRecoveryFinishesEndedDrains(t *testing.T) {
+	b := newBed(t, 0, 4)
+	b.steps.StepWait = -1
+	ctx := context.Background()
+	b.deploy(t, "solo", 1, "")
+	aborted := b.podNode(t, "solo")
+	var others []string
+	for _, n := range b.nodes(t) {
+		if n.Name != aborted {
+			others = append(others, n.Name)
+		}
+	}
+	gone, running, orphan := others[0], others[1], others[2]
+
+	// The replacement of the surged pod stays Pending: every other node is
+	// being drained too.
+	b.steps1(t, b.start(running, time.Hour, drain.PolicyAbort), "Prepare", "Cordon")
+	b.steps1(t, b.start(orphan, time.Hour, drain.PolicyAbort), "Prepare", "Cordon")
+	sGone := b.steps1(t, b.start(gone, time.Hour, drain.PolicyAbort), "Prepare", "Cordon")
+	sAborted := b.steps1(t, b.start(aborted, time.Hour, drain.PolicyAbort), "Prepare", "Cordon", "Surge")
+	if got := b.replicas(t, "solo"); got != 2 {
+		t.Fatalf("surge did not grow: %d", got)
+	}
+	b.steps1(t, sGone, "Surge", "Evict", "Terminate")
+
+	r := &drain.Recovery{Steps: b.steps, StateMachineArn: "arn:aws:states:us-east-1:000000000000:stateMachine:drain", Grace: time.Nanosecond,
+		SFN: executions{sAborted.DrainID: sfntypes.ExecutionStatusAborted, sGone.DrainID: sfntypes.ExecutionStatusFailed,
+			"test-" + running: sfntypes.ExecutionStatusRunning}}
+	res, err := r.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.RolledBack) != 2 || len(res.Completed) != 1 {
+		t.Errorf("recovered %+v, want 2 rolled back (aborted, orphan) and 1 completed (gone)", res)
+	}
+	for _, n := range []string{aborted, orphan} {
+		if node := b.node(t, n); node.Spec.Unschedulable || ours(node) != 0 {
+			t.Errorf("node %s still cordoned after recovery", n)
+		}
+	}
+	if got := b.replicas(t, "solo"); got != 1 {
+		t.Errorf("surged Deployment at %d replicas after recovery, want 1", got)
+	}
+	if _, err := b.cp.Client.CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{}); err == nil {
+		t.Errorf("node %s, whose machine was terminated, still exists", gone)
+	}
+	if node := b.node(t, running); !node.Spec.Unschedulable {
+		t.Error("recovery touched a drain whose execution is running")
+	}
+	left, err := b.steps.Store.RunningDrains(ctx)
+	if err != nil || len(left) != 1 || left[0].Node != running {
+		t.Errorf("running drains after recovery %+v, %v; want only %s", left, err, running)
+	}
+	// A node carrying the taint with no drain (a late step) is given back.
+	if err := k8s.Cordon(ctx, b.cp.Client, aborted, drain.TaintKey); err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Run(ctx)
+	if err != nil || len(res.Untainted) != 1 {
+		t.Errorf("second recovery %+v, %v; want the stray taint removed", res, err)
+	}
+	if node := b.node(t, aborted); node.Spec.Unschedulable || ours(node) != 0 {
+		t.Error("stray draining taint left")
+	}
+}

@@ -66,6 +66,9 @@ type Function struct {
 	// StartsDrains: states:StartExecution and DescribeExecution on the drain
 	// state machine, and NODETIDE_DRAIN_STATE_MACHINE_ARN.
 	StartsDrains bool
+	// StopsDrains: states:StopExecution on the drain state machine's
+	// executions (enable --force of a stuck drain).
+	StopsDrains bool
 	// ASGWrites are the Auto Scaling mutations it may make on the config's
 	// groups.
 	ASGWrites []string
@@ -103,7 +106,7 @@ func Functions(cfg *config.Config) []Function {
 			MemoryMB: 384, Timeout: evalTimeout, Reserved: 1, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
-			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true,
+			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true, StopsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}},
 		{Name: "schedule", Description: "nodetide schedule: fires due schedules (node group sizes, workload replicas)",
 			MemoryMB: 384, Timeout: 90 * time.Second, StartsDrains: true,
@@ -279,6 +282,9 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 			allow(role, []string{"states:DescribeExecution"}, execArn)
 			env[EnvDrainStateMachine] = smArn
 		}
+		if spec.StopsDrains {
+			allow(role, []string{"states:StopExecution"}, execArn)
+		}
 
 		fp := &awslambda.FunctionProps{
 			FunctionName: jsii.String(prefix + "-" + spec.Name),
@@ -385,6 +391,24 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 		Resources: &[]*string{drainFn.FunctionArn()},
 	}))
 	suppressStateMachine(b.StateMachine)
+	// A drain whose execution ends badly (its rollback failed, it was
+	// stopped, it timed out) is finished from its record at once, rather
+	// than at the next evaluate cycle; the event is only a trigger, the
+	// function asks Step Functions itself.
+	awsevents.NewRule(st, jsii.String("DrainEndedRule"), &awsevents.RuleProps{
+		Description: jsii.String("nodetide: recover drains whose execution ended badly (" + cfg.Cluster.Name + ")"),
+		EventPattern: &awsevents.EventPattern{
+			Source:     jsii.Strings("aws.states"),
+			DetailType: jsii.Strings("Step Functions Execution Status Change"),
+			Detail: &map[string]any{
+				"status":          []string{"FAILED", "ABORTED", "TIMED_OUT"},
+				"stateMachineArn": []*string{b.StateMachine.StateMachineArn()},
+			},
+		},
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(drainFn, &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(2), MaxEventAge: awscdk.Duration_Minutes(jsii.Number(15)),
+		})},
+	})
 	smAlarm := awscloudwatch.NewAlarm(st, jsii.String("DrainFailedAlarm"), &awscloudwatch.AlarmProps{
 		AlarmDescription: jsii.String("a nodetide drain (" + cfg.Cluster.Name + ") failed and was rolled back, or its rollback failed; see the execution history"),
 		Metric: b.StateMachine.MetricFailed(&awscloudwatch.MetricOptions{

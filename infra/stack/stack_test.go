@@ -133,7 +133,7 @@ func TestStackResources(t *testing.T) {
 		"AWS::Lambda::Function":            3,
 		"AWS::Lambda::EventInvokeConfig":   2,
 		"AWS::DynamoDB::Table":             1,
-		"AWS::Events::Rule":                2,
+		"AWS::Events::Rule":                3,
 		"AWS::StepFunctions::StateMachine": 1,
 		"AWS::CloudWatch::Alarm":           4,
 		"AWS::SSM::Parameter":              1,
@@ -242,6 +242,22 @@ func TestStackResources(t *testing.T) {
 			})
 		})
 	}
+
+	check(t, "drain-ended rule", func() {
+		id, _ := f.function(t, "drain")
+		tpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), map[string]any{
+			"EventPattern": map[string]any{
+				"source":      []any{"aws.states"},
+				"detail-type": []any{"Step Functions Execution Status Change"},
+				"detail": assertions.Match_ObjectLike(&map[string]any{
+					"status": []any{"FAILED", "ABORTED", "TIMED_OUT"},
+				}),
+			},
+			"Targets": []any{assertions.Match_ObjectLike(&map[string]any{
+				"Arn": map[string]any{"Fn::GetAtt": []any{id, "Arn"}},
+			})},
+		})
+	})
 
 	check(t, "parameter", func() {
 		data, _ := os.ReadFile(exampleConfig)
@@ -467,6 +483,9 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		want = append(want, asgWrites[fn]...)
 		want = append(want, "states:DescribeExecution", "states:StartExecution")
+		if fn == "drain" {
+			want = append(want, "states:StopExecution")
+		}
 		sort.Strings(want)
 		if !slices.Equal(actions, want) {
 			t.Errorf("%s role actions:\n got %v\nwant %v", fn, actions, want)
@@ -529,6 +548,7 @@ func TestLeastPrivilege(t *testing.T) {
 		contains("eks:DescribeCluster", ":cluster/prod\"")
 		contains("states:StartExecution", ":stateMachine:nodetide-prod-drain\"")
 		contains("states:DescribeExecution", ":execution:nodetide-prod-drain:*\"")
+		contains("states:StopExecution", ":execution:nodetide-prod-drain:*\"")
 		for _, a := range []string{"logs:CreateLogStream", "logs:PutLogEvents"} {
 			contains(a, `"Fn::GetAtt"`)
 		}

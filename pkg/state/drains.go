@@ -109,7 +109,9 @@ type DrainStore interface {
 	// another drain holds the node (ErrDraining, naming it). Beginning the
 	// same drain again returns the stored record unchanged.
 	BeginDrain(ctx context.Context, rec DrainRecord) (DrainRecord, error)
-	// UpdateDrain replaces a running drain's record.
+	// UpdateDrain replaces a running drain's record; a drain that has
+	// ended is not written (ErrDrainEnded), so a step still in flight when
+	// its drain was recovered cannot bring it back.
 	UpdateDrain(ctx context.Context, rec DrainRecord) error
 	GetDrain(ctx context.Context, node, id string) (DrainRecord, error)
 	// EndDrain records the outcome and frees the node if id still holds it;
@@ -130,6 +132,8 @@ var (
 	ErrDraining = errors.New("node is already being drained")
 	// ErrNoDrain means the drain record does not exist.
 	ErrNoDrain = errors.New("no such drain")
+	// ErrDrainEnded means the drain record exists but the drain has ended.
+	ErrDrainEnded = errors.New("the drain has ended")
 )
 
 const (
@@ -186,8 +190,12 @@ func (m *Memory) UpdateDrain(_ context.Context, rec DrainRecord) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	key := drainKey(rec.Node, rec.ID)
-	if _, ok := d.records[key]; !ok {
+	stored, ok := d.records[key]
+	if !ok {
 		return fmt.Errorf("update drain %s of node %s: %w", rec.ID, rec.Node, ErrNoDrain)
+	}
+	if stored.Status != DrainRunning {
+		return fmt.Errorf("update drain %s of node %s: %w (%s)", rec.ID, rec.Node, ErrDrainEnded, stored.Status)
 	}
 	d.records[key] = rec
 	return nil
@@ -336,13 +344,18 @@ func (s *DynamoDB) UpdateDrain(ctx context.Context, rec DrainRecord) error {
 		return err
 	}
 	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           aws.String(s.table),
-		Item:                item,
-		ConditionExpression: aws.String("attribute_exists(pk)"),
+		TableName:                 aws.String(s.table),
+		Item:                      item,
+		ConditionExpression:       aws.String("#status = :running"),
+		ExpressionAttributeNames:  map[string]string{"#status": attrStatus},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":running": &types.AttributeValueMemberS{Value: DrainRunning}},
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		return fmt.Errorf("update drain %s of node %s: %w", rec.ID, rec.Node, ErrNoDrain)
+		if _, gerr := s.GetDrain(ctx, rec.Node, rec.ID); gerr != nil {
+			return fmt.Errorf("update drain %s of node %s: %w", rec.ID, rec.Node, gerr)
+		}
+		return fmt.Errorf("update drain %s of node %s: %w", rec.ID, rec.Node, ErrDrainEnded)
 	}
 	if err != nil {
 		return fmt.Errorf("update drain %s of node %s: %w", rec.ID, rec.Node, err)

@@ -54,9 +54,9 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-## bench: planner benchmarks (speed and memory goals)
+## bench: planner and config benchmarks (speed and memory goals)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/planner/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/planner/ ./pkg/config/
 
 ## demo: the evaluate cycle on a local control plane, step by step
 demo: testbed node-deps

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -462,6 +463,23 @@ func (d *docDecoder) template(path string, t *Template) error {
 		}
 		return nil
 	})
+}
+
+// maxQuantity is the most the planner can count: it adds quantities as
+// int64 milli-units.
+var maxQuantity = *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+
+// CheckQuantity reports why q is not an amount the planner can count: a
+// negative one, or one beyond int64 milli-units (1e309 parses, but its
+// milli-value wraps to 0 and a pod asking for it would seem to ask nothing).
+func CheckQuantity(q resource.Quantity) error {
+	switch {
+	case q.Sign() < 0:
+		return fmt.Errorf("must not be negative (got %s)", q.String())
+	case q.Cmp(maxQuantity) > 0:
+		return fmt.Errorf("is too large (got %s, at most %s)", q.String(), maxQuantity.String())
+	}
+	return nil
 }
 
 // parseQuantity accepts a quantity as a string ("4", "16Gi") or a number.

@@ -540,15 +540,8 @@ func validateSnapshot(s *Snapshot) error {
 		if g.MinSize > g.MaxSize {
 			return bad(p+".minSize", "%d is greater than maxSize %d", g.MinSize, g.MaxSize)
 		}
-		names := make([]string, 0, len(g.Template.Allocatable))
-		for name := range g.Template.Allocatable {
-			names = append(names, string(name))
-		}
-		slices.Sort(names)
-		for _, name := range names {
-			if q := g.Template.Allocatable[corev1.ResourceName(name)]; q.Sign() < 0 {
-				return bad(p+".template.allocatable."+name, "must not be negative (got %s)", q.String())
-			}
+		if err := checkResources(p+".template.allocatable", g.Template.Allocatable); err != nil {
+			return err
 		}
 		for j, t := range g.Template.Taints {
 			tp := p + ".template.taints[" + strconv.Itoa(j) + "]"
@@ -583,6 +576,13 @@ func validateSnapshot(s *Snapshot) error {
 			return bad(p, "duplicate node %q (also nodes[%d])", name, j)
 		}
 		nodeAt[name] = i
+		st := &s.Nodes[i].Status
+		if err := checkResources("nodes["+strconv.Itoa(i)+"].status.allocatable", st.Allocatable); err != nil {
+			return err
+		}
+		if err := checkResources("nodes["+strconv.Itoa(i)+"].status.capacity", st.Capacity); err != nil {
+			return err
+		}
 	}
 	type nsName struct{ ns, name string }
 	podAt := make(map[nsName]int, len(s.Pods))
@@ -596,6 +596,58 @@ func validateSnapshot(s *Snapshot) error {
 			return bad(p, "duplicate pod %s/%s (also pods[%d])", k.ns, k.name, j)
 		}
 		podAt[k] = i
+		if err := checkPodResources("pods["+strconv.Itoa(i)+"].spec", &s.Pods[i].Spec); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// checkPodResources checks every quantity of a pod the planner adds up:
+// a request it cannot count would otherwise drop the pod from the plan.
+func checkPodResources(path string, spec *corev1.PodSpec) error {
+	for _, list := range []struct {
+		field      string
+		containers []corev1.Container
+	}{{"containers", spec.Containers}, {"initContainers", spec.InitContainers}} {
+		for j := range list.containers {
+			r := &list.containers[j].Resources
+			cp := path + "." + list.field + "[" + strconv.Itoa(j) + "].resources"
+			if err := checkResources(cp+".requests", r.Requests); err != nil {
+				return err
+			}
+			if err := checkResources(cp+".limits", r.Limits); err != nil {
+				return err
+			}
+		}
+	}
+	if spec.Resources != nil {
+		if err := checkResources(path+".resources.requests", spec.Resources.Requests); err != nil {
+			return err
+		}
+		if err := checkResources(path+".resources.limits", spec.Resources.Limits); err != nil {
+			return err
+		}
+	}
+	return checkResources(path+".overhead", spec.Overhead)
+}
+
+// checkResources reports the first quantity of l (in name order) that
+// CheckQuantity refuses.
+func checkResources(path string, l corev1.ResourceList) error {
+	if len(l) == 0 {
+		return nil
+	}
+	var bad []string
+	for name, q := range l {
+		if CheckQuantity(q) != nil {
+			bad = append(bad, string(name))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	q := l[corev1.ResourceName(bad[0])]
+	return &DocumentError{Path: path + "." + bad[0], Err: CheckQuantity(q)}
 }

@@ -138,6 +138,8 @@ func TestReadSnapshotErrors(t *testing.T) {
 		{"node allocatable", doc(`, "nodes": [{"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e309"}}}]`), "nodes[0].status.allocatable.cpu: is too large"},
 		{"node capacity", doc(`, "nodes": [{"metadata": {"name": "n"}, "status": {"capacity": {"pods": "-110"}}}]`), "nodes[0].status.capacity.pods: must not be negative"},
 		{"template allocatable past int64", doc(`, "nodeGroups": [{"name": "h", "template": {"allocatable": {"cpu": 1e309}}}]`), "nodeGroups[0].template.allocatable.cpu: is too large"},
+		{"tiny quantity with a huge exponent", doc(`, "pods": [` + pod("bad", `"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e-9999999"}}}]`) + `]`), `line 1:170: quantity "1e-9999999": its exponent is beyond ±999`},
+		{"huge exponent as a number", doc(`, "nodeGroups": [{"name": "h", "template": {"allocatable": {"cpu": 1E+99999999}}}]`), `quantity "1E+99999999": its exponent is beyond ±999`},
 		{"wrong type in a node", doc(`, "nodes": [{"metadata": {"name": 5}}]`), "nodes[0].metadata.name (line 1:73): expected string, got number"},
 		{"list of the wrong kind", doc(`, "nodes": {}`), "nodes (line 1:49): expected an array, got an object"},
 		{"duplicate node", doc(`, "nodes": [{"metadata": {"name": "n"}}, {"metadata": {"name": "n"}}]`), `nodes[1].metadata.name: duplicate node "n" (also nodes[0])`},
@@ -158,6 +160,39 @@ func TestReadSnapshotErrors(t *testing.T) {
 				t.Errorf("error %T is not a *DocumentError", err)
 			}
 		})
+	}
+}
+
+// TestReadSnapshotHugeExponentIsFast: a quantity such as 1e-9999999 once
+// took seconds to parse; it is refused before it reaches the parser. A
+// UID or label that merely contains such digits is not a number.
+func TestReadSnapshotHugeExponentIsFast(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"capturedAt": "2026-11-30T10:00:00Z", "pods": [`)
+	for i := range 20 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `{"metadata": {"name": "p%d", "uid": "3e12345-%d", "labels": {"v": "x1e99999"}}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e-%d"}}}]}}`, i, i, 9999999-i)
+	}
+	b.WriteString("]}")
+	start := time.Now()
+	_, err := ReadSnapshot(strings.NewReader(b.String()))
+	if err == nil || !strings.Contains(err.Error(), `quantity "1e-9999999"`) {
+		t.Errorf("error %v, want the first huge exponent refused", err)
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("reading took %s", elapsed)
+	}
+	for _, tok := range []string{"3e12345-0", "x1e99999", "1e999", "1.5e-999", "e99999", "1e", "-", "1.2.3e9999"} {
+		if bigExponent([]byte(tok)) {
+			t.Errorf("%q taken for a huge exponent", tok)
+		}
+	}
+	for _, tok := range []string{"1e1000", "-1.5E-00001000", ".5e+99999", "7e9999999999999999999"} {
+		if !bigExponent([]byte(tok)) {
+			t.Errorf("%q not taken for a huge exponent", tok)
+		}
 	}
 }
 

@@ -43,20 +43,24 @@ test: testbed node-deps vet
 	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
 
-## fuzz: fuzz schedule documents and cron expressions for FUZZTIME each (a failing input is saved
-##   under pkg/schedule/testdata/fuzz and then replayed by every go test)
+## fuzz: fuzz schedule documents, cron expressions, nodetide.yaml, the Kamatera INI and snapshot
+##   documents for FUZZTIME each (a failing input is saved under the package's testdata/fuzz and then
+##   replayed by every go test)
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
 	$(GO) test -run '^$$' -fuzz '^FuzzCron$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/config/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCloudConfig$$' -fuzztime $(FUZZTIME) ./pkg/providers/kamatera/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadSnapshot$$' -fuzztime $(FUZZTIME) ./pkg/planner/
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-## bench: planner benchmarks (speed and memory goals)
+## bench: planner and config benchmarks (speed and memory goals)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/planner/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/planner/ ./pkg/config/
 
 ## demo: the evaluate cycle on a local control plane, step by step
 demo: testbed node-deps

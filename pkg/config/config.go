@@ -6,15 +6,19 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodetide/nodetide/pkg/planner"
 )
@@ -100,8 +104,6 @@ type NodeGroup struct {
 	Scaleway *ScalewayGroup `yaml:"scaleway"`
 	Kamatera *KamateraGroup `yaml:"kamatera"`
 	Kwok     *KwokGroup     `yaml:"kwok"`
-
-	line int
 }
 
 // AWSGroup selects Auto Scaling Groups by name or by cluster-autoscaler's
@@ -143,9 +145,9 @@ type KwokGroup struct {
 
 // Template describes a node of a group.
 type Template struct {
-	Allocatable map[string]string `yaml:"allocatable"`
-	Labels      map[string]string `yaml:"labels"`
-	Taints      []Taint           `yaml:"taints"`
+	Allocatable Map[string] `yaml:"allocatable"`
+	Labels      Map[string] `yaml:"labels"`
+	Taints      []Taint     `yaml:"taints"`
 }
 
 // Taint is a node taint.
@@ -157,12 +159,12 @@ type Taint struct {
 
 // ScaleUp tunes scale-up.
 type ScaleUp struct {
-	PendingPodMinAge     *Duration      `yaml:"pendingPodMinAge"`
-	MaxNodesPerStep      *int           `yaml:"maxNodesPerStep"`
-	MaxNodeProvisionTime *Duration      `yaml:"maxNodeProvisionTime"`
-	Backoff              *Duration      `yaml:"backoff"`
-	Expander             string         `yaml:"expander"`
-	Priorities           map[string]int `yaml:"priorities"`
+	PendingPodMinAge     *Duration `yaml:"pendingPodMinAge"`
+	MaxNodesPerStep      *int      `yaml:"maxNodesPerStep"`
+	MaxNodeProvisionTime *Duration `yaml:"maxNodeProvisionTime"`
+	Backoff              *Duration `yaml:"backoff"`
+	Expander             string    `yaml:"expander"`
+	Priorities           Map[int]  `yaml:"priorities"`
 }
 
 // ScaleDown tunes scale-down.
@@ -247,29 +249,72 @@ func dirOf(path string) string {
 // Parse reads and validates a config document; source names it in errors.
 // Every problem is reported, each as "source:line: path: what is wrong".
 func Parse(data []byte, source string) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty config", source)
+		}
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	if len(root.Content) == 0 {
 		return nil, fmt.Errorf("%s: empty config", source)
 	}
+	// A second document would be ignored by the decoder: whatever it says
+	// would silently not apply.
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", source, err)
+	default:
+		return nil, fmt.Errorf("%s:%d: a second YAML document (after ---): a config is one document", source, next.Line)
+	}
 	doc := root.Content[0]
-	var errs fieldErrors
+	errs := fieldErrors{lines: map[string]int{}}
 	checkKeys(doc, typeOf[Config](), "", &errs)
-	if len(errs) > 0 {
+	if len(errs.list) > 0 {
 		return nil, errs.join(source)
 	}
 	var cfg Config
 	if err := doc.Decode(&cfg); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, decodeError(err))
 	}
-	recordLines(doc, &cfg)
 	cfg.validate(&errs)
-	if len(errs) > 0 {
+	if len(errs.list) > 0 {
 		return nil, errs.join(source)
 	}
 	return &cfg, nil
+}
+
+// Map is a YAML mapping of string keys. It decodes in one pass: yaml.v3
+// compares every key of a mapping with every other, which makes a template
+// of tens of thousands of labels take a minute (duplicates are reported by
+// checkKeys instead).
+type Map[V any] map[string]V
+
+// UnmarshalYAML decodes the mapping key by key.
+func (m *Map[V]) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		*m = nil
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: must be a mapping", n.Line)
+	}
+	out := make(Map[V], len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		var v V
+		if err := n.Content[i+1].Decode(&v); err != nil {
+			return err
+		}
+		out[n.Content[i].Value] = v
+	}
+	*m = out
+	return nil
 }
 
 // decodeError turns yaml.v3's multi-line type errors into one line each.
@@ -279,18 +324,6 @@ func decodeError(err error) error {
 		return errors.New(strings.Join(te.Errors, "; "))
 	}
 	return err
-}
-
-func recordLines(doc *yaml.Node, cfg *Config) {
-	groups := mapValue(doc, "nodeGroups")
-	if groups == nil {
-		return
-	}
-	for i, g := range groups.Content {
-		if i < len(cfg.NodeGroups) {
-			cfg.NodeGroups[i].line = g.Line
-		}
-	}
 }
 
 func mapValue(n *yaml.Node, key string) *yaml.Node {
@@ -325,8 +358,8 @@ func (c *Config) validate(errs *fieldErrors) {
 	if k.Kapsule != nil && k.Kapsule.ClusterID == "" {
 		errs.add(0, "cluster.kubernetes.kapsule.clusterId", "is required")
 	}
-	if k.KubeconfigSecret != "" && !strings.HasPrefix(k.KubeconfigSecret, "arn:") {
-		errs.add(0, "cluster.kubernetes.kubeconfigSecret", "must be a Secrets Manager ARN")
+	if k.KubeconfigSecret != "" {
+		checkSecretARN(errs, "cluster.kubernetes.kubeconfigSecret", k.KubeconfigSecret)
 	}
 
 	switch {
@@ -347,8 +380,12 @@ func (c *Config) validate(errs *fieldErrors) {
 		path := fmt.Sprintf("nodeGroups[%d]", i)
 		g.validate(path, errs)
 		if g.Name != "" {
+			// Names become the value of the nodetide.io/node-group label.
+			for _, msg := range validation.IsValidLabelValue(g.Name) {
+				errs.add(0, path+".name", fmt.Sprintf("%q is not a valid label value: %s", g.Name, msg))
+			}
 			if prev, dup := names[g.Name]; dup {
-				errs.add(g.line, path+".name", fmt.Sprintf("duplicate node group name %q (also %s)", g.Name, prev))
+				errs.add(0, path+".name", fmt.Sprintf("duplicate node group name %q (also %s)", g.Name, prev))
 			}
 			names[g.Name] = path
 		}
@@ -370,8 +407,11 @@ func (c *Config) validate(errs *fieldErrors) {
 	}
 
 	sd := c.ScaleDown
-	if t := sd.UtilizationThreshold; t != nil && (*t <= 0 || *t > 1) {
-		errs.add(0, "scaleDown.utilizationThreshold", fmt.Sprintf("must be in (0, 1], got %v", *t))
+	// Written so NaN fails too. 0 is refused rather than read as "never
+	// scale down": no node is below 0% use, and scaleDown.enabled: false says
+	// that plainly.
+	if t := sd.UtilizationThreshold; t != nil && !(*t > 0 && *t <= 1) {
+		errs.add(0, "scaleDown.utilizationThreshold", fmt.Sprintf("must be in (0, 1], got %v (to turn scale-down off, set scaleDown.enabled: false)", *t))
 	}
 	if sd.MaxConcurrentDrains != nil && *sd.MaxConcurrentDrains < 1 {
 		errs.add(0, "scaleDown.maxConcurrentDrains", "must be at least 1")
@@ -407,109 +447,166 @@ func (c *Config) hasDiscovery() bool {
 }
 
 func (g *NodeGroup) validate(path string, errs *fieldErrors) {
-	line := g.line
 	if g.MinSize != nil && *g.MinSize < 0 {
-		errs.add(line, path+".minSize", fmt.Sprintf("must not be negative, got %d", *g.MinSize))
+		errs.add(0, path+".minSize", fmt.Sprintf("must not be negative, got %d", *g.MinSize))
 	}
 	if g.MaxSize != nil && *g.MaxSize < 0 {
-		errs.add(line, path+".maxSize", fmt.Sprintf("must not be negative, got %d", *g.MaxSize))
+		errs.add(0, path+".maxSize", fmt.Sprintf("must not be negative, got %d", *g.MaxSize))
 	}
 	if g.MinSize != nil && g.MaxSize != nil && *g.MinSize > *g.MaxSize {
-		errs.add(line, path, fmt.Sprintf("minSize %d is greater than maxSize %d", *g.MinSize, *g.MaxSize))
+		errs.add(0, path, fmt.Sprintf("minSize %d is greater than maxSize %d", *g.MinSize, *g.MaxSize))
 	}
 	blocks := map[string]bool{ProviderAWS: g.AWS != nil, ProviderScaleway: g.Scaleway != nil, ProviderKamatera: g.Kamatera != nil, ProviderKwok: g.Kwok != nil}
 	for name, set := range blocks {
 		if set && name != g.Provider {
-			errs.add(line, path+"."+name, fmt.Sprintf("does not match provider %q", g.Provider))
+			errs.add(0, path+"."+name, fmt.Sprintf("does not match provider %q", g.Provider))
 		}
 	}
 	switch g.Provider {
 	case "":
-		errs.add(line, path+".provider", "is required (aws, scaleway, kamatera or kwok)")
+		errs.add(0, path+".provider", "is required (aws, scaleway, kamatera or kwok)")
 	case ProviderAWS:
 		a := g.AWS
 		switch {
 		case a == nil:
-			errs.add(line, path+".aws", "is required for provider aws")
+			errs.add(0, path+".aws", "is required for provider aws")
 		case (a.AutoScalingGroup == "") == (len(a.AutoDiscovery) == 0):
-			errs.add(line, path+".aws", "set exactly one of autoScalingGroup, autoDiscovery")
+			errs.add(0, path+".aws", "set exactly one of autoScalingGroup, autoDiscovery")
 		case len(a.AutoDiscovery) > 0 && g.Name != "":
-			errs.add(line, path+".name", "discovered groups take their Auto Scaling Group names; drop name")
+			errs.add(0, path+".name", "discovered groups take their Auto Scaling Group names; drop name")
 		}
 	case ProviderScaleway:
 		// Pools may be named or found by their tag; the cloud config is optional
 		// since the environment can carry it.
-		if g.Scaleway != nil && g.Scaleway.SecretKeySecret != "" && !strings.HasPrefix(g.Scaleway.SecretKeySecret, "arn:") {
-			errs.add(line, path+".scaleway.secretKeySecret", "must be a Secrets Manager ARN")
+		if g.Scaleway != nil && g.Scaleway.SecretKeySecret != "" {
+			checkSecretARN(errs, path+".scaleway.secretKeySecret", g.Scaleway.SecretKeySecret)
 		}
 	case ProviderKamatera:
 		switch {
 		case g.Kamatera == nil || g.Kamatera.CloudConfig == "" && g.Kamatera.CloudConfigSecret == "":
-			errs.add(line, path+".kamatera.cloudConfig", "is required for provider kamatera (or cloudConfigSecret)")
+			errs.add(0, path+".kamatera.cloudConfig", "is required for provider kamatera (or cloudConfigSecret)")
 		case g.Kamatera.CloudConfig != "" && g.Kamatera.CloudConfigSecret != "":
-			errs.add(line, path+".kamatera", "set cloudConfig (a file) or cloudConfigSecret (a Secrets Manager secret holding the INI), not both")
-		case g.Kamatera.CloudConfigSecret != "" && !strings.HasPrefix(g.Kamatera.CloudConfigSecret, "arn:"):
-			errs.add(line, path+".kamatera.cloudConfigSecret", "must be a Secrets Manager ARN")
+			errs.add(0, path+".kamatera", "set cloudConfig (a file) or cloudConfigSecret (a Secrets Manager secret holding the INI), not both")
+		case g.Kamatera.CloudConfigSecret != "":
+			checkSecretARN(errs, path+".kamatera.cloudConfigSecret", g.Kamatera.CloudConfigSecret)
 		}
-		if g.Kamatera != nil && g.Kamatera.CredentialsSecret != "" && !strings.HasPrefix(g.Kamatera.CredentialsSecret, "arn:") {
-			errs.add(line, path+".kamatera.credentialsSecret", "must be a Secrets Manager ARN")
+		if g.Kamatera != nil && g.Kamatera.CredentialsSecret != "" {
+			checkSecretARN(errs, path+".kamatera.credentialsSecret", g.Kamatera.CredentialsSecret)
 		}
 		if g.Name != "" {
-			errs.add(line, path+".name", "Kamatera groups take their names from the INI's [nodegroup] sections; drop name")
+			errs.add(0, path+".name", "Kamatera groups take their names from the INI's [nodegroup] sections; drop name")
 		}
 	case ProviderKwok:
 		if g.Name == "" {
-			errs.add(line, path+".name", "is required for provider kwok")
+			errs.add(0, path+".name", "is required for provider kwok")
 		}
 		if g.MinSize == nil || g.MaxSize == nil {
-			errs.add(line, path, "minSize and maxSize are required for provider kwok")
+			errs.add(0, path, "minSize and maxSize are required for provider kwok")
 		}
 		if g.Kwok == nil {
-			errs.add(line, path+".kwok.template", "is required for provider kwok")
-		} else if _, err := g.Kwok.Template.Planner(); err != nil {
-			errs.add(line, path+".kwok.template", err.Error())
+			errs.add(0, path+".kwok.template", "is required for provider kwok")
+		} else {
+			g.Kwok.Template.check(path+".kwok.template", errs)
 		}
 	default:
-		errs.add(line, path+".provider", fmt.Sprintf("unknown provider %q (use aws, scaleway, kamatera or kwok)", g.Provider))
+		errs.add(0, path+".provider", fmt.Sprintf("unknown provider %q (use aws, scaleway, kamatera or kwok)", g.Provider))
 	}
 }
 
-// Planner converts the template, checking quantities and taint effects.
+// Planner converts the template, checking quantities, labels and taints;
+// the error lists every problem.
 func (t Template) Planner() (planner.Template, error) {
+	errs := fieldErrors{}
+	out := t.check("template", &errs)
+	if len(errs.list) > 0 {
+		return planner.Template{}, errs.join("kwok")
+	}
+	return out, nil
+}
+
+// check converts the template, reporting each problem under path.
+func (t Template) check(path string, errs *fieldErrors) planner.Template {
 	out := planner.Template{Allocatable: corev1.ResourceList{}, Labels: t.Labels}
 	if len(t.Allocatable) == 0 {
-		return out, errors.New("allocatable is required (cpu, memory, pods)")
+		errs.add(0, path+".allocatable", "is required (cpu, memory, pods)")
+		return out
 	}
-	for name, v := range t.Allocatable {
+	for _, name := range sortedKeys(t.Allocatable) {
+		v, p := t.Allocatable[name], path+".allocatable."+name
 		q, err := resource.ParseQuantity(v)
 		if err != nil {
-			return out, fmt.Errorf("allocatable.%s: bad quantity %q", name, v)
+			errs.add(0, p, fmt.Sprintf("bad quantity %q", v))
+			continue
 		}
-		if q.Sign() < 0 {
-			return out, fmt.Errorf("allocatable.%s: must not be negative", name)
+		if err := planner.CheckQuantity(q); err != nil {
+			errs.add(0, p, fmt.Sprintf("%q: %v", v, err))
+			continue
 		}
 		out.Allocatable[corev1.ResourceName(name)] = q
 	}
-	for _, want := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		if _, ok := out.Allocatable[want]; !ok {
-			return out, fmt.Errorf("allocatable.%s is required", want)
-		}
-	}
-	if _, ok := out.Allocatable[corev1.ResourcePods]; !ok {
+	if _, ok := t.Allocatable[string(corev1.ResourcePods)]; !ok {
 		out.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
 	}
+	// A node with none of these fits no pod: the group could only grow
+	// uselessly.
+	for _, want := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+		raw, given := t.Allocatable[string(want)]
+		q, ok := out.Allocatable[want]
+		switch {
+		case !given && want != corev1.ResourcePods: // pods defaults to 110
+			errs.add(0, path+".allocatable."+string(want), "is required")
+		case ok && q.Sign() <= 0:
+			errs.add(0, path+".allocatable."+string(want), fmt.Sprintf("must be more than 0, got %q", raw))
+		}
+	}
+	for _, k := range sortedKeys(t.Labels) {
+		p := path + ".labels." + k
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs.add(0, p, fmt.Sprintf("label key %q: %s", k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(t.Labels[k]) {
+			errs.add(0, p, fmt.Sprintf("label value %q: %s", t.Labels[k], msg))
+		}
+	}
 	for i, taint := range t.Taints {
+		p := fmt.Sprintf("%s.taints[%d]", path, i)
+		ok := true
 		switch corev1.TaintEffect(taint.Effect) {
 		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
 		default:
-			return out, fmt.Errorf("taints[%d].effect: unknown effect %q (NoSchedule, PreferNoSchedule, NoExecute)", i, taint.Effect)
+			errs.add(0, p+".effect", fmt.Sprintf("unknown effect %q (NoSchedule, PreferNoSchedule, NoExecute)", taint.Effect))
+			ok = false
 		}
 		if taint.Key == "" {
-			return out, fmt.Errorf("taints[%d].key is required", i)
+			errs.add(0, p+".key", "is required")
+			ok = false
 		}
-		out.Taints = append(out.Taints, corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: corev1.TaintEffect(taint.Effect)})
+		// As the API server checks taints: a qualified name and a label value.
+		for _, msg := range validation.IsQualifiedName(taint.Key) {
+			if taint.Key != "" {
+				errs.add(0, p+".key", fmt.Sprintf("%q: %s", taint.Key, msg))
+				ok = false
+			}
+		}
+		for _, msg := range validation.IsValidLabelValue(taint.Value) {
+			errs.add(0, p+".value", fmt.Sprintf("%q: %s", taint.Value, msg))
+			ok = false
+		}
+		if ok {
+			out.Taints = append(out.Taints, corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: corev1.TaintEffect(taint.Effect)})
+		}
 	}
-	return out, nil
+	return out
+}
+
+// checkSecretARN reports a value that is not the ARN of a Secrets Manager
+// secret; the value is not repeated, as a secret pasted here by mistake
+// must not reach the logs.
+func checkSecretARN(errs *fieldErrors, path, v string) {
+	a, err := arn.Parse(v)
+	if err != nil || a.Service != "secretsmanager" || !strings.HasPrefix(a.Resource, "secret:") {
+		errs.add(0, path, "must be a Secrets Manager ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME)")
+	}
 }
 
 // Settings are the planner settings this config asks for, defaults filled in.

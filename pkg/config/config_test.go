@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,170 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// kwokDoc is a valid config whose one kwok group has the given template
+// (a YAML flow mapping) and whose last lines are extra.
+func kwokDoc(template, extra string) string {
+	return "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups:\n  - name: g\n    provider: kwok\n    minSize: 1\n    maxSize: 3\n    kwok:\n      template: " + template + "\n" + extra
+}
+
+const okTemplate = "{allocatable: {cpu: 2, memory: 4Gi}}"
+
+// TestParseRefusesValuesThatWouldAct: each of these once parsed into a
+// config that behaved differently from what it says (NaN turned scale-down
+// off, 5.9 became 5, 1e309 CPUs became 0, ...). Each must be refused with its
+// path and line.
+func TestParseRefusesValuesThatWouldAct(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	cases := []struct {
+		name, doc string
+		want      []string
+	}{
+		{"threshold NaN", kwokDoc(okTemplate, "scaleDown: {utilizationThreshold: .nan}\n"), []string{"x.yaml:10: scaleDown.utilizationThreshold: must be a finite number"}},
+		{"threshold Inf", kwokDoc(okTemplate, "scaleDown: {utilizationThreshold: .inf}\n"), []string{"scaleDown.utilizationThreshold: must be a finite number"}},
+		{"threshold -Inf", kwokDoc(okTemplate, "scaleDown: {utilizationThreshold: -.inf}\n"), []string{"scaleDown.utilizationThreshold: must be a finite number"}},
+		{"threshold 0", kwokDoc(okTemplate, "scaleDown: {utilizationThreshold: 0}\n"), []string{"x.yaml:10: scaleDown.utilizationThreshold: must be in (0, 1], got 0 (to turn scale-down off, set scaleDown.enabled: false)"}},
+		{"threshold just above 1", kwokDoc(okTemplate, "scaleDown: {utilizationThreshold: 1.0000001}\n"), []string{"scaleDown.utilizationThreshold: must be in (0, 1]"}},
+		{"fractional maxSize", strings.Replace(kwokDoc(okTemplate, ""), "maxSize: 3", "maxSize: 5.9", 1), []string{`x.yaml:7: nodeGroups[0].maxSize: must be a whole number, got "5.9"`}},
+		{"fractional minSize", strings.Replace(kwokDoc(okTemplate, ""), "minSize: 1", "minSize: 0.9", 1), []string{`x.yaml:6: nodeGroups[0].minSize: must be a whole number, got "0.9"`}},
+		{"exponent maxSize", strings.Replace(kwokDoc(okTemplate, ""), "maxSize: 3", "maxSize: 1e1", 1), []string{`nodeGroups[0].maxSize: must be a whole number, got "1e1"`}},
+		{"fractional maxNodesPerStep", kwokDoc(okTemplate, "scaleUp: {maxNodesPerStep: 2.5}\n"), []string{`x.yaml:10: scaleUp.maxNodesPerStep: must be a whole number, got "2.5"`}},
+		{"fractional maxConcurrentDrains", kwokDoc(okTemplate, "scaleDown: {maxConcurrentDrains: 1.5}\n"), []string{`scaleDown.maxConcurrentDrains: must be a whole number, got "1.5"`}},
+		{"fractional priority", kwokDoc(okTemplate, "scaleUp: {expander: priority, priorities: {g: 1.5}}\n"), []string{`scaleUp.priorities.g: must be a whole number, got "1.5"`}},
+		{"maxNodesPerStep 0", kwokDoc(okTemplate, "scaleUp: {maxNodesPerStep: 0}\n"), []string{"x.yaml:10: scaleUp.maxNodesPerStep: must be at least 1"}},
+		{"maxConcurrentDrains 0", kwokDoc(okTemplate, "scaleDown: {maxConcurrentDrains: 0}\n"), []string{"x.yaml:10: scaleDown.maxConcurrentDrains: must be at least 1"}},
+		{"drain timeout under 30s", kwokDoc(okTemplate, "drain: {timeout: 29s}\n"), []string{"x.yaml:10: drain.timeout: must be at least 30s"}},
+		{"cpu 1e309", kwokDoc(`{allocatable: {cpu: "1e309", memory: 4Gi}}`, ""), []string{`x.yaml:9: nodeGroups[0].kwok.template.allocatable.cpu: "1e309": is too large`}},
+		{"memory past int64 milli-units", kwokDoc(`{allocatable: {cpu: 2, memory: 100Ei}}`, ""), []string{`nodeGroups[0].kwok.template.allocatable.memory: "100Ei": is too large`}},
+		{"negative memory", kwokDoc(`{allocatable: {cpu: 2, memory: -4Gi}}`, ""), []string{`allocatable.memory: "-4Gi": must not be negative`}},
+		{"zero cpu", kwokDoc(`{allocatable: {cpu: 0, memory: 4Gi}}`, ""), []string{`nodeGroups[0].kwok.template.allocatable.cpu: must be more than 0, got "0"`}},
+		{"zero memory", kwokDoc(`{allocatable: {cpu: 2, memory: "0"}}`, ""), []string{`allocatable.memory: must be more than 0`}},
+		{"zero pods", kwokDoc(`{allocatable: {cpu: 2, memory: 4Gi, pods: 0}}`, ""), []string{`allocatable.pods: must be more than 0`}},
+		{"no memory", kwokDoc(`{allocatable: {cpu: 2}}`, ""), []string{`allocatable.memory: is required`}},
+		{"bad label key", kwokDoc(`{allocatable: {cpu: 2, memory: 4Gi}, labels: {"a b": x}}`, ""), []string{`x.yaml:9: nodeGroups[0].kwok.template.labels.a b: label key "a b"`}},
+		{"bad label value", kwokDoc(`{allocatable: {cpu: 2, memory: 4Gi}, labels: {a: "x y"}}`, ""), []string{`nodeGroups[0].kwok.template.labels.a: label value "x y"`}},
+		{"label value over 63", kwokDoc(`{allocatable: {cpu: 2, memory: 4Gi}, labels: {a: `+long+`}}`, ""), []string{`nodeGroups[0].kwok.template.labels.a: label value`, "must be no more than 63 bytes"}},
+		{"duplicate label", kwokDoc("\n        allocatable: {cpu: 2, memory: 4Gi}\n        labels:\n          a: x\n          a: y", ""), []string{`x.yaml:13: nodeGroups[0].kwok.template.labels.a: duplicate key (also line 12)`}},
+		{"bad taint key", kwokDoc(`{allocatable: {cpu: 2, memory: 4Gi}, taints: [{key: "a b", effect: NoSchedule}]}`, ""), []string{`nodeGroups[0].kwok.template.taints[0].key: "a b"`}},
+		{"bad taint value", kwokDoc(`{allocatable: {cpu: 2, memory: 4Gi}, taints: [{key: a, value: "x/y", effect: NoSchedule}]}`, ""), []string{`nodeGroups[0].kwok.template.taints[0].value: "x/y"`}},
+		{"taint value over 63", kwokDoc(`{allocatable: {cpu: 2, memory: 4Gi}, taints: [{key: a, value: `+long+`, effect: NoExecute}]}`, ""), []string{`taints[0].value:`, "must be no more than 63 bytes"}},
+		{"empty taint effect", kwokDoc(`{allocatable: {cpu: 2, memory: 4Gi}, taints: [{key: a}]}`, ""), []string{`taints[0].effect: unknown effect ""`}},
+		{"group name not a label value", strings.Replace(kwokDoc(okTemplate, ""), "name: g", "name: g/h", 1), []string{`x.yaml:4: nodeGroups[0].name: "g/h" is not a valid label value`}},
+		{"group name over 63", "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups: [{name: " + long + ", provider: aws, aws: {autoScalingGroup: a}}]\n", []string{`nodeGroups[0].name: "` + long + `" is not a valid label value`}},
+		{"second document", kwokDoc(okTemplate, "---\nscaleDown: {enabled: false}\n"), []string{"x.yaml:10: a second YAML document"}},
+		{"all problems at once", kwokDoc(`{allocatable: {cpu: "1e309", memory: "0"}, labels: {"a b": x}}`, "scaleDown: {utilizationThreshold: 2}\n"),
+			[]string{"allocatable.cpu", "allocatable.memory", "labels.a b", "scaleDown.utilizationThreshold"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc), "x.yaml")
+			if err == nil {
+				t.Fatal("Parse accepted a bad config")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestParseAcceptsBounds: the values at each bound are valid.
+func TestParseAcceptsBounds(t *testing.T) {
+	label63 := strings.Repeat("a", 63)
+	cases := []struct {
+		name, doc string
+		check     func(t *testing.T, c *Config)
+	}{
+		{"threshold 1", kwokDoc(okTemplate, "scaleDown: {utilizationThreshold: 1}\n"), func(t *testing.T, c *Config) {
+			if got := c.Settings().ScaleDown.UtilizationThreshold; got != 1 {
+				t.Errorf("threshold = %v", got)
+			}
+		}},
+		{"maxNodesPerStep 1", kwokDoc(okTemplate, "scaleUp: {maxNodesPerStep: 1}\n"), func(t *testing.T, c *Config) {
+			if got := c.Settings().ScaleUp.MaxNodesPerStep; got != 1 {
+				t.Errorf("maxNodesPerStep = %d", got)
+			}
+		}},
+		{"maxConcurrentDrains 3", kwokDoc(okTemplate, "scaleDown: {maxConcurrentDrains: 3}\n"), func(t *testing.T, c *Config) {
+			if got := c.Settings().ScaleDown.MaxConcurrentDrains; got != 3 {
+				t.Errorf("maxConcurrentDrains = %d", got)
+			}
+		}},
+		{"drain timeout 30s", kwokDoc(okTemplate, "drain: {timeout: 30s}\n"), func(t *testing.T, c *Config) {
+			if got := c.DrainSettings().Timeout; got != 30*time.Second {
+				t.Errorf("timeout = %v", got)
+			}
+		}},
+		{"min equals max", strings.Replace(kwokDoc(okTemplate, ""), "maxSize: 3", "maxSize: 1", 1), func(t *testing.T, c *Config) {
+			if *c.NodeGroups[0].MinSize != 1 || *c.NodeGroups[0].MaxSize != 1 {
+				t.Errorf("sizes = %d..%d", *c.NodeGroups[0].MinSize, *c.NodeGroups[0].MaxSize)
+			}
+		}},
+		{"label value of 63 characters", kwokDoc(`{allocatable: {cpu: 2, memory: 4Gi}, labels: {example.com/a: `+label63+`}}`, ""), func(t *testing.T, c *Config) {
+			tpl, err := c.NodeGroups[0].Kwok.Template.Planner()
+			if err != nil || tpl.Labels["example.com/a"] != label63 {
+				t.Errorf("template = %+v, %v", tpl, err)
+			}
+		}},
+		{"largest cpu", kwokDoc(`{allocatable: {cpu: "9223372036854775807m", memory: 4Gi, pods: 1}}`, ""), func(t *testing.T, c *Config) {
+			tpl, err := c.NodeGroups[0].Kwok.Template.Planner()
+			if err != nil || tpl.Allocatable.Cpu().MilliValue() != 9223372036854775807 || tpl.Allocatable.Pods().Value() != 1 {
+				t.Errorf("template = %+v, %v", tpl, err)
+			}
+		}},
+		{"empty size means unset", kwokDoc(okTemplate, "scaleUp: {maxNodesPerStep: }\n"), func(t *testing.T, c *Config) {
+			if got := c.Settings().ScaleUp.MaxNodesPerStep; got != planner.DefaultSettings().ScaleUp.MaxNodesPerStep {
+				t.Errorf("maxNodesPerStep = %d", got)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.doc), "x.yaml")
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+// TestParseSecretsMustBeARNs: a secret field holds the ARN of a Secrets
+// Manager secret; anything else (the secret itself, pasted by mistake, or
+// another service's ARN) is refused without being repeated.
+func TestParseSecretsMustBeARNs(t *testing.T) {
+	const pasted = "s3cr3t-Value-0f-the-key"
+	base := "cluster: {name: c, kubernetes: {kubeconfigSecret: %s}}\nstate: {memory: {}}\nnodeGroups:\n  - {name: g, provider: aws, aws: {autoScalingGroup: a}}\n"
+	kwok := "  - {name: k, provider: kwok, minSize: 0, maxSize: 1, kwok: {template: " + okTemplate + "}}\n"
+	good := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:nodetide/kc-AbC123"
+	cases := []struct {
+		name, doc, path string
+	}{
+		{"kubeconfigSecret", fmt.Sprintf(base, pasted) + kwok, "x.yaml:1: cluster.kubernetes.kubeconfigSecret"},
+		{"kubeconfigSecret of another service", fmt.Sprintf(base, "arn:aws:s3:::"+pasted) + kwok, "cluster.kubernetes.kubeconfigSecret"},
+		{"scaleway secretKeySecret", fmt.Sprintf(base, good) + "  - {name: p, provider: scaleway, scaleway: {pool: p, secretKeySecret: " + pasted + "}}\n", "x.yaml:5: nodeGroups[1].scaleway.secretKeySecret"},
+		{"kamatera credentialsSecret", fmt.Sprintf(base, good) + "  - {provider: kamatera, kamatera: {cloudConfig: k.ini, credentialsSecret: " + pasted + "}}\n", "nodeGroups[1].kamatera.credentialsSecret"},
+		{"kamatera cloudConfigSecret", fmt.Sprintf(base, good) + "  - {provider: kamatera, kamatera: {cloudConfigSecret: arn:aws:secretsmanager:eu-west-1:1:" + pasted + "}}\n", "nodeGroups[1].kamatera.cloudConfigSecret"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc), "x.yaml")
+			if err == nil {
+				t.Fatal("Parse accepted a secret field that is not a Secrets Manager ARN")
+			}
+			if !strings.Contains(err.Error(), tc.path+": must be a Secrets Manager ARN") {
+				t.Errorf("error %q does not name %s", err, tc.path)
+			}
+			if strings.Contains(err.Error(), pasted) {
+				t.Errorf("error %q repeats the value", err)
+			}
+		})
+	}
+	if _, err := Parse([]byte(fmt.Sprintf(base, good)+kwok), "x.yaml"); err != nil {
+		t.Errorf("a Secrets Manager ARN is refused: %v", err)
 	}
 }

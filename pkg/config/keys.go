@@ -1,8 +1,11 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,18 +21,43 @@ type fieldError struct {
 	msg  string
 }
 
-type fieldErrors []fieldError
+// fieldErrors collects problems; lines, filled by checkKeys, maps each path
+// of the document to its line, so a problem found after decoding still
+// names where it is.
+type fieldErrors struct {
+	list  []fieldError
+	lines map[string]int
+}
 
 func (e *fieldErrors) add(line int, path, msg string) {
-	*e = append(*e, fieldError{line: line, path: path, msg: msg})
+	e.list = append(e.list, fieldError{line: line, path: path, msg: msg})
+}
+
+// lineOf is line when known, else the line of path's value, else of its
+// nearest enclosing value in the document.
+func (e *fieldErrors) lineOf(path string, line int) int {
+	if line > 0 {
+		return line
+	}
+	for p := path; p != ""; {
+		if l, ok := e.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 0
 }
 
 func (e fieldErrors) join(source string) error {
-	lines := make([]string, 0, len(e))
-	for _, fe := range e {
+	lines := make([]string, 0, len(e.list))
+	for _, fe := range e.list {
 		at := source
-		if fe.line > 0 {
-			at = fmt.Sprintf("%s:%d", source, fe.line)
+		if l := e.lineOf(fe.path, fe.line); l > 0 {
+			at = fmt.Sprintf("%s:%d", source, l)
 		}
 		lines = append(lines, fmt.Sprintf("%s: %s: %s", at, fe.path, fe.msg))
 	}
@@ -50,6 +78,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 	}
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
+	}
+	if path != "" {
+		errs.lines[path] = n.Line
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -90,10 +121,36 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be a mapping, got %s", kindName(n)))
 			return
 		}
+		seen := make(map[string]int, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs)
+			k := n.Content[i]
+			p := join(path, k.Value)
+			if prev, dup := seen[k.Value]; dup {
+				errs.add(k.Line, p, fmt.Sprintf("duplicate key (also line %d)", prev))
+				continue
+			}
+			seen[k.Value] = k.Line
+			checkKeys(n.Content[i+1], t.Elem(), p, errs)
 		}
-	case reflect.Int, reflect.Float64, reflect.Bool, reflect.String:
+	case reflect.Int:
+		// yaml.v3 truncates a float into an int field (0.9 becomes 0): a
+		// count must be written as a whole number.
+		var v int
+		if n.ShortTag() == "!!null" {
+			return
+		}
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be %s, got %s", scalarName(t.Kind()), kindName(n)))
+		}
+	case reflect.Float64:
+		var v float64
+		if n.ShortTag() == "!!null" {
+			return
+		}
+		if err := n.Decode(&v); err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be a finite number, got %s", kindName(n)))
+		}
+	case reflect.Bool, reflect.String:
 		// Decode the scalar alone so a type error names the user's key.
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
 			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be %s, got %s", scalarName(t.Kind()), kindName(n)))
@@ -159,4 +216,13 @@ func orRoot(path string) string {
 		return "(document)"
 	}
 	return path
+}
+
+func sortedKeys[M ~map[K]V, K cmp.Ordered, V any](m M) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

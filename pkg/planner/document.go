@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +65,11 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("read snapshot: %w", err)
 	}
 	d := &docDecoder{data: data, dec: json.NewDecoder(bytes.NewReader(data))}
+	if off, tok := hugeExponent(data); off >= 0 {
+		line, col := d.position(int64(off))
+		return Snapshot{}, &DocumentError{Line: line, Column: col,
+			Err: fmt.Errorf("quantity %q: its exponent is beyond ±%d", tok, maxExponent)}
+	}
 	var s Snapshot
 	err = d.object("", []string{"capturedAt", "nodeGroups", "nodes", "pods", "podDisruptionBudgets", "state"}, func(key, path string) error {
 		switch key {
@@ -333,6 +339,72 @@ func (d *docDecoder) array(path string, each func(i int, path string) error) err
 	return nil
 }
 
+// maxExponent bounds the decimal exponent of a number written in the
+// document. Kubernetes' quantity parser rounds 1e-9999999 to nano-units by
+// computing 10^9999999, which takes seconds per value (it stalled fuzzing
+// at a few executions a minute); no countable quantity comes near the bound.
+const maxExponent = 999
+
+// hugeExponent finds the first JSON string or number that is a number
+// whose exponent is beyond maxExponent (e.g. "1e-5000"), returning its
+// offset and text, or -1. Only a whole token in number form counts, so a
+// UID such as "3e12345-…" does not.
+func hugeExponent(data []byte) (int, string) {
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		var start, end int
+		switch {
+		case c == '"':
+			start = i + 1
+			end = start
+			for end < len(data) && data[end] != '"' {
+				if data[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			i = end
+		case c == '-' || (c >= '0' && c <= '9'):
+			start, end = i, i
+			for end < len(data) && bytes.IndexByte([]byte("+-.eE0123456789"), data[end]) >= 0 {
+				end++
+			}
+			i = end - 1
+		default:
+			continue
+		}
+		if end > len(data) {
+			end = len(data)
+		}
+		if tok := data[start:end]; bigExponent(tok) {
+			return start, string(tok)
+		}
+	}
+	return -1, ""
+}
+
+// bigExponent reports whether tok is [sign]digits[.digits]e[sign]exponent
+// with an exponent beyond maxExponent.
+func bigExponent(tok []byte) bool {
+	e := bytes.IndexAny(tok, "eE")
+	if e <= 0 {
+		return false
+	}
+	mant, exp := tok[:e], tok[e+1:]
+	mant = bytes.TrimLeft(mant, "+-")
+	if len(mant) == 0 || strings.Trim(string(mant), "0123456789.") != "" || bytes.Count(mant, []byte{'.'}) > 1 || string(mant) == "." {
+		return false
+	}
+	if len(exp) > 0 && (exp[0] == '+' || exp[0] == '-') {
+		exp = exp[1:]
+	}
+	if len(exp) == 0 || strings.Trim(string(exp), "0123456789") != "" {
+		return false
+	}
+	exp = bytes.TrimLeft(exp, "0")
+	return len(exp) > len(strconv.Itoa(maxExponent)) || (len(exp) == len(strconv.Itoa(maxExponent)) && string(exp) > strconv.Itoa(maxExponent))
+}
+
 // decodeList reads a list of Kubernetes objects, tolerating unknown fields.
 // The list is sized up front: a Pod is over a kilobyte, and growing a slice
 // of 150,000 of them by appending allocates several times the final size.
@@ -464,6 +536,26 @@ func (d *docDecoder) template(path string, t *Template) error {
 	})
 }
 
+// maxQuantity is the most the planner can count: it adds quantities as
+// int64 milli-units.
+var maxQuantity = *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+
+// CheckQuantity reports why q is not an amount the planner can count: a
+// negative one, or one beyond int64 milli-units (1e309 parses, but its
+// milli-value wraps to 0 and a pod asking for it would seem to ask nothing).
+func CheckQuantity(q resource.Quantity) error {
+	if q.Sign() < 0 {
+		return fmt.Errorf("must not be negative (got %s)", q.String())
+	}
+	// Comparing 1e999999999 with the bound directly would expand it to a
+	// billion-digit integer: its order of magnitude settles it first.
+	d := q.AsDec()
+	if magnitude := len(d.UnscaledBig().String()) - int(d.Scale()); magnitude > len(strconv.FormatInt(math.MaxInt64, 10)) || q.Cmp(maxQuantity) > 0 {
+		return fmt.Errorf("is too large (got %s, at most %s)", q.String(), maxQuantity.String())
+	}
+	return nil
+}
+
 // parseQuantity accepts a quantity as a string ("4", "16Gi") or a number.
 func parseQuantity(raw json.RawMessage) (resource.Quantity, error) {
 	s := string(bytes.TrimSpace(raw))
@@ -522,15 +614,8 @@ func validateSnapshot(s *Snapshot) error {
 		if g.MinSize > g.MaxSize {
 			return bad(p+".minSize", "%d is greater than maxSize %d", g.MinSize, g.MaxSize)
 		}
-		names := make([]string, 0, len(g.Template.Allocatable))
-		for name := range g.Template.Allocatable {
-			names = append(names, string(name))
-		}
-		slices.Sort(names)
-		for _, name := range names {
-			if q := g.Template.Allocatable[corev1.ResourceName(name)]; q.Sign() < 0 {
-				return bad(p+".template.allocatable."+name, "must not be negative (got %s)", q.String())
-			}
+		if err := checkResources(p+".template.allocatable", g.Template.Allocatable); err != nil {
+			return err
 		}
 		for j, t := range g.Template.Taints {
 			tp := p + ".template.taints[" + strconv.Itoa(j) + "]"
@@ -565,6 +650,13 @@ func validateSnapshot(s *Snapshot) error {
 			return bad(p, "duplicate node %q (also nodes[%d])", name, j)
 		}
 		nodeAt[name] = i
+		st := &s.Nodes[i].Status
+		if err := checkResources("nodes["+strconv.Itoa(i)+"].status.allocatable", st.Allocatable); err != nil {
+			return err
+		}
+		if err := checkResources("nodes["+strconv.Itoa(i)+"].status.capacity", st.Capacity); err != nil {
+			return err
+		}
 	}
 	type nsName struct{ ns, name string }
 	podAt := make(map[nsName]int, len(s.Pods))
@@ -578,6 +670,58 @@ func validateSnapshot(s *Snapshot) error {
 			return bad(p, "duplicate pod %s/%s (also pods[%d])", k.ns, k.name, j)
 		}
 		podAt[k] = i
+		if err := checkPodResources("pods["+strconv.Itoa(i)+"].spec", &s.Pods[i].Spec); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// checkPodResources checks every quantity of a pod the planner adds up:
+// a request it cannot count would otherwise drop the pod from the plan.
+func checkPodResources(path string, spec *corev1.PodSpec) error {
+	for _, list := range []struct {
+		field      string
+		containers []corev1.Container
+	}{{"containers", spec.Containers}, {"initContainers", spec.InitContainers}} {
+		for j := range list.containers {
+			r := &list.containers[j].Resources
+			cp := path + "." + list.field + "[" + strconv.Itoa(j) + "].resources"
+			if err := checkResources(cp+".requests", r.Requests); err != nil {
+				return err
+			}
+			if err := checkResources(cp+".limits", r.Limits); err != nil {
+				return err
+			}
+		}
+	}
+	if spec.Resources != nil {
+		if err := checkResources(path+".resources.requests", spec.Resources.Requests); err != nil {
+			return err
+		}
+		if err := checkResources(path+".resources.limits", spec.Resources.Limits); err != nil {
+			return err
+		}
+	}
+	return checkResources(path+".overhead", spec.Overhead)
+}
+
+// checkResources reports the first quantity of l (in name order) that
+// CheckQuantity refuses.
+func checkResources(path string, l corev1.ResourceList) error {
+	if len(l) == 0 {
+		return nil
+	}
+	var bad []string
+	for name, q := range l {
+		if CheckQuantity(q) != nil {
+			bad = append(bad, string(name))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	q := l[corev1.ResourceName(bad[0])]
+	return &DocumentError{Path: path + "." + bad[0], Err: CheckQuantity(q)}
 }

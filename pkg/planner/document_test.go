@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,16 @@ func TestReadSnapshotErrors(t *testing.T) {
 		return `{"name": "g", "minSize": 0, "maxSize": 3, "targetSize": 0, "template": {"allocatable": {"cpu": "4"}}` + fields + `}`
 	}
 	doc := func(rest string) string { return `{"capturedAt": "2026-11-30T10:00:00Z"` + rest + "}" }
+	pod := func(name, spec string) string {
+		return `{"metadata": {"name": "` + name + `", "namespace": "d"}, "spec": {` + spec + `}}`
+	}
+	pods := func(n int) string {
+		var out []string
+		for i := range n {
+			out = append(out, pod(fmt.Sprint("ok-", i), `"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]`))
+		}
+		return strings.Join(out, ", ")
+	}
 	cases := []struct {
 		name, doc, want string
 	}{
@@ -118,6 +129,17 @@ func TestReadSnapshotErrors(t *testing.T) {
 		{"instance in two groups", doc(`, "nodeGroups": [{"name": "a", "instances": ["kwok://n1"]}, {"name": "b", "instances": ["kwok://n2", "kwok://n1"]}]`), `nodeGroups[1].instances[1]: instance "kwok://n1" is already in node group "a"`},
 		{"bad taint effect", doc(`, "nodeGroups": [{"name": "a", "template": {"taints": [{"key": "k", "effect": "Never"}]}}]`), `nodeGroups[0].template.taints[0].effect: must be NoSchedule, PreferNoSchedule or NoExecute (got "Never")`},
 		{"bad quantity in a pod", doc(`, "pods": [{"metadata": {"name": "a"}},` + "\n" + `{"metadata": {"name": "b"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}]`), "pods[1] (line 2:1): quantities must match the regular expression"},
+		{"negative pod request", doc(`, "pods": [` + pods(3) + `, ` + pod("bad", `"containers": [{"name": "c", "resources": {"requests": {"cpu": "-1"}}}]`) + `]`), "pods[3].spec.containers[0].resources.requests.cpu: must not be negative (got -1)"},
+		{"pod request past int64", doc(`, "pods": [` + pod("bad", `"containers": [{"name": "a"}, {"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1e309"}}}]`) + `]`), "pods[0].spec.containers[1].resources.requests.memory: is too large (got 1e309"},
+		{"pod limit past int64", doc(`, "pods": [` + pod("bad", `"containers": [{"name": "c", "resources": {"limits": {"cpu": "1e309"}}}]`) + `]`), "pods[0].spec.containers[0].resources.limits.cpu: is too large"},
+		{"init container request", doc(`, "pods": [` + pod("bad", `"initContainers": [{"name": "c", "resources": {"requests": {"cpu": "1e19"}}}]`) + `]`), "pods[0].spec.initContainers[0].resources.requests.cpu: is too large"},
+		{"pod overhead", doc(`, "pods": [` + pod("bad", `"overhead": {"memory": "-1"}`) + `]`), "pods[0].spec.overhead.memory: must not be negative"},
+		{"pod-level resources", doc(`, "pods": [` + pod("bad", `"resources": {"requests": {"cpu": "1e309"}}`) + `]`), "pods[0].spec.resources.requests.cpu: is too large"},
+		{"node allocatable", doc(`, "nodes": [{"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e309"}}}]`), "nodes[0].status.allocatable.cpu: is too large"},
+		{"node capacity", doc(`, "nodes": [{"metadata": {"name": "n"}, "status": {"capacity": {"pods": "-110"}}}]`), "nodes[0].status.capacity.pods: must not be negative"},
+		{"template allocatable past int64", doc(`, "nodeGroups": [{"name": "h", "template": {"allocatable": {"cpu": 1e309}}}]`), "nodeGroups[0].template.allocatable.cpu: is too large"},
+		{"tiny quantity with a huge exponent", doc(`, "pods": [` + pod("bad", `"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e-9999999"}}}]`) + `]`), `line 1:170: quantity "1e-9999999": its exponent is beyond ±999`},
+		{"huge exponent as a number", doc(`, "nodeGroups": [{"name": "h", "template": {"allocatable": {"cpu": 1E+99999999}}}]`), `quantity "1E+99999999": its exponent is beyond ±999`},
 		{"wrong type in a node", doc(`, "nodes": [{"metadata": {"name": 5}}]`), "nodes[0].metadata.name (line 1:73): expected string, got number"},
 		{"list of the wrong kind", doc(`, "nodes": {}`), "nodes (line 1:49): expected an array, got an object"},
 		{"duplicate node", doc(`, "nodes": [{"metadata": {"name": "n"}}, {"metadata": {"name": "n"}}]`), `nodes[1].metadata.name: duplicate node "n" (also nodes[0])`},
@@ -138,6 +160,39 @@ func TestReadSnapshotErrors(t *testing.T) {
 				t.Errorf("error %T is not a *DocumentError", err)
 			}
 		})
+	}
+}
+
+// TestReadSnapshotHugeExponentIsFast: a quantity such as 1e-9999999 once
+// took seconds to parse; it is refused before it reaches the parser. A
+// UID or label that merely contains such digits is not a number.
+func TestReadSnapshotHugeExponentIsFast(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"capturedAt": "2026-11-30T10:00:00Z", "pods": [`)
+	for i := range 20 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `{"metadata": {"name": "p%d", "uid": "3e12345-%d", "labels": {"v": "x1e99999"}}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e-%d"}}}]}}`, i, i, 9999999-i)
+	}
+	b.WriteString("]}")
+	start := time.Now()
+	_, err := ReadSnapshot(strings.NewReader(b.String()))
+	if err == nil || !strings.Contains(err.Error(), `quantity "1e-9999999"`) {
+		t.Errorf("error %v, want the first huge exponent refused", err)
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("reading took %s", elapsed)
+	}
+	for _, tok := range []string{"3e12345-0", "x1e99999", "1e999", "1.5e-999", "e99999", "1e", "-", "1.2.3e9999"} {
+		if bigExponent([]byte(tok)) {
+			t.Errorf("%q taken for a huge exponent", tok)
+		}
+	}
+	for _, tok := range []string{"1e1000", "-1.5E-00001000", ".5e+99999", "7e9999999999999999999"} {
+		if !bigExponent([]byte(tok)) {
+			t.Errorf("%q not taken for a huge exponent", tok)
+		}
 	}
 }
 

@@ -10,6 +10,20 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*/plan.json from the current planner (review the diff before accepting it)")
 
+// rewrite writes a golden file for -update and fails the test anyway: a
+// run that rewrote its expectations proved nothing, so it must never pass
+// (and in CI, where nobody reviews the diff, it writes nothing).
+func rewrite(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("-update refused when CI is set: golden files are updated locally and the diff reviewed")
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Errorf("rewrote %s: review the diff, then run again without -update", path)
+}
+
 // TestGolden plans every testdata/<rule>/snapshot.json with the default
 // settings at the snapshot's capturedAt and compares with plan.json.
 func TestGolden(t *testing.T) {
@@ -38,9 +52,7 @@ func TestGolden(t *testing.T) {
 			}
 			planPath := filepath.Join(dir, "plan.json")
 			if *update {
-				if err := os.WriteFile(planPath, got.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				rewrite(t, planPath, got.Bytes())
 				return
 			}
 			want, err := os.ReadFile(planPath)
@@ -51,5 +63,30 @@ func TestGolden(t *testing.T) {
 				t.Errorf("plan differs from %s:\n--- got\n%s\n--- want\n%s", planPath, got.String(), want)
 			}
 		})
+	}
+}
+
+// TestGoldenUpdateNeverPasses: -update rewrites a file and still fails,
+// and under CI it refuses to write.
+func TestGoldenUpdateNeverPasses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plan.json")
+	for _, ci := range []string{"", "true"} {
+		t.Setenv("CI", ci)
+		inner := &testing.T{}
+		done := make(chan struct{})
+		// rewrite fails its test (and Fatalf ends the goroutine), so it
+		// runs on a test of its own whose outcome is inspected.
+		go func() { defer close(done); rewrite(inner, path, []byte("{}\n")) }()
+		<-done
+		_, err := os.Stat(path)
+		switch {
+		case !inner.Failed():
+			t.Errorf("CI=%q: -update passed", ci)
+		case ci == "" && err != nil:
+			t.Errorf("CI unset: file not written: %v", err)
+		case ci != "" && err == nil:
+			t.Errorf("CI=%q: file written", ci)
+		}
+		os.Remove(path)
 	}
 }

@@ -144,7 +144,6 @@ func TestInheritanceRules(t *testing.T) {
 		{"bare list key clears back to the default", "disk = \"size=20\"\ndisk\n", func(g *NodeGroupConfig) bool { return reflect.DeepEqual(g.Server.Disks, []string{"size=10"}) }},
 		{"zero min size accepted", "", func(g *NodeGroupConfig) bool { return g.MinSize == 0 && g.MaxSize == 254 }},
 		{"empty min size means the default", "min-size =\n", func(g *NodeGroupConfig) bool { return g.MinSize == 0 }},
-		{"last single value wins", "cpu = 2A\ncpu = 4B\n", func(g *NodeGroupConfig) bool { return g.Server.CPU == "4B" }},
 		{"billing defaults to hourly", "", func(g *NodeGroupConfig) bool { return g.Server.BillingCycle == BillingHourly }},
 	}
 	for _, tt := range tests {
@@ -157,11 +156,42 @@ func TestInheritanceRules(t *testing.T) {
 	}
 }
 
-func TestRepeatedSectionsMerge(t *testing.T) {
-	cfg := mustParse(t, "[nodegroup \"a\"]\ncpu = 1A\n[nodegroup \"b\"]\n[nodegroup \"a\"]\nram = 1024\n")
-	a, _ := cfg.NodeGroup("a")
-	if got := cfg.NodeGroupNames(); !reflect.DeepEqual(got, []string{"a", "b"}) || a.Server.CPU != "1A" || a.Server.RAM != 1024 {
-		t.Errorf("groups %v, a %+v", got, a.Server)
+// TestRepeatedSectionsAndKeysRefused: gcfg merges a repeated section and
+// lets a repeated key's last value win, so one of two settings silently
+// doesn't apply. Both places are named; a secret's value never is.
+func TestRepeatedSectionsAndKeysRefused(t *testing.T) {
+	const secret = "9ii88h7g6f55555ee4444444dd33eee2"
+	tests := []struct {
+		name, src string
+		want      string
+	}{
+		{"node group twice", "[nodegroup \"w\"]\ncpu = 1A\n[nodegroup \"b\"]\n[nodegroup \"w\"]\nram = 1024\n",
+			`k.ini:4: [nodegroup "w"] is repeated (first at line 1): one section per node group`},
+		{"global twice", "[global]\ncluster-name = c\n[nodegroup \"w\"]\n[global]\ndefault-cpu = 1A\n",
+			"k.ini:4: [global] is repeated (first at line 1)"},
+		{"single key twice", "[nodegroup \"w\"]\ncpu = 2A\n\ncpu = 4B\n",
+			`k.ini:4: [nodegroup "w"] cpu: is set again (first at line 2)`},
+		{"secret twice", "[global]\nkamatera-api-secret = " + secret + "\nkamatera-api-secret = x" + secret + "\n",
+			"k.ini:3: [global] kamatera-api-secret: is set again (first at line 2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseCloudConfig(strings.NewReader(tt.src), "k.ini")
+			if err == nil {
+				t.Fatal("ParseCloudConfig accepted a repetition")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q echoes a secret", err)
+			}
+		})
+	}
+	// A multi-valued key repeats by design.
+	cfg := mustParse(t, "[nodegroup \"w\"]\ndisk = \"size=10\"\ndisk = \"size=20\"\n")
+	if g, _ := cfg.NodeGroup("w"); !reflect.DeepEqual(g.Server.Disks, []string{"size=10", "size=20"}) {
+		t.Errorf("disks %v", g.Server.Disks)
 	}
 }
 
@@ -196,7 +226,13 @@ func TestConfigErrors(t *testing.T) {
 		{"empty script", "[global]\ndefault-script-base64 = ICAK\n", 2, "default-script-base64", "empty script"},
 		{"bad cpu", "[nodegroup \"g\"]\ncpu = 2 cores\n", 2, "cpu", "not a Kamatera CPU"},
 		{"bad default cpu, no group", "[global]\ndefault-cpu = A2\n", 2, "default-cpu", "not a Kamatera CPU"},
+		{"unknown cpu type", "[nodegroup \"g\"]\ncpu = 2Z\n", 2, "cpu", `"2Z" is not a Kamatera CPU`},
+		{"lower-case cpu type", "[global]\ndefault-cpu = 2a\n", 2, "default-cpu", "not a Kamatera CPU"},
+		{"zero vCPUs", "[nodegroup \"g\"]\ncpu = 0A\n", 2, "cpu", "not a Kamatera CPU"},
+		{"vCPU count past any server", "[nodegroup \"g\"]\ncpu = 99999999999999999999B\n", 2, "cpu", "not a Kamatera CPU"},
 		{"bad ram", "[nodegroup \"g\"]\nram = 4GB\n", 2, "ram", "not a RAM size"},
+		{"signed ram", "[nodegroup \"g\"]\nram = +4096\n", 2, "ram", "not a RAM size"},
+		{"signed size", "[nodegroup \"g\"]\nmax-size = +5\n", 2, "max-size", "not a whole number"},
 		{"disk with space", "[nodegroup \"g\"]\ndisk = \"size=10 size=20\"\n", 2, "disk", "must not contain spaces"},
 		{"empty network", "[nodegroup \"g\"]\nnetwork =\n", 2, "network", "must not be empty"},
 		{"billing cycle", "[nodegroup \"g\"]\nbillingcycle = weekly\n", 2, "billingcycle", "not a billing cycle"},

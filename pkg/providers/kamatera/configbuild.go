@@ -102,7 +102,7 @@ type multi struct {
 	values []value
 }
 
-// section collects the assignments of one section (repeated sections merge).
+// section collects the assignments of one section.
 type section struct {
 	name   string // "global" or `nodegroup "x"`
 	group  string // the group's name; empty for [global]
@@ -149,7 +149,12 @@ var (
 	// parentheses: terminate matches names as a regular expression, so a
 	// name must mean only itself.
 	namePrefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	cpuRE        = regexp.MustCompile(`^([1-9][0-9]*)([A-Za-z])$`)
+	// cpuRE is a vCPU count and one of Kamatera's CPU types: A
+	// (availability), B (general purpose), T (burstable), D (dedicated).
+	cpuRE = regexp.MustCompile(`^([1-9][0-9]{0,2})([ABTD])$`)
+	// wholeRE is a number written in digits only: strconv.Atoi also takes
+	// a sign ("+5"), which gcfg's readers of these keys don't.
+	wholeRE = regexp.MustCompile(`^[0-9]+$`)
 )
 
 func (b *builder) build(entries []iniEntry) (*CloudConfig, error) {
@@ -167,10 +172,15 @@ func (b *builder) build(entries []iniEntry) (*CloudConfig, error) {
 					cur = nil
 					continue
 				}
-				cur = global
-				if global.line == 0 {
-					global.line = e.line
+				// gcfg would merge a repeated section, so a key set in
+				// both would silently take the later value.
+				if global.line != 0 {
+					b.errorf(e.line, "", "", "[global] is repeated (first at line %d): keep one [global] section", global.line)
+					cur = nil
+					continue
 				}
+				cur = global
+				global.line = e.line
 			case "nodegroup":
 				if !e.hasSub {
 					b.errorf(e.line, "", "", `a node group section needs a name: [nodegroup "name"]`)
@@ -178,7 +188,8 @@ func (b *builder) build(entries []iniEntry) (*CloudConfig, error) {
 					continue
 				}
 				if s, ok := byName[e.sub]; ok {
-					cur = s // gcfg merges repeated sections
+					b.errorf(e.line, "", "", "[nodegroup %q] is repeated (first at line %d): one section per node group", e.sub, s.line)
+					cur = nil
 					continue
 				}
 				cur = newSection(groupSection(e.sub), e.line)
@@ -218,6 +229,12 @@ func (b *builder) build(entries []iniEntry) (*CloudConfig, error) {
 		case e.blank && kind != kindBool:
 			b.errorf(e.line, cur.name, e.key, "needs a value (key = value)")
 		default:
+			// gcfg lets the last value win; a key set twice is more likely
+			// a mistake than a choice, so neither is guessed at.
+			if prev, dup := cur.single[e.key]; dup {
+				b.errorf(e.line, cur.name, e.key, "is set again (first at line %d): keep one", prev.line)
+				continue
+			}
 			cur.single[e.key] = v
 		}
 	}
@@ -324,11 +341,11 @@ func (b *builder) size(s *section, key string, def int) int {
 	}
 	n, err := strconv.Atoi(v.text)
 	switch {
-	case err != nil:
-		b.errorf(v.line, s.name, key, "%q is not a whole number", v.text)
-		return def
-	case n < 0:
+	case err == nil && n < 0:
 		b.errorf(v.line, s.name, key, "must not be negative, got %d", n)
+		return def
+	case err != nil || !wholeRE.MatchString(v.text):
+		b.errorf(v.line, s.name, key, "%q is not a whole number", v.text)
 		return def
 	}
 	return n
@@ -412,12 +429,12 @@ func (b *builder) group(cfg *CloudConfig, global, s *section) *NodeGroupConfig {
 	if v, src := pick("cpu"); src != nil {
 		sc.CPU = v.text
 		if !cpuRE.MatchString(v.text) {
-			b.errorf(v.line, src.name, keyIn(src, "cpu"), "%q is not a Kamatera CPU (a vCPU count and a type letter, e.g. 2A)", v.text)
+			b.errorf(v.line, src.name, keyIn(src, "cpu"), "%q is not a Kamatera CPU (a vCPU count and a type: A availability, B general purpose, T burstable or D dedicated, e.g. 2A)", v.text)
 		}
 	}
 	if v, src := pick("ram"); src != nil {
 		n, err := strconv.Atoi(v.text)
-		if err != nil || n <= 0 {
+		if err != nil || n <= 0 || !wholeRE.MatchString(v.text) {
 			b.errorf(v.line, src.name, keyIn(src, "ram"), "%q is not a RAM size in MB (a positive whole number, e.g. 4096)", v.text)
 		} else {
 			sc.RAM = n

@@ -1,0 +1,87 @@
+package planner
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// FuzzReadSnapshot: ReadSnapshot never panics, and a snapshot it accepts
+// is one nodetide can write, whose quantities the planner can count, and
+// which reads back to the same document.
+func FuzzReadSnapshot(f *testing.F) {
+	seeds, _ := filepath.Glob(filepath.Join("testdata", "*", "snapshot.json"))
+	for _, p := range seeds {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"capturedAt": "2026-11-30T10:00:00Z", "pods": [{"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e309"}}}]}}]}`))
+	f.Add([]byte(`{"capturedAt": "2026-11-30T10:00:00Z", "nodeGroups": [{"name": "g", "maxSize": 2, "template": {"allocatable": {"cpu": 4}}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ReadSnapshot(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		checkCountable(t, s)
+		var first bytes.Buffer
+		if err := WriteSnapshot(&first, s); err != nil {
+			t.Fatalf("accepted snapshot cannot be written: %v", err)
+		}
+		again, err := ReadSnapshot(bytes.NewReader(first.Bytes()))
+		if err != nil {
+			t.Fatalf("written snapshot does not read back: %v\n%s", err, first.String())
+		}
+		var second bytes.Buffer
+		if err := WriteSnapshot(&second, again); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first.Bytes(), second.Bytes()) {
+			t.Fatalf("write, read, write differs:\n%s\n---\n%s", first.String(), second.String())
+		}
+	})
+}
+
+// checkCountable fails t if an accepted snapshot holds a quantity the
+// planner cannot count.
+func checkCountable(t *testing.T, s Snapshot) {
+	t.Helper()
+	check := func(what string, l map[string]error) {
+		for name, err := range l {
+			if err != nil {
+				t.Fatalf("accepted %s %s: %v", what, name, err)
+			}
+		}
+	}
+	for _, g := range s.NodeGroups {
+		m := map[string]error{}
+		for name, q := range g.Template.Allocatable {
+			m[string(name)] = CheckQuantity(q)
+		}
+		check("template allocatable", m)
+	}
+	for _, p := range s.Pods {
+		m := map[string]error{}
+		for _, c := range append(append([]corev1.Container(nil), p.Spec.Containers...), p.Spec.InitContainers...) {
+			for name, q := range c.Resources.Requests {
+				m[c.Name+"/"+string(name)] = CheckQuantity(q)
+			}
+			for name, q := range c.Resources.Limits {
+				m[c.Name+"/limit/"+string(name)] = CheckQuantity(q)
+			}
+		}
+		check("pod "+p.Name, m)
+	}
+	for _, n := range s.Nodes {
+		m := map[string]error{}
+		for name, q := range n.Status.Allocatable {
+			m[string(name)] = CheckQuantity(q)
+		}
+		check("node "+n.Name, m)
+	}
+}

@@ -137,8 +137,9 @@ func ErrorName(err error) string {
 }
 
 // Prepare checks the node can be drained and claims it: it exists, belongs
-// to a managed group (by providerID), removing it keeps the group at or above
-// its effective minimum (unless BelowMin), and no other drain holds it.
+// to a managed group (by providerID), nothing on it must not be disrupted
+// (unless Force), removing it keeps the group at or above its effective
+// minimum (unless BelowMin), and no other drain holds it.
 func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	node, err := d.Client.CoreV1().Nodes().Get(ctx, s.Node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -162,6 +163,11 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	active, _, err := d.Store.NodeDrain(ctx, s.Node)
 	if err != nil {
 		return s, err
+	}
+	if active != s.DrainID { // a re-run of our own Prepare has been checked already
+		if err := d.checkDisruptable(ctx, node, s); err != nil {
+			return s, err
+		}
 	}
 	if active != s.DrainID && !s.BelowMin { // a re-run of our own Prepare has counted itself already
 		if err := d.checkMin(ctx, g, s.Node); err != nil {

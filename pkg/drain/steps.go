@@ -139,7 +139,8 @@ func ErrorName(err error) string {
 // Prepare checks the node can be drained and claims it: it exists, belongs
 // to a managed group (by providerID), nothing on it must not be disrupted
 // (unless Force), removing it keeps the group at or above its effective
-// minimum (unless BelowMin), and no other drain holds it.
+// minimum (with BelowMin, the minimum its provider enforces), and no other
+// drain holds it.
 func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	node, err := d.Client.CoreV1().Nodes().Get(ctx, s.Node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -171,6 +172,11 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	}
 	if active != s.DrainID && !s.BelowMin { // a re-run of our own Prepare has counted itself already
 		if err := d.checkMin(ctx, g, s.Node); err != nil {
+			return s, err
+		}
+	}
+	if active != s.DrainID && s.BelowMin {
+		if err := d.checkOwnMin(ctx, g, s.Node); err != nil {
 			return s, err
 		}
 	}
@@ -728,6 +734,11 @@ func (d *Steps) Terminate(ctx context.Context, s State) (State, error) {
 	g, err := d.group(ctx, s.NodeGroup)
 	if err != nil {
 		return s, err
+	}
+	if s.BelowMin {
+		// Prepare allowed going below nodetide's minimum: the provider's
+		// own minimum is the one left to keep.
+		g = providers.Own(g)
 	}
 	err = g.DeleteInstance(ctx, s.ProviderID)
 	switch {

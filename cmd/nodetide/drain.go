@@ -16,7 +16,7 @@ import (
 )
 
 func newShutdownCmd(g *globals) *cobra.Command {
-	var wait, belowMin bool
+	var wait, belowMin, force bool
 	var policy string
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -43,7 +43,7 @@ func newShutdownCmd(g *globals) *cobra.Command {
 			if _, err := h.Steps.Client.CoreV1().Nodes().Get(ctx, args[0], metav1.GetOptions{}); err != nil {
 				return fmt.Errorf("node %s: %w", args[0], err)
 			}
-			exec, err := h.Starter.Shutdown(ctx, drain.ShutdownRequest{Node: args[0], Policy: policy, Timeout: timeout, BelowMin: belowMin})
+			exec, err := h.Starter.Shutdown(ctx, drain.ShutdownRequest{Node: args[0], Policy: policy, Timeout: timeout, BelowMin: belowMin, Force: force})
 			if err != nil {
 				return err
 			}
@@ -62,6 +62,7 @@ func newShutdownCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&policy, "policy", "", "at the deadline: abort (roll back) or force (delete what remains); default from config")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "drain deadline; default from config")
 	cmd.Flags().BoolVar(&belowMin, "below-min", false, "allow going below the group's effective minimum")
+	cmd.Flags().BoolVar(&force, "force", false, "drain even a node that must not be disrupted (bare or local-storage pods, do-not-disrupt, ...)")
 	return cmd
 }
 

@@ -34,6 +34,8 @@ type Event struct {
 	Policy   string `json:"policy,omitempty"`
 	Timeout  string `json:"timeout,omitempty"`
 	BelowMin bool   `json:"belowMin,omitempty"`
+	// Force drains a node that must not be disrupted.
+	Force bool `json:"force,omitempty"`
 }
 
 // EnableResult lists the nodes an enable made schedulable again.
@@ -54,7 +56,7 @@ func ParseEvent(payload []byte) (Event, error) {
 	dec.DisallowUnknownFields()
 	var ev Event
 	if err := dec.Decode(&ev); err != nil {
-		return Event{}, fmt.Errorf("bad event: %s (fields: step, state; or action, node, policy, timeout, belowMin)", strings.TrimPrefix(err.Error(), "json: "))
+		return Event{}, fmt.Errorf("bad event: %s (fields: step, state; or action, node, policy, timeout, belowMin, force)", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	switch {
 	case ev.Step != "" && ev.Action != "":
@@ -63,7 +65,7 @@ func ParseEvent(payload []byte) (Event, error) {
 		if len(ev.State) == 0 {
 			return Event{}, fmt.Errorf("step %s: \"state\" is required", ev.Step)
 		}
-		if ev.Node != "" || ev.Policy != "" || ev.Timeout != "" || ev.BelowMin {
+		if ev.Node != "" || ev.Policy != "" || ev.Timeout != "" || ev.BelowMin || ev.Force {
 			return Event{}, errors.New(`a step event carries only "step" and "state"`)
 		}
 	case ev.Action == "shutdown":
@@ -80,7 +82,7 @@ func ParseEvent(payload []byte) (Event, error) {
 			}
 		}
 	case ev.Action == "enable":
-		if ev.Policy != "" || ev.Timeout != "" || ev.BelowMin {
+		if ev.Policy != "" || ev.Timeout != "" || ev.BelowMin || ev.Force {
 			return Event{}, errors.New(`action "enable" takes only "node" (or nothing, for all nodes)`)
 		}
 	case ev.Action == "":
@@ -119,7 +121,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 		if _, err := h.Steps.Client.CoreV1().Nodes().Get(ctx, ev.Node, metav1.GetOptions{}); err != nil {
 			return nil, fmt.Errorf("shutdown: node %s: %w", ev.Node, err)
 		}
-		return h.Starter.Shutdown(ctx, ShutdownRequest{Node: ev.Node, Policy: ev.Policy, Timeout: timeout, BelowMin: ev.BelowMin})
+		return h.Starter.Shutdown(ctx, ShutdownRequest{Node: ev.Node, Policy: ev.Policy, Timeout: timeout, BelowMin: ev.BelowMin, Force: ev.Force})
 	default:
 		return h.Enable(ctx, ev.Node)
 	}

@@ -70,6 +70,8 @@ type ShutdownRequest struct {
 	Policy   string
 	Timeout  time.Duration
 	BelowMin bool
+	// Force drains a node that must not be disrupted.
+	Force bool
 }
 
 // Shutdown starts the graceful removal of one node. The execution is named
@@ -88,9 +90,12 @@ func (st *Starter) Shutdown(ctx context.Context, r ShutdownRequest) (Execution, 
 		return Execution{}, err
 	}
 	req := fmt.Sprintf("%s|%s|%t", r.Policy, r.Timeout, r.BelowMin)
+	if r.Force { // only then, so unforced requests keep their names
+		req += "|force"
+	}
 	name := executionName("shutdown", r.Node, shortHash(req)+"-"+fmt.Sprint(ended))
 	return st.start(ctx, name, State{
-		Node: r.Node, DrainID: name, Policy: r.Policy, Surge: st.Surge, BelowMin: r.BelowMin,
+		Node: r.Node, DrainID: name, Policy: r.Policy, Surge: st.Surge, BelowMin: r.BelowMin, Force: r.Force,
 		Deadline: st.now().Add(r.Timeout), Reason: "shutdown requested",
 	})
 }

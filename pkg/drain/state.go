@@ -38,7 +38,10 @@ type State struct {
 	Policy     string    `json:"policy"`
 	Surge      bool      `json:"surge"`
 	BelowMin   bool      `json:"belowMin,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
+	// Force drains a node that must not be disrupted (a bare pod, a
+	// do-not-disrupt annotation, ...), which Prepare otherwise refuses.
+	Force  bool   `json:"force,omitempty"`
+	Reason string `json:"reason,omitempty"`
 
 	// Progress, set by the steps; the Choice states read the booleans.
 	SurgeDone    bool       `json:"surgeDone"`
@@ -97,6 +100,7 @@ const (
 	ErrNameNotManaged      = "NotManaged"
 	ErrNameAlreadyDraining = "AlreadyDraining"
 	ErrNameBelowMinSize    = "BelowMinSize"
+	ErrNameNotDisruptable  = "NotDisruptable"
 	ErrNameForbidden       = "Forbidden"
 	ErrNameFailed          = "StepFailed"
 )

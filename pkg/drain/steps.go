@@ -166,7 +166,7 @@ func (d *Steps) checked(ctx context.Context, step string, s State, fn func(conte
 		return s, stepErr(ErrNameInvalidInput, "step %s: node group %q and providerID %q do not match drain %s of node %s (%q, %q)",
 			step, s.NodeGroup, s.ProviderID, s.DrainID, s.Node, rec.NodeGroup, rec.ProviderID)
 	}
-	s.Policy, s.Deadline, s.BelowMin = rec.Policy, rec.Deadline, rec.BelowMin
+	s.Policy, s.Deadline, s.BelowMin, s.Force = rec.Policy, rec.Deadline, rec.BelowMin, rec.Force
 	if rec.Status != state.DrainRunning {
 		if step == "Finish" || step == "Rollback" {
 			return s, nil // ended already: a retried or late last step
@@ -206,11 +206,12 @@ func (d *Steps) needPhase(ctx context.Context, step string, s State, want string
 }
 
 // Prepare checks the node can be drained and claims it: it exists, belongs
-// to a managed group (by providerID), removing it keeps the group at or above
-// its effective minimum (unless BelowMin), and no other drain holds it. The
-// minimum check and the claim happen under the group's lock, counting every
-// drain that holds a node of the group, so concurrent drains cannot together
-// take the group below its minimum.
+// to a managed group (by providerID), nothing on it must not be disrupted
+// (unless Force), removing it keeps the group at or above its effective
+// minimum (with BelowMin, the minimum its provider enforces), and no other
+// drain holds it. The minimum check and the claim happen under the group's
+// lock, counting every drain that holds a node of the group, so concurrent
+// drains cannot together take the group below its minimum.
 func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	node, err := d.Client.CoreV1().Nodes().Get(ctx, s.Node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -249,6 +250,9 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 		return s, stepErr(ErrNameAlreadyDraining, "node %s is already being drained by %s", s.Node, active)
 	}
 
+	if err := d.checkDisruptable(ctx, node, s); err != nil {
+		return s, err
+	}
 	lock, err := state.LockGroup(ctx, d.Store, g.Name(), s.DrainID, state.GroupLockWait, d.Now)
 	if err != nil {
 		return s, &StepError{Name: ErrNameTransient, Err: err}
@@ -258,14 +262,16 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 			d.log().Warn("unlock node group", "nodeGroup", g.Name(), "error", err.Error())
 		}
 	}()
-	if !s.BelowMin {
-		if err := d.checkMin(ctx, g, s.Node); err != nil {
-			return s, err
-		}
+	check := d.checkMin
+	if s.BelowMin {
+		check = d.checkOwnMin // nodetide's minimum may go, the provider's stays
+	}
+	if err := check(ctx, g, s.Node); err != nil {
+		return s, err
 	}
 	rec, err := d.Store.BeginDrain(ctx, state.DrainRecord{
 		Node: s.Node, ID: s.DrainID, NodeGroup: g.Name(), StartedAt: d.now(),
-		ProviderID: s.ProviderID, Policy: s.Policy, Deadline: s.Deadline, BelowMin: s.BelowMin,
+		ProviderID: s.ProviderID, Policy: s.Policy, Deadline: s.Deadline, BelowMin: s.BelowMin, Force: s.Force,
 		WasUnschedulable: node.Spec.Unschedulable, Phase: state.PhasePrepared,
 	})
 	if err != nil {
@@ -966,7 +972,13 @@ func (d *Steps) Terminate(ctx context.Context, s State) (State, error) {
 	if err := d.setPhase(ctx, s, state.PhaseTerminating); err != nil {
 		return s, err
 	}
-	err = g.DeleteInstance(ctx, rec.ProviderID)
+	if rec.BelowMin {
+		// Prepare allowed going below nodetide's minimum: the provider's
+		// own minimum is the one left to keep.
+		err = providers.DeleteBelowMin(ctx, g, rec.ProviderID)
+	} else {
+		err = g.DeleteInstance(ctx, rec.ProviderID)
+	}
 	switch {
 	case errors.Is(err, providers.ErrUnknownInstance):
 		// Prepare found the machine in this group: a cloud that no longer

@@ -76,29 +76,34 @@ func movesWithNode(p *corev1.Pod) bool {
 // does pod p (one that must move when its node goes) keep the node? covered
 // says whether a PodDisruptionBudget selects the pod.
 func blocksRemoval(p *corev1.Pod, covered bool) bool {
+	return podBlocker(p, covered) != ""
+}
+
+// podBlocker names the rule by which pod p keeps its node, or "".
+func podBlocker(p *corev1.Pod, covered bool) string {
 	if p.Annotations[annotationDoNotDisrupt] == "true" {
-		return true
+		return RuleDoNotDisrupt
 	}
 	switch p.Annotations[annotationSafeToEvict] {
 	case "false":
-		return true
+		return RuleNotSafeToEvict
 	case "true":
-		return false
+		return ""
 	}
 	if _, _, ok := controllerOf(p); !ok {
-		return true
+		return RuleNoController
 	}
 	if p.Namespace == metav1.NamespaceSystem && !covered {
-		return true
+		return RuleKubeSystem
 	}
 	for i := range p.Spec.Volumes {
 		v := &p.Spec.Volumes[i]
 		local := v.HostPath != nil || (v.EmptyDir != nil && v.EmptyDir.Medium != corev1.StorageMediumMemory)
 		if local && !listedSafe(p.Annotations[annotationSafeLocalVolumes], v.Name) {
-			return true
+			return fmt.Sprintf("%s (volume %q)", RuleLocalStorage, v.Name)
 		}
 	}
-	return false
+	return ""
 }
 
 // listedSafe reports whether volume is in the comma-separated list.
@@ -113,7 +118,18 @@ func listedSafe(list, volume string) bool {
 
 // nodeOptedOut reports the node annotations that forbid removing it.
 func nodeOptedOut(n *corev1.Node) bool {
-	return n.Annotations[annotationScaleDownDisabled] == "true" || n.Annotations[annotationDoNotDisrupt] == "true"
+	return nodeBlocker(n) != ""
+}
+
+// nodeBlocker names the node annotation that forbids removing it, or "".
+func nodeBlocker(n *corev1.Node) string {
+	switch {
+	case n.Annotations[annotationScaleDownDisabled] == "true":
+		return RuleNodeScaleDownDisabled
+	case n.Annotations[annotationDoNotDisrupt] == "true":
+		return RuleNodeDoNotDisrupt
+	}
+	return ""
 }
 
 // removal simulates taking nodes away one after the other: each one's pods

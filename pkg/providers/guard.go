@@ -89,3 +89,16 @@ func GrowTo(ctx context.Context, g NodeGroup, want int) (from int, err error) {
 	})
 	return from, err
 }
+
+// DeleteBelowMin removes a machine past nodetide's own narrowing of the
+// group (a drain asked to go below its minimum), keeping only the minimum
+// the provider itself enforces, under g's lock when g is guarded.
+func DeleteBelowMin(ctx context.Context, g NodeGroup, providerID string) error {
+	if gg, ok := g.(*guarded); ok {
+		return gg.locked(ctx, func() error { return Own(gg.NodeGroup).DeleteInstance(ctx, providerID) })
+	}
+	return Own(g).DeleteInstance(ctx, providerID)
+}
+
+// Unwrap returns the group inside, for Own.
+func (g *guarded) Unwrap() NodeGroup { return g.NodeGroup }

@@ -147,3 +147,19 @@ func (n *narrowed) DeleteInstance(ctx context.Context, providerID string) error 
 	}
 	return n.NodeGroup.DeleteInstance(ctx, providerID)
 }
+
+// Unwrap returns the group the narrowing applies to.
+func (n *narrowed) Unwrap() NodeGroup { return n.NodeGroup }
+
+// Own returns the provider's group beneath nodetide's narrowings (config
+// bounds, a schedule's): its MinSize is the minimum the provider itself
+// enforces, which a drain asked to go below nodetide's minimum still keeps.
+func Own(g NodeGroup) NodeGroup {
+	for {
+		u, ok := g.(interface{ Unwrap() NodeGroup })
+		if !ok {
+			return g
+		}
+		g = u.Unwrap()
+	}
+}

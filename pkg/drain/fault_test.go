@@ -3,15 +3,19 @@ package drain_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamodbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +23,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/state"
+	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 // cuttable is a TCP proxy to the API server that a test can cut (every
@@ -229,5 +234,139 @@ func TestFaultStoppedExecutionIsRecovered(t *testing.T) {
 	}
 	if _, err := m.client.StopExecution(ctx, &sfn.StopExecutionInput{ExecutionArn: aws.String(again.ExecutionArn)}); err != nil && !errors.Is(err, context.Canceled) {
 		t.Logf("stop the second drain: %v", err)
+	}
+}
+
+// lossy makes every write to DynamoDB, but answers the lose-th one (counting
+// from 1) as if the connection had dropped before the reply: the write
+// landed, the caller does not know it.
+type lossy struct {
+	state.DynamoDBAPI
+	mu      sync.Mutex
+	n, lose int
+	lost    string
+}
+
+func (l *lossy) landed(what string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	if l.n == l.lose {
+		l.lost = what
+		return &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+	}
+	return nil
+}
+
+func (l *lossy) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := l.DynamoDBAPI.PutItem(ctx, in, o...)
+	if err == nil {
+		err = l.landed("PutItem " + keyOf(in.Item))
+	}
+	return out, err
+}
+
+func (l *lossy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := l.DynamoDBAPI.UpdateItem(ctx, in, o...)
+	if err == nil {
+		err = l.landed("UpdateItem " + keyOf(in.Key) + " " + aws.ToString(in.UpdateExpression))
+	}
+	return out, err
+}
+
+func (l *lossy) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	out, err := l.DynamoDBAPI.DeleteItem(ctx, in, o...)
+	if err == nil {
+		err = l.landed("DeleteItem " + keyOf(in.Key))
+	}
+	return out, err
+}
+
+func keyOf(item map[string]dynamodbtypes.AttributeValue) string {
+	if sk, ok := item["sk"].(*dynamodbtypes.AttributeValueMemberS); ok {
+		return strings.SplitN(sk.Value, "#", 2)[0]
+	}
+	return "?"
+}
+
+// drive runs a drain as the state machine does: each step retried while it
+// fails Transient (5 tries), any other failure caught into Rollback (20
+// tries), Prepare's failures ending it as Rejected.
+func (b *bed) drive(t *testing.T, s drain.State) (removed bool) {
+	t.Helper()
+	ctx := context.Background()
+	run := func(step string, tries int, retry func(error) bool) error {
+		var err error
+		for range tries {
+			var out drain.State
+			if out, err = b.steps.Run(ctx, step, s); err == nil {
+				s = out
+				return nil
+			}
+			if !retry(err) {
+				return err
+			}
+		}
+		return err
+	}
+	transient := func(err error) bool { return drain.ErrorName(err) == drain.ErrNameTransient }
+	if err := run("Prepare", 5, transient); err != nil {
+		return false
+	}
+	order := []string{"Cordon", "Surge", "Evict", "WaitReplacements", "Terminate", "RemoveNode", "Finish"}
+	for i := 0; i < len(order); i++ {
+		step := order[i]
+		if err := run(step, 5, transient); err != nil {
+			s.Error = &drain.ErrorInfo{Error: drain.ErrorName(err), Cause: err.Error()}
+			if err := run("Rollback", 20, func(error) bool { return true }); err != nil {
+				t.Fatalf("rollback failed: %v", err)
+			}
+			return false
+		}
+		// The Choice states: loop on a step until it reports done.
+		switch {
+		case step == "Surge" && !s.SurgeDone, step == "Evict" && !s.Evicted, step == "WaitReplacements" && !s.Replaced:
+			i--
+		}
+	}
+	return true
+}
+
+// A DynamoDB write that lands but whose answer is lost, at every write of
+// a drain in turn: each drain still ends with its node removed or fully
+// restored, and nothing left holding it.
+func TestFaultLostDynamoDBWrites(t *testing.T) {
+	for lose := 1; ; lose++ {
+		b := newBed(t, 0, 2)
+		b.steps.StepWait = -1
+		db := testbed.DynamoDB(t)
+		client := &lossy{DynamoDBAPI: db.Client(t), lose: lose}
+		table := fmt.Sprintf("lossy-%d-%s", lose, b.pool)
+		if err := state.CreateTable(context.Background(), client, table); err != nil {
+			t.Fatal(err)
+		}
+		client.n = 0 // count the drain's writes only
+		store := state.NewDynamoDB(client, table, b.pool)
+		b.steps.Store = store
+		b.deploy(t, "solo", 1, "")
+		victim := b.podNode(t, "solo")
+		removed := b.drive(t, b.start(victim, time.Minute, drain.PolicyAbort))
+		if removed {
+			if _, err := b.cp.Client.CoreV1().Nodes().Get(context.Background(), victim, metav1.GetOptions{}); err == nil {
+				t.Errorf("lose write %d: the drain finished but node %s is still there", lose, victim)
+			}
+			if got := b.replicas(t, "solo"); got != 1 {
+				t.Errorf("lose write %d: solo at %d replicas, want 1", lose, got)
+			}
+			if active, _, err := store.NodeDrain(context.Background(), victim); err != nil || active != "" {
+				t.Errorf("lose write %d: node %s still held by %q (%v)", lose, victim, active, err)
+			}
+		} else {
+			b.assertRestored(t, store, victim, "solo", 1)
+		}
+		t.Logf("lose write %d of %d (%s): removed %t", lose, client.n, client.lost, removed)
+		if lose > client.n {
+			break // every write of a whole drain has been lost once
+		}
 	}
 }

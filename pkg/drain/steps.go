@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/aws/smithy-go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -143,10 +144,28 @@ func ErrorName(err error) string {
 	case apierrors.IsConflict(err), apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err),
 		apierrors.IsTimeout(err), apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err),
 		apierrors.IsUnexpectedServerError(err), errors.Is(err, context.DeadlineExceeded),
-		errors.As(err, &netErr):
+		errors.As(err, &netErr), cloudTransient(err):
 		return ErrNameTransient
 	}
 	return ErrNameFailed
+}
+
+// cloudTransient reports an AWS API error (DynamoDB, a provider's cloud)
+// that a later try can get past: throttling, or the service failing.
+func cloudTransient(err error) bool {
+	var status interface{ HTTPStatusCode() int }
+	if errors.As(err, &status) && (status.HTTPStatusCode() >= 500 || status.HTTPStatusCode() == 429) {
+		return true
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "ThrottlingException", "Throttling", "ProvisionedThroughputExceededException",
+			"RequestLimitExceeded", "TooManyRequestsException", "InternalServerError", "ServiceUnavailable":
+			return true
+		}
+	}
+	return false
 }
 
 // checked runs a step after Prepare only for a drain the record knows: the
@@ -169,7 +188,9 @@ func (d *Steps) checked(ctx context.Context, step string, s State, fn func(conte
 	s.Policy, s.Deadline, s.BelowMin, s.Force = rec.Policy, rec.Deadline, rec.BelowMin, rec.Force
 	if rec.Status != state.DrainRunning {
 		if step == "Finish" || step == "Rollback" {
-			return s, nil // ended already: a retried or late last step
+			// Ended already: a retried or late last step. Ending again only
+			// frees the node if the first end's second write was lost.
+			return s, d.Store.EndDrain(ctx, s.Node, s.DrainID, rec.Status, rec.Error, d.now())
 		}
 		return s, stepErr(ErrNameInvalidInput, "step %s: drain %s of node %s has ended (%s)", step, s.DrainID, s.Node, rec.Status)
 	}
@@ -239,13 +260,17 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	switch {
 	case active == s.DrainID: // a re-run of our own Prepare: the claim is made
 		rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
-		if err != nil {
+		switch {
+		case errors.Is(err, state.ErrNoDrain):
+			// The claim landed, the record not (or its answer was lost):
+			// go on and write it; the checks below leave this node out.
+		case err != nil:
 			return s, err
-		}
-		if rec.Status != state.DrainRunning {
+		case rec.Status != state.DrainRunning:
 			return s, stepErr(ErrNameAlreadyDraining, "drain %s of node %s already ended (%s)", s.DrainID, s.Node, rec.Status)
+		default:
+			return s, nil
 		}
-		return s, nil
 	case active != "":
 		return s, stepErr(ErrNameAlreadyDraining, "node %s is already being drained by %s", s.Node, active)
 	}
@@ -630,13 +655,13 @@ func (d *Steps) replicas(ctx context.Context, w *state.SurgedWorkload) (int32, e
 	return scale.Spec.Replicas, nil
 }
 
-// grow adds the workload's delta to its replicas once. The write is
-// conditioned on the resourceVersion read just before it, and what it is
-// about to do is recorded first, so a retry after a crash can tell whether
-// the change was made: the count then still matches what was read, or it
-// is the read count plus the delta. Anything else (a person changed it too)
-// is taken as not grown, since one replica too many is better than one too
-// few.
+// grow adds the workload's delta to its replicas once. What it is about to
+// do (the count it read) is recorded before the write, which is conditioned
+// on the resourceVersion read with the count; a retry after a crash or a
+// lost answer then tells from the count whether the write happened: still
+// the count read, not yet; that plus the delta, done. Any other count (a
+// person changed it too) is taken as not grown, since one replica too many
+// is better than one too few.
 func (d *Steps) grow(ctx context.Context, rec *state.DrainRecord, i int) error {
 	w := &rec.Surged[i]
 	if w.Grown {
@@ -648,19 +673,18 @@ func (d *Steps) grow(ctx context.Context, rec *state.DrainRecord, i int) error {
 		if err != nil {
 			return fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
 		}
-		if w.GrowRV != "" && scale.ResourceVersion != w.GrowRV && scale.Spec.Replicas == w.GrowFrom+w.Delta {
+		if w.Growing && scale.Spec.Replicas == addReplicas(w.GrowFrom, w.Delta) {
 			w.Grown = true
 			return d.Store.UpdateDrain(ctx, *rec)
 		}
-		w.GrowRV, w.GrowFrom = scale.ResourceVersion, scale.Spec.Replicas
+		w.Growing, w.GrowFrom = true, scale.Spec.Replicas
 		if err := d.Store.UpdateDrain(ctx, *rec); err != nil {
 			return err
 		}
 		scale.Spec.Replicas = addReplicas(scale.Spec.Replicas, w.Delta)
 		_, err = deps.UpdateScale(ctx, w.Name, scale, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && attempt < 5 {
-			w.GrowRV = "" // refused: nothing changed
-			continue
+			continue // refused: nothing changed
 		}
 		if err != nil {
 			return fmt.Errorf("deployment %s/%s: grow by %d: %w", w.Namespace, w.Name, w.Delta, err)
@@ -671,8 +695,9 @@ func (d *Steps) grow(ctx context.Context, rec *state.DrainRecord, i int) error {
 }
 
 // shrink takes the delta grow added back off, once, by the same rules; a
-// change in doubt is taken as made, since removing a replica twice would
-// cost the workload one a person wants.
+// count in doubt (neither the one read nor that less the delta) is taken as
+// done, since removing a replica twice would cost the workload one a person
+// wants.
 func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error {
 	w := &rec.Surged[i]
 	if w.Restored {
@@ -697,18 +722,18 @@ func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error
 		if err != nil {
 			return fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
 		}
-		if w.ShrinkRV != "" && scale.ResourceVersion != w.ShrinkRV {
-			w.Restored = true // in doubt: taken as done
+		if w.Shrinking && scale.Spec.Replicas != w.ShrinkFrom {
+			w.Restored = true // done, or in doubt: taken as done
 			return d.Store.UpdateDrain(ctx, *rec)
 		}
-		w.ShrinkRV = scale.ResourceVersion
+		w.Shrinking, w.ShrinkFrom = true, scale.Spec.Replicas
 		if err := d.Store.UpdateDrain(ctx, *rec); err != nil {
 			return err
 		}
 		scale.Spec.Replicas = max(scale.Spec.Replicas-w.Delta, 0)
 		_, err = deps.UpdateScale(ctx, w.Name, scale, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && attempt < 5 {
-			w.ShrinkRV = "" // refused: nothing changed
+			w.Shrinking = false // refused: nothing changed
 			continue
 		}
 		if err != nil {
@@ -723,7 +748,7 @@ func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error
 // done) without changing the Deployment.
 func (d *Steps) settleGrow(ctx context.Context, rec *state.DrainRecord, i int) error {
 	w := &rec.Surged[i]
-	if w.Grown || w.GrowRV == "" {
+	if w.Grown || !w.Growing {
 		return nil
 	}
 	scale, err := d.Client.AppsV1().Deployments(w.Namespace).GetScale(ctx, w.Name, metav1.GetOptions{})
@@ -733,7 +758,7 @@ func (d *Steps) settleGrow(ctx context.Context, rec *state.DrainRecord, i int) e
 	if err != nil {
 		return fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
 	}
-	if scale.ResourceVersion != w.GrowRV && scale.Spec.Replicas == w.GrowFrom+w.Delta {
+	if scale.Spec.Replicas == addReplicas(w.GrowFrom, w.Delta) {
 		w.Grown = true
 		return d.Store.UpdateDrain(ctx, *rec)
 	}

@@ -91,15 +91,16 @@ type SurgedWorkload struct {
 	// surge and its undo change the Deployment by Delta alone, so a
 	// replica count a person sets meanwhile is kept.
 	Delta int32 `json:"delta,omitempty"`
-	// Grown and Restored say the delta was added and taken back. GrowRV /
-	// GrowFrom (and ShrinkRV) are the resourceVersion and count read just
-	// before the write, recorded first, so a retry after a crash can tell
-	// whether the write happened.
-	Grown    bool   `json:"grown,omitempty"`
-	GrowRV   string `json:"growRV,omitempty"`
-	GrowFrom int32  `json:"growFrom,omitempty"`
-	ShrinkRV string `json:"shrinkRV,omitempty"`
-	Restored bool   `json:"restored,omitempty"`
+	// Grown and Restored say the delta was added and taken back. Growing /
+	// GrowFrom (and Shrinking / ShrinkFrom) record the count read just
+	// before the write, recorded first, so a retry after a crash or a lost
+	// answer can tell from the count whether the write happened.
+	Grown      bool  `json:"grown,omitempty"`
+	Growing    bool  `json:"growing,omitempty"`
+	GrowFrom   int32 `json:"growFrom,omitempty"`
+	Shrinking  bool  `json:"shrinking,omitempty"`
+	ShrinkFrom int32 `json:"shrinkFrom,omitempty"`
+	Restored   bool  `json:"restored,omitempty"`
 }
 
 // DrainStore keeps the drains of a cluster: which node is being drained by
@@ -387,7 +388,9 @@ func (s *DynamoDB) EndDrain(ctx context.Context, node, id, status, errMsg string
 	rec, err := s.GetDrain(ctx, node, id)
 	if err == nil && rec.Status == DrainRunning {
 		rec.Status, rec.Error, rec.FinishedAt = status, errMsg, now.UTC()
-		if err := s.UpdateDrain(ctx, rec); err != nil {
+		// Ended meanwhile, or this very write landed and its answer was
+		// lost: either way the mark below is what is left to free.
+		if err := s.UpdateDrain(ctx, rec); err != nil && !errors.Is(err, ErrDrainEnded) {
 			return err
 		}
 	} else if err != nil && !errors.Is(err, ErrNoDrain) {

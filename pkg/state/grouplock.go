@@ -37,10 +37,19 @@ type GroupLock struct {
 // Unlock releases the lock. It uses its own short context so that a caller
 // whose context has ended still frees the group at once instead of after
 // GroupLockTTL.
+//
+// A release whose answer is lost is tried again: releasing a lease that is
+// gone already is no error.
 func (g *GroupLock) Unlock() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return g.leaser.ReleaseLease(ctx, g.lease)
+	var err error
+	for range 3 {
+		if err = g.leaser.ReleaseLease(ctx, g.lease); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // LockGroup takes the group's lock for holder, waiting up to wait while
@@ -59,12 +68,19 @@ func LockGroup(ctx context.Context, l Leaser, group, holder string, wait time.Du
 	name := GroupLockName(group)
 	deadline := time.Now().Add(wait)
 	pause := 50 * time.Millisecond
+	failures := 0
 	for {
 		lease, err := l.AcquireLease(ctx, name, unique, GroupLockTTL, now())
 		if err == nil {
 			return &GroupLock{leaser: l, lease: lease}, nil
 		}
-		if !errors.Is(err, ErrLeaseHeld) || !time.Now().Before(deadline) {
+		if !errors.Is(err, ErrLeaseHeld) {
+			// The write may have landed with its answer lost: the same
+			// holder asking again gets the lease it already has.
+			if failures++; failures > 3 {
+				return nil, fmt.Errorf("lock node group %s: %w", group, err)
+			}
+		} else if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("lock node group %s: %w", group, err)
 		}
 		select {

@@ -37,18 +37,21 @@ node_modules/go.mod: node_modules/.package-lock.json
 	printf 'module nodetide.invalid/node_modules\n' > $@
 
 ## test: every test, integration tests on the local control plane and dynalite included, then a
-##   brief fuzz of schedule parsing
+##   brief fuzz of schedule parsing and the functions' events
 test: testbed node-deps vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
 
-## fuzz: fuzz schedule documents and cron expressions for FUZZTIME each (a failing input is saved
-##   under pkg/schedule/testdata/fuzz and then replayed by every go test)
+## fuzz: fuzz schedule documents, cron expressions and the three functions' events for FUZZTIME each
+##   (a failing input is saved under the package's testdata/fuzz and then replayed by every go test)
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
 	$(GO) test -run '^$$' -fuzz '^FuzzCron$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./pkg/evaluate/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./pkg/drain/
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi

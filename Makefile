@@ -37,15 +37,15 @@ node_modules/go.mod: node_modules/.package-lock.json
 	printf 'module nodetide.invalid/node_modules\n' > $@
 
 ## test: every test, integration tests on the local control plane and dynalite included, then a
-##   brief fuzz of schedule parsing
+##   brief fuzz of schedule parsing and the functions' events
 test: testbed node-deps vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
 
-## fuzz: fuzz schedule documents, cron expressions, nodetide.yaml, the Kamatera INI and snapshot
-##   documents for FUZZTIME each (a failing input is saved under the package's testdata/fuzz and then
-##   replayed by every go test)
+## fuzz: fuzz schedule documents, cron expressions, nodetide.yaml, the Kamatera INI, snapshot documents
+##   and the three functions' events for FUZZTIME each (a failing input is saved under the package's
+##   testdata/fuzz and then replayed by every go test)
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
@@ -53,6 +53,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/config/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCloudConfig$$' -fuzztime $(FUZZTIME) ./pkg/providers/kamatera/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadSnapshot$$' -fuzztime $(FUZZTIME) ./pkg/planner/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./pkg/evaluate/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./pkg/drain/
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi

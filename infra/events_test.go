@@ -55,20 +55,33 @@ func TestEvents(t *testing.T) {
 		},
 		"drain-shutdown.json": func(t *testing.T, data []byte, _ map[string]any) {
 			ev := drainEvent(t, data)
-			if ev.Action != "shutdown" || ev.Node == "" {
+			if ev.Action != "shutdown" || ev.Node == nil || *ev.Node == "" {
 				t.Errorf("want a shutdown of a node, got %+v", ev)
 			}
 		},
 		"drain-enable-node.json": func(t *testing.T, data []byte, _ map[string]any) {
 			ev := drainEvent(t, data)
-			if ev.Action != "enable" || ev.Node == "" {
+			if ev.Action != "enable" || ev.Node == nil || *ev.Node == "" {
 				t.Errorf("want an enable of one node, got %+v", ev)
 			}
 		},
 		"drain-enable-all.json": func(t *testing.T, data []byte, _ map[string]any) {
 			ev := drainEvent(t, data)
-			if ev.Action != "enable" || ev.Node != "" {
+			if ev.Action != "enable" || ev.Node != nil {
 				t.Errorf("want an enable of every node, got %+v", ev)
+			}
+		},
+		"drain-recover.json": func(t *testing.T, data []byte, _ map[string]any) {
+			if ev := drainEvent(t, data); ev.Action != drain.ActionRecover {
+				t.Errorf("want a recover, got %+v", ev)
+			}
+		},
+		"drain-execution-ended.json": func(t *testing.T, data []byte, m map[string]any) {
+			if m["source"] != "aws.states" || m["detail-type"] != "Step Functions Execution Status Change" {
+				t.Errorf("want a Step Functions status change, got source %v detail-type %v", m["source"], m["detail-type"])
+			}
+			if ev := drainEvent(t, data); ev.Action != drain.ActionRecover {
+				t.Errorf("the drain function reads it as %+v, want a recover", ev)
 			}
 		},
 		"drain-step.json": func(t *testing.T, data []byte, _ map[string]any) {

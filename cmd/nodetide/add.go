@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nodetide/nodetide/pkg/evaluate"
 )
 
 func newAddCmd(g *globals) *cobra.Command {
@@ -14,8 +16,8 @@ func newAddCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.Atoi(args[1])
-			if err != nil || n < 1 {
-				return fmt.Errorf("N must be a whole number of at least 1, got %q", args[1])
+			if err != nil || n < 1 || n > evaluate.MaxAdd {
+				return fmt.Errorf("N must be a whole number from 1 to %d, got %q", evaluate.MaxAdd, args[1])
 			}
 			cfg, err := g.loadConfig()
 			if err != nil {

@@ -27,8 +27,13 @@ func newShutdownCmd(g *globals) *cobra.Command {
 			if policy != "" && policy != drain.PolicyAbort && policy != drain.PolicyForce {
 				return fmt.Errorf("--policy %q: use abort or force", policy)
 			}
-			if cmd.Flags().Changed("timeout") && timeout < 30*time.Second {
-				return fmt.Errorf("--timeout %s: must be at least 30s", timeout)
+			if err := drain.CheckNodeName(args[0]); err != nil {
+				return fmt.Errorf("NODE: %w", err)
+			}
+			if cmd.Flags().Changed("timeout") {
+				if err := drain.CheckShutdownTimeout(timeout); err != nil {
+					return fmt.Errorf("--timeout: %w", err)
+				}
 			}
 			ctx := cmd.Context()
 			cfg, err := g.loadConfig()
@@ -109,11 +114,26 @@ func watchDrain(ctx context.Context, g *globals, h *drain.Handler, exec drain.Ex
 }
 
 func newEnableCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "enable [NODE]",
-		Short: "Make a node (or every cordoned node) schedulable again",
+	var all, force bool
+	cmd := &cobra.Command{
+		Use:   "enable NODE | --all",
+		Short: "Make a node (or, with --all, every cordoned node) schedulable again",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// "Every node" is asked for by name, never inferred from a
+			// missing or empty argument.
+			switch {
+			case all && len(args) == 1:
+				return fmt.Errorf("give a NODE or --all, not both")
+			case force && all:
+				return fmt.Errorf("--force ends the drain holding one NODE; it does not go with --all")
+			case !all && len(args) == 0:
+				return fmt.Errorf("give the NODE to enable, or --all for every cordoned node")
+			case len(args) == 1:
+				if err := drain.CheckNodeName(args[0]); err != nil {
+					return fmt.Errorf("NODE: %w", err)
+				}
+			}
 			cfg, err := g.loadConfig()
 			if err != nil {
 				return err
@@ -122,11 +142,30 @@ func newEnableCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			node := ""
-			if len(args) == 1 {
-				node = args[0]
+			var res drain.EnableResult
+			switch {
+			case all:
+				res, err = h.EnableAll(cmd.Context())
+			case force:
+				if h.Recovery == nil {
+					return fmt.Errorf("--force: no drain state machine is configured (%s)", setup.EnvDrainStateMachine)
+				}
+				ended, ferr := h.Recovery.Force(cmd.Context(), args[0])
+				if ferr != nil {
+					return ferr
+				}
+				for _, d := range ended.RolledBack {
+					fmt.Fprintf(g.stdout, "drain %s ended and rolled back\n", d)
+				}
+				if len(ended.Completed) > 0 {
+					// Its machine was gone already: the node is removed, not enabled.
+					fmt.Fprintf(g.stdout, "drain %s completed: its machine was already terminated, the node is removed\n", ended.Completed[0])
+					return nil
+				}
+				res, err = h.Enable(cmd.Context(), args[0])
+			default:
+				res, err = h.Enable(cmd.Context(), args[0])
 			}
-			res, err := h.Enable(cmd.Context(), node)
 			if err != nil {
 				return err
 			}
@@ -142,4 +181,7 @@ func newEnableCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&all, "all", false, "enable every cordoned node (nodes a running drain holds are left to it)")
+	cmd.Flags().BoolVar(&force, "force", false, "first end the drain holding NODE, stopping its execution, and roll it back from its record (for a drain you know is stuck)")
+	return cmd
 }

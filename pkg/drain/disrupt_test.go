@@ -217,7 +217,7 @@ func TestForceIsCarriedToTheDrain(t *testing.T) {
 	for _, tc := range []struct{ payload, err string }{
 		{`{"action":"shutdown","node":"n","force":true}`, ""},
 		{`{"action":"shutdown","node":"n","force":"yes"}`, "force"},
-		{`{"action":"enable","force":true}`, `takes only "node"`},
+		{`{"action":"enable","force":true}`, `give "node"`},
 		{`{"step":"Prepare","state":{},"force":true}`, `only "step" and "state"`},
 	} {
 		ev, err := drain.ParseEvent([]byte(tc.payload))

@@ -3,6 +3,7 @@ package drain_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -307,4 +308,64 @@ func TestRecoveryFinishesEndedDrains(t *testing.T) {
 	if node := b.node(t, aborted); node.Spec.Unschedulable || ours(node) != 0 {
 		t.Error("stray draining taint left")
 	}
+}
+
+// The drain function given Step Functions' status change (as the stack's
+// rule sends it) recovers the drains whose execution ended; the event's own
+// content decides nothing. enable --force ends a drain that still runs.
+func TestHandlerRecoversOnStatusChange(t *testing.T) {
+	b := newBed(t, 0, 2)
+	ctx := context.Background()
+	nodes := b.nodes(t)
+	ended, stuck := nodes[0].Name, nodes[1].Name
+	sEnded := b.steps1(t, b.start(ended, time.Hour, drain.PolicyAbort), "Prepare", "Cordon")
+	sStuck := b.steps1(t, b.start(stuck, time.Hour, drain.PolicyAbort), "Prepare", "Cordon")
+	stops := &stopped{executions: executions{sEnded.DrainID: sfntypes.ExecutionStatusFailed, sStuck.DrainID: sfntypes.ExecutionStatusRunning}}
+	h := &drain.Handler{Steps: b.steps, Recovery: &drain.Recovery{Steps: b.steps, SFN: stops,
+		StateMachineArn: "arn:aws:states:us-east-1:000000000000:stateMachine:drain"}}
+	event := `{"version":"0","id":"1","detail-type":"Step Functions Execution Status Change","source":"aws.states","account":"000000000000",
+		"time":"2026-12-01T10:00:00Z","region":"us-east-1","resources":[],"detail":{"status":"ABORTED","name":"anything"}}`
+	if _, err := h.Handle(ctx, []byte(event)); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.node(t, ended); n.Spec.Unschedulable || ours(n) != 0 {
+		t.Error("the drain whose execution failed was not rolled back")
+	}
+	if n := b.node(t, stuck); !n.Spec.Unschedulable {
+		t.Error("a running drain was touched by recovery")
+	}
+	// A plain enable leaves a running drain alone; --force ends it.
+	if _, err := h.Handle(ctx, []byte(`{"action":"enable","node":"`+stuck+`"}`)); err == nil {
+		t.Error("enable of a node a running drain holds succeeded")
+	}
+	if _, err := h.Handle(ctx, []byte(`{"action":"enable","node":"`+stuck+`","force":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if len(stops.stopped) != 1 {
+		t.Errorf("StopExecution calls %v, want the stuck drain's", stops.stopped)
+	}
+	if n := b.node(t, stuck); n.Spec.Unschedulable || ours(n) != 0 {
+		t.Error("enable --force left the node cordoned")
+	}
+	if left, err := b.steps.Store.RunningDrains(ctx); err != nil || len(left) != 0 {
+		t.Errorf("running drains %+v (%v), want none", left, err)
+	}
+}
+
+// stopped is executions that also accepts StopExecution, and then reports
+// the execution aborted.
+type stopped struct {
+	executions
+	stopped []string
+}
+
+func (s *stopped) StopExecution(_ context.Context, in *sfn.StopExecutionInput, _ ...func(*sfn.Options)) (*sfn.StopExecutionOutput, error) {
+	arn := aws.ToString(in.ExecutionArn)
+	s.stopped = append(s.stopped, arn)
+	for name := range s.executions {
+		if strings.HasSuffix(arn, ":"+name) {
+			s.executions[name] = sfntypes.ExecutionStatusAborted
+		}
+	}
+	return &sfn.StopExecutionOutput{}, nil
 }

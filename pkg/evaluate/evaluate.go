@@ -282,11 +282,15 @@ func restore(dst, src map[string]time.Time, key string) {
 	}
 }
 
+// MaxAdd is the most nodes one add may ask for; more is taken for a mistake
+// (no group is that large) and refused before anything is read.
+const MaxAdd = 1000
+
 // Add grows a group by count by hand (scalerctl's addinstances), never past its
 // maximum; it is recorded as a scale-up so scale-down waits delayAfterAdd.
 func (e *Evaluator) Add(ctx context.Context, group string, count int) (Result, error) {
-	if count < 1 {
-		return Result{}, fmt.Errorf("add: count must be at least 1, got %d", count)
+	if count < 1 || count > MaxAdd {
+		return Result{}, fmt.Errorf("add: count must be from 1 to %d, got %d", MaxAdd, count)
 	}
 	lease, skipped, err := e.acquire(ctx)
 	if err != nil {
@@ -316,8 +320,8 @@ func (e *Evaluator) Add(ctx context.Context, group string, count int) (Result, e
 	if err != nil {
 		return Result{}, fmt.Errorf("add: node group %s: %w", group, err)
 	}
-	if target+count > g.MaxSize() {
-		return Result{}, fmt.Errorf("add: node group %s: %d + %d = %d is above its max size %d: %w", group, target, count, target+count, g.MaxSize(), providers.ErrAboveMax)
+	if count > g.MaxSize()-target { // not target+count: that can wrap
+		return Result{}, fmt.Errorf("add: node group %s: %d + %d is above its max size %d: %w", group, target, count, g.MaxSize(), providers.ErrAboveMax)
 	}
 	if err := g.IncreaseSize(ctx, count); err != nil {
 		return Result{}, fmt.Errorf("add: node group %s: %w", group, err)

@@ -332,7 +332,7 @@ func TestHandlerThroughLambda(t *testing.T) {
 		`{"action":"add","nodeGroup":"nope","count":1}`:           `unknown node group "nope"`,
 		`{"action":"add","nodeGroup":"` + f.pool + `"}`:           `needs "count"`,
 		`{"action":"scale"}`:                                 `unknown action "scale"`,
-		`{"action":"plan","extra":1}`:                        `unknown field "extra"`,
+		`{"action":"plan","extra":1}`:                        `extra: unknown field`,
 		`{"detail-type":"Object Created","source":"aws.s3"}`: "unsupported EventBridge event",
 		`[1,2]`: "must be a JSON object",
 	} {

@@ -1,15 +1,14 @@
 package evaluate
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/lambdaevent"
+	"github.com/nodetide/nodetide/pkg/strictjson"
 )
 
 // Request is a hand-made invocation of the evaluate function.
@@ -47,11 +46,9 @@ func ParseEvent(payload []byte) (Request, error) {
 	if tick {
 		return Request{Action: "run"}, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
 	var req Request
-	if err := dec.Decode(&req); err != nil {
-		return Request{}, fmt.Errorf("bad request: %s (fields: action, nodeGroup, count)", strings.TrimPrefix(err.Error(), "json: "))
+	if err := strictjson.Decode(trimmed, &req); err != nil {
+		return Request{}, fmt.Errorf("bad request: %w (fields: action, nodeGroup, count)", err)
 	}
 	switch req.Action {
 	case "run", "plan":
@@ -65,8 +62,8 @@ func ParseEvent(payload []byte) (Request, error) {
 		if req.Count == nil {
 			return Request{}, errors.New(`action "add" needs "count"`)
 		}
-		if *req.Count < 1 {
-			return Request{}, fmt.Errorf(`action "add": "count" must be at least 1, got %d`, *req.Count)
+		if *req.Count < 1 || *req.Count > MaxAdd {
+			return Request{}, fmt.Errorf(`action "add": "count" must be from 1 to %d, got %d`, MaxAdd, *req.Count)
 		}
 	case "":
 		return Request{}, errors.New(`missing "action" (run, plan or add), and not an EventBridge scheduled event`)

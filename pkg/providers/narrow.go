@@ -2,6 +2,7 @@ package providers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -129,8 +130,11 @@ func (n *narrowed) IncreaseSize(ctx context.Context, delta int) error {
 	if err != nil {
 		return err
 	}
-	if target+delta > n.max {
-		return fmt.Errorf("node group %s: size %d + %d = %d: %w (%d, %s)", n.Name(), target, delta, target+delta, ErrAboveMax, n.max, n.setBy())
+	if err := CheckIncrease("size", target, delta, n.max); err != nil {
+		if errors.Is(err, ErrAboveMax) {
+			return fmt.Errorf("node group %s: size %d + %d: %w (%d, %s)", n.Name(), target, delta, ErrAboveMax, n.max, n.setBy())
+		}
+		return fmt.Errorf("node group %s: %w", n.Name(), err)
 	}
 	return n.NodeGroup.IncreaseSize(ctx, delta)
 }

@@ -7,6 +7,8 @@ package providers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 
 	"github.com/nodetide/nodetide/pkg/planner"
 )
@@ -53,6 +55,24 @@ type NodeGroup interface {
 // entry can yield several).
 type Provider interface {
 	NodeGroups(ctx context.Context) ([]NodeGroup, error)
+}
+
+// CheckIncrease is what every IncreaseSize checks before changing anything:
+// delta is positive and size+delta stays within max. It compares delta with
+// max-size: size+delta would wrap for a huge delta to a small (even
+// negative) number that passes a plain comparison and shrinks the group.
+// The error names what (e.g. "size") and wraps ErrAboveMax above max.
+func CheckIncrease(what string, size, delta, max int) error {
+	if delta <= 0 {
+		return fmt.Errorf("increase must be positive, got %d", delta)
+	}
+	if delta <= max-size {
+		return nil
+	}
+	if size >= 0 && delta <= math.MaxInt-size {
+		return fmt.Errorf("%s %d + %d = %d: %w (%d)", what, size, delta, size+delta, ErrAboveMax, max)
+	}
+	return fmt.Errorf("%s %d + %d: %w (%d)", what, size, delta, ErrAboveMax, max)
 }
 
 // Errors every provider returns (wrapped, with the numbers) so callers can

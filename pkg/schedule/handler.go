@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/lambdaevent"
+	"github.com/nodetide/nodetide/pkg/strictjson"
 )
 
 // Store is where the schedule function keeps schedules; the state
@@ -44,10 +45,6 @@ type Request struct {
 	Schedule *Schedule `json:"schedule,omitzero"`
 }
 
-func requestShape() *shape {
-	return &shape{fields: map[string]*shape{"action": nil, "name": nil, "schedule": scheduleShape()}}
-}
-
 // ParseEvent tells an EventBridge scheduled event (a tick) from a
 // hand-made request and parses it strictly: an unknown field (also inside
 // the schedule), a field given twice, an unknown action or a field the
@@ -65,7 +62,7 @@ func ParseEvent(payload []byte) (Request, error) {
 		return Request{Action: ActionTick}, nil
 	}
 	var req Request
-	if err := decodeStrict(trimmed, requestShape(), &req); err != nil {
+	if err := strictjson.Decode(trimmed, &req); err != nil {
 		return Request{}, fmt.Errorf("bad request: %w (fields: action, name, schedule)", err)
 	}
 	const actions = "put, list, get, delete or run"

@@ -8,12 +8,10 @@ package schedule
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
-	"strconv"
+
+	"github.com/nodetide/nodetide/pkg/strictjson"
 )
 
 // Schedule is one schedule document. Its JSON form is what users write and
@@ -120,7 +118,7 @@ func clonePtr[T any](p *T) *T {
 // error naming where. Parse does not validate; see Validate.
 func Parse(data []byte) (Schedule, error) {
 	var s Schedule
-	if err := decodeStrict(data, scheduleShape(), &s); err != nil {
+	if err := strictjson.Decode(data, &s); err != nil {
 		return Schedule{}, fmt.Errorf("parse schedule: %w", err)
 	}
 	return s, nil
@@ -138,137 +136,8 @@ func ParseList(data []byte) ([]Schedule, error) {
 		return []Schedule{s}, nil
 	}
 	var list []Schedule
-	if err := decodeStrict(data, &shape{elem: scheduleShape()}, &list); err != nil {
+	if err := strictjson.Decode(data, &list); err != nil {
 		return nil, fmt.Errorf("parse schedules: %w", err)
 	}
 	return list, nil
-}
-
-// shape is what the strict check expects of a JSON value: an object with
-// the given fields, an array of elem, or (both nil) anything.
-type shape struct {
-	fields map[string]*shape
-	elem   *shape
-}
-
-func scheduleShape() *shape {
-	scalar := (*shape)(nil)
-	return &shape{fields: map[string]*shape{
-		"name": scalar, "cron": scalar, "timezone": scalar, "description": scalar,
-		"desiredCapacity": scalar,
-		"nodeGroups": {elem: &shape{fields: map[string]*shape{
-			"name": scalar, "desired": scalar, "min": scalar, "max": scalar,
-		}}},
-		"appScaleTemplates": {elem: &shape{fields: map[string]*shape{
-			"app": scalar, "replicas": scalar,
-		}}},
-		"apps": {elem: &shape{fields: map[string]*shape{
-			"namespace": scalar, "kind": scalar, "name": scalar, "replicas": scalar,
-		}}},
-	}}
-}
-
-// decodeStrict checks data's field names against want, then decodes it
-// into v. encoding/json alone would match field names in any case and let
-// a repeated field silently win.
-func decodeStrict(data []byte, want *shape, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := checkValue(dec, "", want); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		if err == nil {
-			return fmt.Errorf("unexpected data after the document at offset %d", dec.InputOffset())
-		}
-		return fmt.Errorf("after the document: %w", err)
-	}
-	strict := json.NewDecoder(bytes.NewReader(data))
-	strict.DisallowUnknownFields()
-	if err := strict.Decode(v); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return fmt.Errorf("%s: got a %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type)
-		}
-		return err
-	}
-	return nil
-}
-
-// checkValue reads one JSON value from dec, checking the names of the
-// objects want describes. path names the value in errors.
-func checkValue(dec *json.Decoder, path string, want *shape) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return tokenError(path, err)
-	}
-	delim, isDelim := tok.(json.Delim)
-	switch {
-	case want != nil && want.fields != nil && delim != '{':
-		return fmt.Errorf("%swant a JSON object", prefix(path))
-	case want != nil && want.elem != nil && delim != '[' && tok != nil:
-		return fmt.Errorf("%swant a JSON array", prefix(path))
-	case !isDelim:
-		return nil
-	case delim == '{':
-		seen := map[string]bool{}
-		for dec.More() {
-			keyTok, err := dec.Token()
-			if err != nil {
-				return tokenError(path, err)
-			}
-			key := keyTok.(string) // the decoder only yields string keys in objects
-			field := join(path, key)
-			var sub *shape
-			if want != nil && want.fields != nil {
-				s, known := want.fields[key]
-				if !known {
-					return fmt.Errorf("%s: unknown field", field)
-				}
-				sub = s
-			}
-			if seen[key] {
-				return fmt.Errorf("%s: field given twice", field)
-			}
-			seen[key] = true
-			if err := checkValue(dec, field, sub); err != nil {
-				return err
-			}
-		}
-	case delim == '[':
-		var elem *shape
-		if want != nil {
-			elem = want.elem
-		}
-		for i := 0; dec.More(); i++ {
-			if err := checkValue(dec, path+"["+strconv.Itoa(i)+"]", elem); err != nil {
-				return err
-			}
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing delimiter
-		return tokenError(path, err)
-	}
-	return nil
-}
-
-// tokenError names where the JSON broke off or went wrong.
-func tokenError(path string, err error) error {
-	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("%sunexpected end of input", prefix(path))
-	}
-	return fmt.Errorf("%s%w", prefix(path), err)
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func prefix(path string) string {
-	if path == "" {
-		return ""
-	}
-	return path + ": "
 }

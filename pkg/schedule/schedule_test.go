@@ -116,10 +116,10 @@ func TestParseIsStrict(t *testing.T) {
 		{"truncated", `{"name": "a"`, `unexpected end of input`},
 		{"string number", `{"desiredCapacity": "5"}`, `desiredCapacity: got a string, want int`},
 		{"fraction", `{"desiredCapacity": 2.5}`, `desiredCapacity: got a number 2.5, want int`},
-		{"nested type", `{"nodeGroups": [{"name": "g", "min": true}]}`, `nodeGroups.min: got a bool`},
+		{"nested type", `{"nodeGroups": [{"name": "g", "min": true}]}`, `nodeGroups[0].min: got a bool`},
 		{"object for a list", `{"nodeGroups": {"name": "g"}}`, `nodeGroups: want a JSON array`},
 		{"scalar for an element", `{"apps": [5]}`, `apps[0]: want a JSON object`},
-		{"overflow", `{"apps": [{"replicas": 3000000000}]}`, `apps.replicas: got a number 3000000000, want int32`},
+		{"overflow", `{"apps": [{"replicas": 3000000000}]}`, `apps[0].replicas: got a number 3000000000, want int32`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -552,13 +552,14 @@ func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, l
 	if err != nil {
 		return nil, err
 	}
+	steps := &drain.Steps{Client: client, Groups: NodeGroups(cfg, client, a, overridesFrom(store), guardOf(store, InstanceID("drain"))), Store: store, Log: log}
+	h := &drain.Handler{Steps: steps, Starter: starter}
 	if starter == nil {
-		starter = &drain.Starter{SFN: noStateMachine{}, Store: store}
+		h.Starter = &drain.Starter{SFN: noStateMachine{}, Store: store}
+	} else {
+		h.Recovery = &drain.Recovery{Steps: steps, SFN: starter.SFN, StateMachineArn: starter.StateMachineArn}
 	}
-	return &drain.Handler{
-		Steps:   &drain.Steps{Client: client, Groups: NodeGroups(cfg, client, a, overridesFrom(store), guardOf(store, InstanceID("drain"))), Store: store, Log: log},
-		Starter: starter,
-	}, nil
+	return h, nil
 }
 
 // noStateMachine makes shutdown say what is missing instead of failing

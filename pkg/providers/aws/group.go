@@ -280,8 +280,9 @@ func (g *Group) IncreaseSize(ctx context.Context, delta int) error {
 		return err
 	}
 	cur := int(awssdk.ToInt32(asg.DesiredCapacity))
-	if _, hi := g.limits(asg); cur+delta > hi {
-		return fmt.Errorf("%s: desired capacity %d + %d = %d: %w (%d)", g.label(), cur, delta, cur+delta, providers.ErrAboveMax, hi)
+	_, hi := g.limits(asg)
+	if err := providers.CheckIncrease("desired capacity", cur, delta, hi); err != nil {
+		return fmt.Errorf("%s: %w", g.label(), err)
 	}
 	return g.setDesired(ctx, asg, cur+delta)
 }

@@ -130,8 +130,8 @@ func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
 		return err
 	}
 	size := targetOf(ms)
-	if size+delta > g.cfg.MaxSize {
-		return fmt.Errorf("kamatera group %s: size %d + %d = %d: %w (%d)", g.cfg.Name, size, delta, size+delta, providers.ErrAboveMax, g.cfg.MaxSize)
+	if err := providers.CheckIncrease("size", size, delta, g.cfg.MaxSize); err != nil {
+		return fmt.Errorf("kamatera group %s: %w", g.cfg.Name, err)
 	}
 	tags := strings.Fields(spec.Tag)
 	for i := range delta {

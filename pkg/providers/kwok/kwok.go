@@ -133,8 +133,8 @@ func (g *Group) IncreaseSize(ctx context.Context, delta int) error {
 	if err != nil {
 		return err
 	}
-	if size+delta > g.max {
-		return fmt.Errorf("kwok group %s: size %d + %d = %d: %w (%d)", g.name, size, delta, size+delta, providers.ErrAboveMax, g.max)
+	if err := providers.CheckIncrease("size", size, delta, g.max); err != nil {
+		return fmt.Errorf("kwok group %s: %w", g.name, err)
 	}
 	for range delta {
 		node, err := g.newNode()

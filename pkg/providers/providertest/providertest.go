@@ -20,6 +20,8 @@
 //   - A group of zero can grow: its Template has cpu and memory and the
 //     group's labels.
 //   - Concurrent IncreaseSize calls never take the group past MaxSize.
+//   - An increase so large that size+delta would wrap (in int, or in the
+//     cloud's int32/uint32) is ErrAboveMax and changes nothing.
 //   - DecreaseTargetSize refuses a non-negative delta, is
 //     providers.ErrNothingToDecrease when no capacity is waiting for a
 //     machine, and gives back capacity that is (never a started machine).
@@ -32,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -145,6 +148,7 @@ func Run(t *testing.T, factory Factory, known ...KnownBug) {
 		{"ConcurrentIncrease", concurrentIncrease},
 		{"DecreaseTargetSize", decreaseTargetSize},
 		{"RefusedDeltas", refusedDeltas},
+		{"HugeIncrease", hugeIncrease},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
@@ -718,6 +722,25 @@ func decreaseTargetSize(t *testing.T, s suite) {
 
 // refusedDeltas: IncreaseSize with a delta ≤ 0 and DecreaseTargetSize with a
 // delta ≥ 0 are errors and change nothing.
+// hugeIncrease: deltas whose sum with the size wraps around (int64, or the
+// 32-bit sizes cloud APIs take) are above the maximum, and change nothing:
+// no machine is created and the target is not lowered.
+func hugeIncrease(t *testing.T, s suite) {
+	h := start(t, s, Spec{MinSize: 0, MaxSize: 5, Size: 2})
+	before := h.snap()
+	for _, d := range []int{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt32, 1 << 32, 1<<32 - 1} {
+		// Bounded, so that a provider looping over a wrapped delta fails
+		// here instead of creating machines until the test times out.
+		ctx, cancel := context.WithTimeout(t.Context(), h.timeout())
+		err := h.group().IncreaseSize(ctx, d)
+		cancel()
+		if !errors.Is(err, providers.ErrAboveMax) {
+			t.Errorf("IncreaseSize(%d) from 2 with max 5: error %v, want one wrapping %q", d, err, providers.ErrAboveMax)
+		}
+	}
+	h.unchanged(before, "increases that overflow")
+}
+
 func refusedDeltas(t *testing.T, s suite) {
 	h := start(t, s, Spec{MinSize: 0, MaxSize: 5, Size: 1})
 	before := h.snap()

@@ -106,8 +106,8 @@ func (g *memGroup) IncreaseSize(_ context.Context, delta int) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if n := g.targetLocked(); n+delta > g.max {
-		return fmt.Errorf("size %d + %d: %w (%d)", n, delta, providers.ErrAboveMax, g.max)
+	if err := providers.CheckIncrease("size", g.targetLocked(), delta, g.max); err != nil {
+		return err
 	}
 	for range delta {
 		g.add(providers.StateCreating)

@@ -133,8 +133,8 @@ func (g *Group) IncreaseSize(ctx context.Context, delta int) error {
 		return err
 	}
 	size := int(pool.Size)
-	if size+delta > g.max {
-		return fmt.Errorf("scaleway pool %s: size %d + %d = %d: %w (%d)", g.pool.Name, size, delta, size+delta, providers.ErrAboveMax, g.max)
+	if err := providers.CheckIncrease("size", size, delta, g.max); err != nil {
+		return fmt.Errorf("scaleway pool %s: %w", g.pool.Name, err)
 	}
 	got, err := g.p.setSize(ctx, g.pool.Name, g.pool.ID, size+delta)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -63,19 +64,31 @@ func (r *Recovery) grace() time.Duration {
 }
 
 // Run recovers every drain whose execution has ended, and takes the draining
-// taint off nodes no drain holds. A drain that cannot be recovered now is
-// reported in the error and tried again on the next run; the others are
-// still recovered.
+// taint off nodes no drain holds (listing the nodes for it). A drain that
+// cannot be recovered now is reported in the error and tried again on the
+// next run; the others are still recovered.
 func (r *Recovery) Run(ctx context.Context) (Recovered, error) {
+	res, err := r.Drains(ctx)
+	nodes, lerr := r.Steps.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if lerr != nil {
+		return res, errors.Join(err, fmt.Errorf("recover drains: list nodes: %w", lerr))
+	}
+	untainted, uerr := r.Untaint(ctx, nodes.Items)
+	res.Untainted = untainted
+	return res, errors.Join(err, uerr)
+}
+
+// Drains recovers every drain whose execution has ended: one query of the
+// drain marks and one DescribeExecution per drain in flight, so it is cheap
+// enough for every evaluate cycle.
+func (r *Recovery) Drains(ctx context.Context) (Recovered, error) {
 	res := Recovered{RolledBack: []string{}, Completed: []string{}}
 	running, err := r.Steps.Store.RunningDrains(ctx)
 	if err != nil {
 		return res, fmt.Errorf("recover drains: %w", err)
 	}
 	var errs []error
-	held := map[string]bool{}
 	for _, rd := range running {
-		held[rd.Node] = true
 		status, err := r.executionStatus(ctx, rd.ID)
 		if err != nil {
 			errs = append(errs, err)
@@ -110,13 +123,8 @@ func (r *Recovery) Run(ctx context.Context) (Recovered, error) {
 			res.RolledBack = append(res.RolledBack, rd.Node+"/"+rd.ID)
 		}
 	}
-	untainted, err := r.untaintStray(ctx, held)
-	res.Untainted = untainted
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if len(res.RolledBack)+len(res.Completed)+len(res.Untainted) > 0 {
-		r.Steps.log().Warn("drains recovered", "rolledBack", res.RolledBack, "completed", res.Completed, "untainted", res.Untainted)
+	if len(res.RolledBack)+len(res.Completed) > 0 {
+		r.Steps.log().Warn("drains recovered", "rolledBack", res.RolledBack, "completed", res.Completed)
 	}
 	return res, errors.Join(errs...)
 }
@@ -212,24 +220,21 @@ func (r *Recovery) machineGone(ctx context.Context, rec state.DrainRecord) (bool
 	return !slices.ContainsFunc(insts, func(in providers.Instance) bool { return in.ProviderID == rec.ProviderID }), nil
 }
 
-// untaintStray takes the draining taint off nodes that no drain holds (a
-// late step of a drain that had already ended) and uncordons them: the taint
-// is nodetide's alone, so it proves the cordon was too, unless the node's
-// last drain found it cordoned already.
-func (r *Recovery) untaintStray(ctx context.Context, held map[string]bool) ([]string, error) {
+// Untaint takes the draining taint off those of nodes (a list the caller
+// has, e.g. evaluate's snapshot) that no drain holds (a late step of a drain
+// that had already ended) and uncordons them: the taint is nodetide's alone,
+// so it proves the cordon was too, unless the node's last drain found it
+// cordoned already.
+func (r *Recovery) Untaint(ctx context.Context, nodes []corev1.Node) ([]string, error) {
 	d := r.Steps
-	nodes, err := d.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("recover drains: list nodes: %w", err)
-	}
 	var out []string
 	var errs []error
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if held[n.Name] || !hasTaint(n, TaintKey) {
+	for i := range nodes {
+		n := &nodes[i]
+		if !hasTaint(n, TaintKey) {
 			continue
 		}
-		// Read the mark again: a drain may have claimed the node since.
+		// The mark, read now: only a node no drain holds is stray.
 		active, _, err := d.Store.NodeDrain(ctx, n.Name)
 		if err != nil || active != "" {
 			errs = append(errs, err)
@@ -254,6 +259,9 @@ func (r *Recovery) untaintStray(ctx context.Context, held map[string]bool) ([]st
 			continue
 		}
 		out = append(out, n.Name)
+	}
+	if len(out) > 0 {
+		d.log().Warn("draining taint removed from nodes no drain holds", "nodes", out)
 	}
 	return out, errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodetide/nodetide/pkg/drain"
@@ -32,9 +33,11 @@ type Drainer interface {
 }
 
 // Recoverer finishes the drains whose execution has ended without finishing
-// them (drain.Recovery); every cycle runs it first.
+// them, and frees nodes left with the draining taint (drain.Recovery). Every
+// cycle recovers drains before its snapshot and sweeps the snapshot's nodes.
 type Recoverer interface {
-	Run(ctx context.Context) (drain.Recovered, error)
+	Drains(ctx context.Context) (drain.Recovered, error)
+	Untaint(ctx context.Context, nodes []corev1.Node) ([]string, error)
 }
 
 // Evaluator runs the evaluate cycle for one cluster.
@@ -167,19 +170,28 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 	}
 	defer e.release(lease)
 
-	var recovered *drain.Recovered
+	var rec drain.Recovered
 	if e.Recoverer != nil {
 		// Before the snapshot, so the plan sees the nodes it gave back.
-		rec, err := e.Recoverer.Run(ctx)
-		if err != nil {
+		var err error
+		if rec, err = e.Recoverer.Drains(ctx); err != nil {
 			e.log().Error("recover drains", "error", err.Error())
-		}
-		if len(rec.RolledBack)+len(rec.Completed)+len(rec.Untainted) > 0 {
-			recovered = &rec
 		}
 	}
 
 	snap, groups, err := e.Snapshot(ctx)
+	if err == nil && e.Recoverer != nil {
+		// The snapshot's nodes, not a list of its own: no second read of
+		// every Node per cycle. A node freed here is seen by the next cycle.
+		var uerr error
+		if rec.Untainted, uerr = e.Recoverer.Untaint(ctx, snap.Nodes); uerr != nil {
+			e.log().Error("recover drains: untaint", "error", uerr.Error())
+		}
+	}
+	var recovered *drain.Recovered
+	if len(rec.RolledBack)+len(rec.Completed)+len(rec.Untainted) > 0 {
+		recovered = &rec
+	}
 	if err != nil {
 		return Result{Actions: []Action{}, Recovered: recovered}, err
 	}

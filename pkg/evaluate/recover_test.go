@@ -1,0 +1,87 @@
+package evaluate_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodetide/nodetide/pkg/drain"
+	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/state"
+)
+
+// noExecutions is a Step Functions that has never heard of any execution.
+type noExecutions struct{}
+
+func (noExecutions) DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error) {
+	return nil, &sfntypes.ExecutionDoesNotExist{Message: aws.String("does not exist")}
+}
+
+func (noExecutions) StopExecution(context.Context, *sfn.StopExecutionInput, ...func(*sfn.Options)) (*sfn.StopExecutionOutput, error) {
+	return nil, &sfntypes.ExecutionDoesNotExist{Message: aws.String("does not exist")}
+}
+
+// An evaluate cycle first finishes the drains whose execution is gone (the
+// node, cordoned by the drain, is given back before the plan reads it) and
+// frees a node that carries the draining taint with no drain holding it.
+func TestCycleRecoversDrains(t *testing.T) {
+	store := state.NewMemory("recover")
+	f := newFixture(t, 0, 5, store)
+	ctx := context.Background()
+	if err := f.group.IncreaseSize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []corev1.Node
+	f.cp.WaitFor(t, time.Minute, "2 nodes", func(ctx context.Context) (bool, error) {
+		list, err := f.cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "pool=" + f.pool})
+		nodes = list.Items
+		return err == nil && len(nodes) == 2, err
+	})
+	orphan, stray := nodes[0].Name, nodes[1].Name
+	steps := &drain.Steps{Client: f.cp.Client, Store: store, StepWait: -1,
+		Groups: func(context.Context) ([]providers.NodeGroup, error) { return []providers.NodeGroup{f.group}, nil }}
+	s := drain.State{Node: orphan, DrainID: "gone", Deadline: time.Now().Add(time.Hour), Policy: drain.PolicyAbort}
+	for _, step := range []string{"Prepare", "Cordon"} {
+		var err error
+		if s, err = steps.Run(ctx, step, s); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	if err := k8s.Cordon(ctx, f.cp.Client, stray, drain.TaintKey); err != nil {
+		t.Fatal(err)
+	}
+
+	ev := f.evaluator("recover")
+	ev.Recoverer = &drain.Recovery{Steps: steps, SFN: noExecutions{}, Grace: time.Nanosecond,
+		StateMachineArn: "arn:aws:states:us-east-1:000000000000:stateMachine:drain"}
+	res, err := ev.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Recovered == nil || len(res.Recovered.RolledBack) != 1 || len(res.Recovered.Untainted) != 1 || res.Recovered.Untainted[0] != stray {
+		t.Fatalf("recovered %+v, want the orphaned drain rolled back and %s untainted", res.Recovered, stray)
+	}
+	for _, name := range []string{orphan, stray} {
+		n, err := f.cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drained := false
+		for _, taint := range n.Spec.Taints {
+			drained = drained || taint.Key == drain.TaintKey
+		}
+		if n.Spec.Unschedulable || drained {
+			t.Errorf("node %s still cordoned after the cycle: %v", name, n.Spec.Taints)
+		}
+	}
+	if active, _, _ := store.NodeDrain(ctx, orphan); active != "" {
+		t.Errorf("node %s still held by %q", orphan, active)
+	}
+}

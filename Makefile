@@ -60,6 +60,7 @@ fuzz:
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod / go.sum are not tidy: run go mod tidy"; exit 1; }
 
 ## bench: planner and config benchmarks (speed and memory goals)
 bench:

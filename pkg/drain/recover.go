@@ -183,13 +183,18 @@ func (r *Recovery) executionStatus(ctx context.Context, drainID string) (sfntype
 	return out.Status, nil
 }
 
-// finish ends a drain from its record: completed when its machine is gone
-// (the Node object is deleted, a surge taken back), rolled back otherwise.
 func (r *Recovery) finish(ctx context.Context, rec state.DrainRecord, cause string) (completed bool, err error) {
-	d := r.Steps
+	return r.Steps.end(ctx, rec, cause)
+}
+
+// end ends a drain from its record: completed when its machine is gone or
+// going (the Node object is deleted, a surge taken back), rolled back
+// otherwise. A Terminate that timed out may have reached the cloud: then
+// giving the node back would hand pods a machine about to vanish.
+func (d *Steps) end(ctx context.Context, rec state.DrainRecord, cause string) (completed bool, err error) {
 	gone := rec.Phase == state.PhaseTerminated
 	if rec.Phase == state.PhaseTerminating {
-		if gone, err = r.machineGone(ctx, rec); err != nil {
+		if gone, err = d.machineGone(ctx, rec); err != nil {
 			return false, err
 		}
 	}
@@ -207,9 +212,10 @@ func (r *Recovery) finish(ctx context.Context, rec state.DrainRecord, cause stri
 	return true, d.Store.EndDrain(ctx, rec.Node, rec.ID, state.DrainSucceeded, cause, d.now())
 }
 
-// machineGone asks the drain's node group whether it still has the machine.
-func (r *Recovery) machineGone(ctx context.Context, rec state.DrainRecord) (bool, error) {
-	g, err := r.Steps.group(ctx, rec.NodeGroup)
+// machineGone asks the drain's node group whether the machine is gone or
+// on its way out.
+func (d *Steps) machineGone(ctx context.Context, rec state.DrainRecord) (bool, error) {
+	g, err := d.group(ctx, rec.NodeGroup)
 	if err != nil {
 		return false, err
 	}
@@ -217,7 +223,9 @@ func (r *Recovery) machineGone(ctx context.Context, rec state.DrainRecord) (bool
 	if err != nil {
 		return false, fmt.Errorf("node group %s: instances: %w", g.Name(), err)
 	}
-	return !slices.ContainsFunc(insts, func(in providers.Instance) bool { return in.ProviderID == rec.ProviderID }), nil
+	return !slices.ContainsFunc(insts, func(in providers.Instance) bool {
+		return in.ProviderID == rec.ProviderID && in.State != providers.StateDeleting
+	}), nil
 }
 
 // Untaint takes the draining taint off those of nodes (a list the caller

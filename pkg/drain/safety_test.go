@@ -369,3 +369,34 @@ func (s *stopped) StopExecution(_ context.Context, in *sfn.StopExecutionInput, _
 	}
 	return &sfn.StopExecutionOutput{}, nil
 }
+
+// A Terminate whose answer was lost (its task timed out) may have removed
+// the machine: Rollback then completes the removal instead of giving the
+// node back to the scheduler.
+func TestRollbackAfterALandedTerminateCompletes(t *testing.T) {
+	b := newBed(t, 0, 2)
+	b.steps.StepWait = -1
+	ctx := context.Background()
+	victim := b.nodes(t)[0]
+	s := b.steps1(t, b.start(victim.Name, time.Minute, drain.PolicyAbort), "Prepare", "Cordon", "Surge", "Evict")
+	rec, err := b.store.GetDrain(ctx, victim.Name, s.DrainID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Phase = state.PhaseTerminating // what Terminate records before its call
+	if err := b.store.UpdateDrain(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.group.DeleteInstance(ctx, victim.Spec.ProviderID); err != nil { // the call that landed
+		t.Fatal(err)
+	}
+	s.Error = &drain.ErrorInfo{Error: "States.Timeout", Cause: "Terminate timed out"}
+	b.steps1(t, s, "Rollback")
+	rec, err = b.store.GetDrain(ctx, victim.Name, s.DrainID)
+	if err != nil || rec.Status != state.DrainSucceeded {
+		t.Errorf("drain record %+v (%v), want the removal completed", rec, err)
+	}
+	if _, err := b.cp.Client.CoreV1().Nodes().Get(ctx, victim.Name, metav1.GetOptions{}); err == nil {
+		t.Error("the node of a terminated machine was given back")
+	}
+}

@@ -1059,7 +1059,9 @@ func (d *Steps) restoreSurged(ctx context.Context, s State) error {
 	return nil
 }
 
-// Rollback undoes what the drain did (see undo) and records the failure.
+// Rollback undoes what the drain did (see undo) and records the failure;
+// a drain whose Terminate already reached the cloud is completed instead
+// (see end).
 func (d *Steps) Rollback(ctx context.Context, s State) (State, error) {
 	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
 	if err != nil {
@@ -1069,7 +1071,11 @@ func (d *Steps) Rollback(ctx context.Context, s State) (State, error) {
 	if s.Error != nil {
 		cause = s.Error.Error + ": " + s.Error.Cause
 	}
-	return s, d.undo(ctx, rec, cause)
+	completed, err := d.end(ctx, rec, cause)
+	if completed && err == nil {
+		d.log().Warn("drain failed after its machine was terminated: the removal was completed instead of rolled back", "node", s.Node, "drainId", s.DrainID, "cause", cause)
+	}
+	return s, err
 }
 
 // undo puts back what a drain changed, from its record alone (the

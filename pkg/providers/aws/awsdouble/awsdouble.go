@@ -21,7 +21,11 @@
 // AddLaunchTemplate and AddLaunchConfiguration, reads it back with Group,
 // moves machines along with Boot and Reap, watches them
 // with OnLaunch and OnTerminate (a test bed registers a Node with the same
-// provider ID there), and injects faults with FailNext and FailLaunches.
+// provider ID there), and injects faults with FailNext, DelayNext and
+// FailLaunches. FailNext answers the next calls of an action with an error
+// instead of carrying them out (Throttling, InternalFailure, … build the
+// usual ones); DelayNext carries them out but holds the answer back, so a
+// caller whose deadline is shorter gives up on a change that has landed.
 //
 // Where the double can differ from AWS:
 //
@@ -208,6 +212,7 @@ type Server struct {
 	configs       map[string]string // launch configuration → instance type
 	activities    []activity        // oldest first
 	faults        map[string][]Fault
+	delays        map[string][]time.Duration
 	calls         map[string]int
 	seq           int
 	onLaunch      []func(Event)
@@ -227,6 +232,7 @@ func New(opts ...Option) *Server {
 		types:    map[string]InstanceType{},
 		configs:  map[string]string{},
 		faults:   map[string][]Fault{},
+		delays:   map[string][]time.Duration{},
 		calls:    map[string]int{},
 		lastForm: map[string]map[string][]string{},
 		forms:    map[string][]map[string][]string{},
@@ -439,6 +445,18 @@ func (s *Server) FailNext(action string, n int, f Fault) {
 	defer s.mu.Unlock()
 	for range n {
 		s.faults[action] = append(s.faults[action], f)
+	}
+}
+
+// DelayNext makes the next n calls of action be carried out as usual but
+// answered only after d, or never if the caller gives up first: the change
+// lands, the caller does not learn it (a slow response beyond the client's
+// deadline).
+func (s *Server) DelayNext(action string, n int, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.delays[action] = append(s.delays[action], d)
 	}
 }
 

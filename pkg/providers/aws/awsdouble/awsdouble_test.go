@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -435,5 +436,42 @@ func TestEC2Shapes(t *testing.T) {
 	}
 	if len(lc.LaunchConfigurations) != 1 || awssdk.ToString(lc.LaunchConfigurations[0].InstanceType) != "t3.medium" {
 		t.Fatalf("launch configurations = %+v", lc.LaunchConfigurations)
+	}
+}
+
+// A delayed call is carried out even though the caller gave up waiting for
+// its answer; the next call is answered at once.
+func TestDelayNextLandsTheChangeAndLosesTheAnswer(t *testing.T) {
+	d := awsdouble.New()
+	defer d.Close()
+	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 5})
+	as, _, _ := clients(t, d, d.Region())
+	set := func(ctx context.Context, n int32) error {
+		_, err := as.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: awssdk.String("asg"), DesiredCapacity: awssdk.Int32(n)})
+		return err
+	}
+	d.DelayNext("SetDesiredCapacity", 1, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := set(ctx, 2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("delayed call: %v, want the caller's deadline", err)
+	}
+	// The request may reach the double after the caller gave up.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		g, _ := d.Group("asg")
+		if g.DesiredCapacity == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("desired = %d, want the delayed change landed (2)", g.DesiredCapacity)
+		}
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := set(ctx, 3); err != nil {
+		t.Fatalf("the delay did not run out: %v", err)
+	}
+	if g, _ := d.Group("asg"); g.DesiredCapacity != 3 {
+		t.Fatalf("desired = %d, want 3", g.DesiredCapacity)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // API versions and the XML namespaces of their responses.
@@ -76,6 +77,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, svc, reqID, &apiError{status: f.Status, code: f.Code, message: f.Message})
 		return
 	}
+	var delay time.Duration
+	if q := s.delays[action]; len(q) > 0 {
+		delay = q[0]
+		s.delays[action] = q[1:]
+	}
 	s.mu.Unlock()
 
 	var body any
@@ -97,6 +103,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		body, err = s.describeLaunchTemplateVersions(form, reqID)
 	default:
 		err = &apiError{status: http.StatusBadRequest, code: "InvalidAction", message: fmt.Sprintf("Could not find operation %s for version %s", action, version)}
+	}
+	if delay > 0 {
+		// Carried out; the answer is held back, and lost if the caller
+		// stops waiting first.
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	if err != nil {
 		writeError(w, svc, reqID, err)

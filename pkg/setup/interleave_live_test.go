@@ -26,6 +26,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodetide/nodetide/pkg/config"
@@ -84,7 +85,9 @@ var ilWorkloads = []struct {
 //     admitted, and C may well sit below a freshly raised min that nothing
 //     has grown the group to yet).
 //   - PDBs: once a budget's covered Ready pods (not terminating) have
-//     reached its minAvailable, they never fall below it again.
+//     reached its minAvailable, they never fall below it again. This one
+//     follows a watch of the pods rather than the poll, since kwok makes
+//     replacements Ready within a poll interval.
 //   - at the end: no node of the group is cordoned or tainted (no drain is
 //     running), no NODE mark is held, every drain record has ended.
 //
@@ -255,6 +258,32 @@ func (b *interleaveBed) deploy(t *testing.T, name string, replicas int32, minAva
 	}
 }
 
+// spread restarts the Deployments, so that their pods spread over the
+// nodes there are now and the round's drains have pods to move.
+func (b *interleaveBed) spread(t *testing.T, seed uint64, round int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, w := range ilWorkloads {
+		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"round":"%d-%d"}}}}}`, seed, round)
+		if _, err := b.cp.Client.AppsV1().Deployments(b.ns).Patch(ctx, w.name, k8stypes.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.cp.WaitFor(t, time.Minute, "the Deployments rolled out", func(ctx context.Context) (bool, error) {
+		for _, w := range ilWorkloads {
+			d, err := b.cp.Client.AppsV1().Deployments(b.ns).Get(ctx, w.name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			st := d.Status
+			if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != w.replicas || st.Replicas != w.replicas || st.AvailableReplicas != w.replicas {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 // ilSample is one observation of the group.
 type ilSample struct {
 	at       time.Time
@@ -332,7 +361,7 @@ func (b *interleaveBed) sample(ctx context.Context) (ilSample, error) {
 type ilOp struct {
 	at   time.Duration // offset from the round's start
 	kind string        // shutdown, run, add, fire
-	pick int           // shutdown: which node (index into the sorted names); run, add, fire: which instance
+	pick int           // shutdown: which node (0: the one with the most pods); run, add, fire: which instance
 	n    int           // add: how many
 	sch  string        // fire: the schedule's JSON
 }
@@ -340,7 +369,7 @@ type ilOp struct {
 func (o ilOp) String() string {
 	switch o.kind {
 	case "shutdown":
-		return fmt.Sprintf("+%v shutdown node #%d", o.at, o.pick)
+		return fmt.Sprintf("+%v shutdown the node with the %d. most pods", o.at, o.pick+1)
 	case "add":
 		return fmt.Sprintf("+%v add %d (evaluate-%d)", o.at, o.n, o.pick)
 	case "fire":
@@ -356,7 +385,7 @@ func (b *interleaveBed) plan(rng *rand.Rand, round int) []ilOp {
 		o := ilOp{at: time.Duration(rng.IntN(2500)) * time.Millisecond, pick: rng.IntN(2)}
 		switch k := rng.IntN(10); {
 		case k < 3:
-			o.kind, o.pick = "shutdown", rng.IntN(ilMax)
+			o.kind, o.pick = "shutdown", rng.IntN(3)
 		case k < 5:
 			o.kind = "run"
 		case k < 7:
@@ -435,6 +464,7 @@ func (l *ilLog) window(prev time.Time) time.Time {
 func (b *interleaveBed) seed(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x6e6f646574696465))
 	for round := range ilRounds {
+		b.spread(t, seed, round)
 		ops := b.plan(rng, round)
 		log := &ilLog{start: time.Now(), started: map[int]time.Time{}}
 		violations := b.round(t, round, ops, log)
@@ -462,6 +492,11 @@ func (b *interleaveBed) round(t *testing.T, round int, ops []ilOp, log *ilLog) [
 		defer close(watched)
 		w.run(ctx, stop)
 	}()
+	podsWatched := make(chan struct{})
+	go func() {
+		defer close(podsWatched)
+		w.watchPods(ctx, stop)
+	}()
 
 	var wg sync.WaitGroup
 	for i, o := range ops {
@@ -484,10 +519,12 @@ func (b *interleaveBed) round(t *testing.T, round int, ops []ilOp, log *ilLog) [
 	if err := b.waitExecutions(ctx, log); err != nil {
 		close(stop)
 		<-watched
+		<-podsWatched
 		return append(w.violations, err.Error())
 	}
 	close(stop)
 	<-watched
+	<-podsWatched
 	return append(w.violations, b.final(ctx, w)...)
 }
 
@@ -499,6 +536,14 @@ func (b *interleaveBed) do(ctx context.Context, round, i int, o ilOp) string {
 		if err != nil {
 			return "list nodes: " + err.Error()
 		}
+		pods, err := b.cp.Client.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return "list pods: " + err.Error()
+		}
+		on := map[string]int{}
+		for _, p := range pods.Items {
+			on[p.Spec.NodeName]++
+		}
 		var names []string
 		for _, n := range list.Items {
 			names = append(names, n.Name)
@@ -506,7 +551,13 @@ func (b *interleaveBed) do(ctx context.Context, round, i int, o ilOp) string {
 		if len(names) == 0 {
 			return "no node to shut down"
 		}
-		slices.Sort(names)
+		// Busiest first, so that most shutdowns move pods.
+		slices.SortFunc(names, func(a, b string) int {
+			if on[a] != on[b] {
+				return on[b] - on[a]
+			}
+			return strings.Compare(a, b)
+		})
 		node := names[o.pick%len(names)]
 		out, err := b.drains[i%2].Handle(ctx, json.RawMessage(`{"action":"shutdown","node":"`+node+`"}`))
 		return outcome(fmt.Sprintf("shutdown %s", node), out, err)
@@ -613,6 +664,7 @@ type ilWatcher struct {
 	prev       *ilSample
 	history    []ilSample
 	starts     map[string]time.Time // node -> when the drain that tainted it began
+	mu         sync.Mutex           // the pod watch and the poller both report
 	reached    map[string]bool      // PDB -> its Ready pods have reached minAvailable
 	violations []string
 }
@@ -635,6 +687,8 @@ func (w *ilWatcher) run(ctx context.Context, stop <-chan struct{}) {
 }
 
 func (w *ilWatcher) fail(s ilSample, format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	msg := fmt.Sprintf(format, args...) + " at " + s.String()
 	w.log.add("VIOLATION %s", msg)
 	w.violations = append(w.violations, msg)
@@ -686,17 +740,84 @@ func (w *ilWatcher) check(ctx context.Context) error {
 			}
 		}
 	}
+	w.prev = &s
+	return nil
+}
+
+// watchPods follows every change of the workloads' pods, in the API
+// server's order, so that a Ready count dipping for less than a poll
+// interval is seen too: once a budget's Ready pods (not terminating) have
+// reached its minAvailable, they must never fall below it.
+func (w *ilWatcher) watchPods(ctx context.Context, stop <-chan struct{}) {
+	pods := w.b.cp.Client.CoreV1().Pods(w.b.ns)
+	list, err := pods.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.fail(ilSample{at: time.Now()}, "pod watch: %v", err)
+		return
+	}
+	ready := map[string]string{} // Ready, not terminating pod -> its app
+	for _, p := range list.Items {
+		if podReady(&p) {
+			ready[p.Name] = p.Labels["app"]
+		}
+	}
+	w.checkPods(ready, "listed")
+	watch, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		w.fail(ilSample{at: time.Now()}, "pod watch: %v", err)
+		return
+	}
+	defer watch.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case ev, ok := <-watch.ResultChan():
+			if !ok {
+				w.log.add("pod watch closed early")
+				return
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			if ev.Type != "DELETED" && podReady(p) {
+				ready[p.Name] = p.Labels["app"]
+			} else {
+				delete(ready, p.Name)
+			}
+			w.checkPods(ready, fmt.Sprintf("%s pod %s", ev.Type, p.Name))
+		}
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	})
+}
+
+func (w *ilWatcher) checkPods(ready map[string]string, event string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, wl := range ilWorkloads {
-		ready := s.pods[wl.name]
-		if ready >= wl.minAvailable {
+		n := 0
+		for _, app := range ready {
+			if app == wl.name {
+				n++
+			}
+		}
+		if n >= wl.minAvailable {
 			w.reached[wl.name] = true
 		} else if w.reached[wl.name] {
-			w.fail(s, "PDB %s: %d Ready pods, below minAvailable %d", wl.name, ready, wl.minAvailable)
+			msg := fmt.Sprintf("PDB %s: %d Ready pods after %s, below minAvailable %d", wl.name, n, event, wl.minAvailable)
+			w.log.add("VIOLATION %s", msg)
+			w.violations = append(w.violations, msg)
 			w.reached[wl.name] = false // report each drop once
 		}
 	}
-	w.prev = &s
-	return nil
 }
 
 // boundSince folds pick over the samples taken from since on (and the one

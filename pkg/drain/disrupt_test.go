@@ -199,6 +199,35 @@ func TestMachineRefusesWhatMustNotBeDisrupted(t *testing.T) {
 		t.Errorf("bare pod: %v", err)
 	}
 
+	// The same request again, once what blocked it is gone, is a new
+	// drain, not the refused one "already started".
+	other := b.nodes(t)[1].Name
+	b.barePod(t, "bare2", other, nil)
+	first, err := m.starter.Shutdown(ctx, drain.ShutdownRequest{Node: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := m.wait(t, first.ExecutionArn); out.Status != sfntypes.ExecutionStatusFailed {
+		t.Fatalf("execution %s, want refused", out.Status)
+	}
+	if err := b.cp.Client.CoreV1().Pods(b.ns).Delete(ctx, "bare2", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := m.starter.Shutdown(ctx, drain.ShutdownRequest{Node: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.AlreadyStarted || again.ExecutionArn == first.ExecutionArn {
+		t.Fatalf("the repeated request returned the refused execution %s", again.ExecutionArn)
+	}
+	dup, err := m.starter.Shutdown(ctx, drain.ShutdownRequest{Node: other})
+	if err != nil || !dup.AlreadyStarted || dup.ExecutionArn != again.ExecutionArn {
+		t.Errorf("a duplicate of the new request: %+v (%v), want the running %s", dup, err, again.ExecutionArn)
+	}
+	if out := m.wait(t, again.ExecutionArn); out.Status != sfntypes.ExecutionStatusSucceeded {
+		t.Fatalf("repeated request: %s %s: %s", out.Status, aws.ToString(out.Error), aws.ToString(out.Cause))
+	}
+
 	exec, err = m.starter.Shutdown(ctx, drain.ShutdownRequest{Node: victim, Force: true})
 	if err != nil {
 		t.Fatal(err)

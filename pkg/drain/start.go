@@ -101,6 +101,10 @@ func (st *Starter) Shutdown(ctx context.Context, r ShutdownRequest) (Execution, 
 }
 
 func (st *Starter) start(ctx context.Context, name string, s State) (Execution, error) {
+	return st.startAttempt(ctx, name, s, 0)
+}
+
+func (st *Starter) startAttempt(ctx context.Context, name string, s State, attempt int) (Execution, error) {
 	if err := s.Validate(); err != nil {
 		return Execution{}, fmt.Errorf("drain of node %s: %w", s.Node, err)
 	}
@@ -116,10 +120,20 @@ func (st *Starter) start(ctx context.Context, name string, s State) (Execution, 
 		// Same name, other input (its deadline differs): the drain this
 		// request names was started already.
 		arn := executionArn(st.StateMachineArn, name)
-		if _, derr := st.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)}); derr != nil {
+		prev, derr := st.SFN.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
+		if derr != nil {
 			return Execution{}, fmt.Errorf("drain of node %s: execution %s exists but cannot be read: %w", s.Node, name, derr)
 		}
-		return Execution{ExecutionArn: arn, Name: name, Node: s.Node, AlreadyStarted: true}, nil
+		if prev.Status == sfntypes.ExecutionStatusRunning || attempt >= 3 {
+			return Execution{ExecutionArn: arn, Name: name, Node: s.Node, AlreadyStarted: true}, nil
+		}
+		// It ended without beginning a drain (Prepare refused it: the
+		// node's count of ended drains, which names the next one, did not
+		// move). A request now is a new one: named from the old one's end,
+		// so identical requests racing still start one execution.
+		next := retryName(name, aws.ToTime(prev.StopDate).UTC().Format(time.RFC3339Nano))
+		s.DrainID = next
+		return st.startAttempt(ctx, next, s, attempt+1)
 	}
 	if err != nil {
 		return Execution{}, fmt.Errorf("start drain of node %s: %w", s.Node, err)
@@ -156,4 +170,14 @@ func executionName(kind, node, suffix string) string {
 func shortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:4])
+}
+
+// retryName names the execution that follows an ended one of the same
+// request, within the 80 characters Step Functions allows.
+func retryName(name, after string) string {
+	suffix := "-" + shortHash(after)
+	if len(name)+len(suffix) > 80 {
+		name = name[:80-len(suffix)]
+	}
+	return name + suffix
 }

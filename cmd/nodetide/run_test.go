@@ -50,10 +50,18 @@ nodeGroups:
 	if _, errOut, code := nodetide(t, "schedules", "create", file, "--config", cfg); code != 0 {
 		t.Fatalf("create: %s", errOut)
 	}
-	time.Sleep(1100 * time.Millisecond)
-	_, errOut, code := nodetide(t, "run", "--once", "--config", cfg)
-	if code != 0 {
-		t.Fatalf("run --once: exit %d: %s", code, errOut)
+	// A run within the second the schedule was created finds nothing due
+	// (a new schedule does not fire for the past), so run until one fires.
+	var errOut string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var code int
+		_, errOut, code = nodetide(t, "run", "--once", "--config", cfg)
+		if code != 0 {
+			t.Fatalf("run --once: exit %d: %s", code, errOut)
+		}
+		if strings.Contains(errOut, "schedule every: fire") || time.Now().After(deadline) {
+			break
+		}
 	}
 	if !strings.Contains(errOut, "schedule every: fire") || !strings.Contains(errOut, "Deployment web -> 2 scaled") {
 		t.Errorf("run's output does not show the fire:\n%s", errOut)

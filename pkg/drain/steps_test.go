@@ -176,6 +176,10 @@ func (b *bed) start(node string, timeout time.Duration, policy string) drain.Sta
 }
 
 // runSteps drives the steps as the state machine would, with short waits.
+// The sleeps between rounds stand in for the state machine's Wait states:
+// they are polling intervals, not synchronisation, since each round runs
+// the step again and its result (SurgeDone, Evicted, Replaced, or the
+// deadline) decides whether to go on.
 func (b *bed) runSteps(t *testing.T, s drain.State) (drain.State, error) {
 	t.Helper()
 	ctx := context.Background()

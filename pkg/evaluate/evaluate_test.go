@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/planner"
@@ -364,6 +368,39 @@ func TestHandlerThroughLambda(t *testing.T) {
 	}
 }
 
+// watchStarted tells when a pod watch has been opened on the API server.
+type watchStarted struct {
+	kubernetes.Interface
+	once    sync.Once
+	started chan struct{}
+}
+
+func (w *watchStarted) CoreV1() typedcorev1.CoreV1Interface {
+	return watchStartedCore{CoreV1Interface: w.Interface.CoreV1(), w: w}
+}
+
+type watchStartedCore struct {
+	typedcorev1.CoreV1Interface
+	w *watchStarted
+}
+
+func (c watchStartedCore) Pods(namespace string) typedcorev1.PodInterface {
+	return watchStartedPods{PodInterface: c.CoreV1Interface.Pods(namespace), w: c.w}
+}
+
+type watchStartedPods struct {
+	typedcorev1.PodInterface
+	w *watchStarted
+}
+
+func (p watchStartedPods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	wi, err := p.PodInterface.Watch(ctx, opts)
+	if err == nil {
+		p.w.once.Do(func() { close(p.w.started) })
+	}
+	return wi, err
+}
+
 // TestWatchScalesUpBetweenTicks: after a tick's cycle, the watch sees pods
 // turn Unschedulable and runs the cycle itself, without waiting for the next
 // tick.
@@ -371,6 +408,8 @@ func TestWatchScalesUpBetweenTicks(t *testing.T) {
 	f := newFixture(t, 0, 3, nil)
 	ev := f.evaluator("watch")
 	ev.Settings.ScaleUp.PendingPodMinAge = time.Second
+	watching := &watchStarted{Interface: ev.Client, started: make(chan struct{})}
+	ev.Client = watching
 	h := &evaluate.Handler{Evaluator: ev, WatchFor: 40 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -383,7 +422,15 @@ func TestWatchScalesUpBetweenTicks(t *testing.T) {
 		res, err := h.Handle(ctx, []byte(`{"action":"run"}`))
 		done <- outcome{res, err}
 	}()
-	time.Sleep(time.Second) // the tick's own cycle has nothing to do
+	// The tick's own cycle has nothing to do; the pods come once the
+	// watch that follows it is open.
+	select {
+	case <-watching.started:
+	case out := <-done:
+		t.Fatalf("handle ended before watching: %v, %v", out.res, out.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no pod watch opened within 30s")
+	}
 	f.deploy(t, "late", 2, "3")
 	f.cp.WaitFor(t, 30*time.Second, "the watch to grow the group", func(context.Context) (bool, error) {
 		return f.target(t) == 2, nil

@@ -104,6 +104,34 @@ func (x *toy) run(ctx context.Context, name string, j job) *sfn.DescribeExecutio
 	return x.wait(ctx, x.start(ctx, name, input(x.t, j)))
 }
 
+// waitIdle polls until every invocation of the toy function for job id has
+// ended: in an RIE's log, the START RequestId line before the job's own
+// line has its END. (A step that exits the process never logs its END, so
+// other jobs' invocations are not counted.)
+func (x *toy) waitIdle(id string) {
+	x.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		logs := x.svc.FunctionLogs("toy")
+		busy, req := false, ""
+		for line := range strings.Lines(logs) {
+			if r, ok := strings.CutPrefix(line, "START RequestId: "); ok {
+				req, _, _ = strings.Cut(r, " ")
+			}
+			if strings.HasPrefix(line, "toyfn: job "+id+" step ") && !strings.Contains(logs, "END RequestId: "+req+"\n") {
+				busy = true
+			}
+		}
+		if !busy {
+			return
+		}
+		if time.Now().After(deadline) {
+			x.fatalf("job %s's invocations still running after a minute", id)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // fatalf fails the test with the logs that explain it.
 func (x *toy) fatalf(format string, args ...any) {
 	x.t.Helper()
@@ -485,8 +513,8 @@ func TestStateMachines(t *testing.T) {
 		if last := events[len(events)-1]; last.Type != types.HistoryEventTypeExecutionAborted {
 			t.Errorf("last event %s", last.Type)
 		}
-		// Let the running work step end, so it can't delay other tests.
-		time.Sleep(600 * time.Millisecond)
+		// Let the step still running end, so it can't delay other tests.
+		x.waitIdle("s")
 	})
 
 	t.Run("ListExecutions", func(t *testing.T) {

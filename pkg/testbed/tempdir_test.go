@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -94,8 +95,12 @@ func TestSweepStaleKillsLeftovers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "etcd.pid"), []byte(strconv.Itoa(leftover.Process.Pid)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// Give sh the moment it needs to start its sleep.
-	time.Sleep(100 * time.Millisecond)
+	// Wait for sh to start its sleep, so the group really has a child.
+	for deadline := time.Now().Add(10 * time.Second); !groupHasChild(t, leftover.Process.Pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("sh started no child within 10s")
+		}
+	}
 
 	if _, err := sweepStale(base); err != nil {
 		t.Fatal(err)
@@ -128,4 +133,34 @@ func TestNamespacePrefix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// groupHasChild reports whether a process other than pgid is in process
+// group pgid (from /proc/<pid>/stat: pid (comm) state ppid pgrp ...).
+func groupHasChild(t *testing.T, pgid int) bool {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // the process ended meanwhile
+		}
+		// comm may hold spaces and parentheses; the last ") " ends it.
+		i := strings.LastIndex(string(b), ") ")
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b)[i+2:])
+		if len(f) < 3 {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if pgrp, _ := strconv.Atoi(f[2]); pgrp == pgid && pid != pgid {
+			return true
+		}
+	}
+	return false
 }

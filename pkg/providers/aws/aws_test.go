@@ -259,7 +259,11 @@ func TestInstanceStates(t *testing.T) {
 		if _, err := d.AddInstance("asg", awsdouble.Instance{ID: id, LifecycleState: tt.lifecycle}); err != nil {
 			t.Fatal(err)
 		}
-		want["aws:///us-east-1b/"+id] = tt.want
+		// Warm-pool machines have a state but are not instances of the
+		// group (see TestWarmPoolIsNotCapacity).
+		if !strings.HasPrefix(tt.lifecycle, "Warmed:") {
+			want["aws:///us-east-1b/"+id] = tt.want
+		}
 		if got := ngaws.State(tt.lifecycle); got != tt.want {
 			t.Errorf("State(%s) = %s, want %s", tt.lifecycle, got, tt.want)
 		}
@@ -688,5 +692,70 @@ func TestConcurrentIncreaseSize(t *testing.T) {
 	st, _ := d.Group("asg")
 	if ok != 7 || above != 3 || st.DesiredCapacity != 7 || len(st.Instances) != 7 {
 		t.Fatalf("ok %d above %d desired %d instances %d, want 7 3 7 7", ok, above, st.DesiredCapacity, len(st.Instances))
+	}
+}
+
+// TestWarmPoolIsNotCapacity: machines in an ASG's warm pool (Warmed:*) are
+// not part of the group's capacity: they are not its instances, do not
+// stand in for missing capacity, and removing one is refused rather than
+// taking a unit of desired capacity from the machines in service.
+func TestWarmPoolIsNotCapacity(t *testing.T) {
+	ctx := context.Background()
+	d, as, ec2c := newDouble(t)
+	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 3, DesiredCapacity: 2, AvailabilityZones: []string{"us-east-1b"}})
+	st, _ := d.Group("asg")
+	var inService []string
+	for _, in := range st.Instances {
+		inService = append(inService, in.ProviderID())
+	}
+	warm := map[string]string{} // provider ID → lifecycle state
+	for _, state := range []string{"Warmed:Pending", "Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated", "Warmed:Terminating"} {
+		in, err := d.AddInstance("asg", awsdouble.Instance{LifecycleState: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm[in.ProviderID()] = state
+	}
+	g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg"})
+
+	if n, err := g.TargetSize(ctx); err != nil || n != 2 {
+		t.Errorf("TargetSize = %d, %v; want 2", n, err)
+	}
+	insts, err := g.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, in := range insts {
+		ids = append(ids, in.ProviderID)
+		if state, ok := warm[in.ProviderID]; ok {
+			t.Errorf("warm-pool machine %s (%s) listed as an instance (%s)", in.ProviderID, state, in.State)
+		}
+	}
+	slices.Sort(ids)
+	slices.Sort(inService)
+	if !slices.Equal(ids, inService) {
+		t.Errorf("instances %v, want the machines in service %v", ids, inService)
+	}
+
+	for id, state := range warm {
+		err := g.DeleteInstance(ctx, id)
+		if !errors.Is(err, providers.ErrUnknownInstance) {
+			t.Errorf("DeleteInstance of a %s machine: %v, want ErrUnknownInstance", state, err)
+		}
+	}
+	if c := d.Calls("TerminateInstanceInAutoScalingGroup"); c != 0 {
+		t.Errorf("%d terminate calls for warm-pool machines", c)
+	}
+	if st, _ := d.Group("asg"); st.DesiredCapacity != 2 || len(st.Instances) != 2+len(warm) {
+		t.Errorf("desired %d, %d machines after refused removals; want 2 and %d", st.DesiredCapacity, len(st.Instances), 2+len(warm))
+	}
+	if n, err := g.TargetSize(ctx); err != nil || n != 2 {
+		t.Errorf("TargetSize after refused removals = %d, %v; want 2", n, err)
+	}
+
+	// The warm pool leaves the max's headroom alone: one more fits.
+	if err := g.IncreaseSize(ctx, 1); err != nil {
+		t.Errorf("IncreaseSize(1) to the max: %v", err)
 	}
 }

@@ -94,7 +94,8 @@ func (g *Group) TargetSize(context.Context) (int, error) {
 // State maps an ASG lifecycle state to an instance state.
 //
 //   - creating: Pending, Pending:Wait, Pending:Proceed, and Warmed:* (a
-//     warm-pool machine is on its way, not yet part of the group's capacity).
+//     warm-pool machine is not yet part of the group's capacity; Instances
+//     leaves warm-pool machines out altogether).
 //   - deleting: Terminating*, Terminated, Detaching, Detached,
 //     Warmed:Terminating*, Warmed:Terminated.
 //   - running: InService, and also Standby and EnteringStandby: a machine in
@@ -117,8 +118,15 @@ func State(lifecycle string) providers.InstanceState {
 // counts reports whether a machine in this lifecycle state is part of the
 // group's capacity (what desired capacity counts).
 func counts(lifecycle string) bool {
-	return State(lifecycle) != providers.StateDeleting && !strings.HasPrefix(lifecycle, "Warmed:")
+	return State(lifecycle) != providers.StateDeleting && !warm(lifecycle)
 }
+
+// warm reports whether a machine is in the group's warm pool: stopped,
+// hibernated or running in reserve, outside desired capacity until AWS
+// moves it into service. Such a machine is not one of the group's
+// instances: counting it would misplace a Node it registered, and
+// removing it with a decrement would take a machine in service instead.
+func warm(lifecycle string) bool { return strings.HasPrefix(lifecycle, "Warmed:") }
 
 // ProviderID is the Kubernetes provider ID of an instance.
 func ProviderID(az, instanceID string) string {
@@ -153,6 +161,9 @@ func (g *Group) Instances(ctx context.Context) ([]providers.Instance, error) {
 	asg := g.snapshot()
 	out := make([]providers.Instance, 0, len(asg.Instances))
 	for _, in := range asg.Instances {
+		if warm(string(in.LifecycleState)) {
+			continue
+		}
 		out = append(out, providers.Instance{
 			ProviderID: ProviderID(awssdk.ToString(in.AvailabilityZone), awssdk.ToString(in.InstanceId)),
 			State:      State(string(in.LifecycleState)),
@@ -314,6 +325,9 @@ func (g *Group) DeleteInstance(ctx context.Context, providerID string) error {
 	}
 	if idx < 0 {
 		return fmt.Errorf("%s: instance %s: %w", g.label(), id, providers.ErrUnknownInstance)
+	}
+	if lc := string(asg.Instances[idx].LifecycleState); warm(lc) {
+		return fmt.Errorf("%s: instance %s is in the warm pool (%s), not in service: %w", g.label(), id, lc, providers.ErrUnknownInstance)
 	}
 	if State(string(asg.Instances[idx].LifecycleState)) == providers.StateDeleting {
 		return nil // already on its way out: removal is idempotent

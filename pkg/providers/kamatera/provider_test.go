@@ -633,14 +633,20 @@ func TestRetries(t *testing.T) {
 	t.Run("a timed-out create that went through is followed", func(t *testing.T) {
 		b := newBed(t, twoGroups, nil, WithRequestTimeout(50*time.Millisecond))
 		b.d.InjectDelay("/service/server", 100*time.Millisecond, 1)
+		created := make(chan string, 1)
+		b.d.OnCreate(func(req kamateradouble.CreateRequest, _ string) { created <- req.Name })
 		if err := b.group("workers").IncreaseSize(ctx, 1); err == nil || !strings.Contains(err.Error(), "no answer within") {
 			t.Errorf("error %v", err)
 		}
 		if n := b.d.RequestCount(http.MethodPost, "/service/server"); n != 1 {
 			t.Errorf("%d create requests, want 1", n)
 		}
-		time.Sleep(150 * time.Millisecond) // the double creates it meanwhile
-		name := b.d.CreateRequests()[0].Name
+		var name string
+		select { // the double finishes the create after the client gave up
+		case name = <-created:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the timed-out create never went through")
+		}
 		equal(t, "appeared", b.state("workers"), []string{"kamatera://" + name + "=creating"})
 		b.d.CompleteAll()
 		equal(t, "running", b.state("workers"), []string{"kamatera://" + name + "=running"})

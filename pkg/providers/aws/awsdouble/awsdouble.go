@@ -38,9 +38,14 @@
 //     Pending, or InService with WithAutoBoot) before the response is sent,
 //     and DescribeAutoScalingGroups is strongly consistent. AWS launches
 //     seconds later and its reads can lag its writes.
-//   - No cooldowns, lifecycle hooks, warm pools, instance protection,
-//     termination policies (scale-in takes Pending machines first, then the
-//     newest), AZ rebalancing, weighted capacity or instance requirements.
+//   - No cooldowns, lifecycle hooks, instance protection, termination
+//     policies (scale-in takes Pending machines first, then the newest), AZ
+//     rebalancing, weighted capacity or instance requirements.
+//   - Warm pools only as machines a test adds in a Warmed:* state
+//     (AddInstance): DescribeAutoScalingGroups lists them with the group's
+//     instances, outside its desired capacity. There is no DescribeWarmPool,
+//     and a growing group launches new machines instead of taking them from
+//     the pool.
 //   - Launch failures happen only when a test asks (FailLaunches); AWS keeps
 //     retrying a failed launch, the double retries on the next change of
 //     desired capacity or when the failure is cleared.

@@ -223,15 +223,18 @@ func (m *Memory) EndDrain(_ context.Context, node, id, status, errMsg string, no
 		rec.Status, rec.Error, rec.FinishedAt = status, errMsg, now.UTC()
 		d.records[key] = rec
 	}
-	if d.active[node] == id {
+	freed := d.active[node] == id
+	if freed {
 		delete(d.active, node)
 		delete(d.groups, node)
 		d.ended[node]++
 	}
 	d.mu.Unlock()
-	m.mu.Lock()
-	delete(m.state.UnneededSince, node)
-	m.mu.Unlock()
+	if freed { // as the DynamoDB store: only the drain that held the node forgets its time
+		m.mu.Lock()
+		delete(m.state.UnneededSince, node)
+		m.mu.Unlock()
+	}
 	return nil
 }
 

@@ -112,7 +112,7 @@ func (r *Recovery) Drains(ctx context.Context) (Recovered, error) {
 		if status == "" {
 			status = "not found"
 		}
-		done, err := r.finish(ctx, rec, "recovered: execution "+string(status))
+		done, err := r.Steps.end(ctx, rec, "recovered: execution "+string(status))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -157,7 +157,7 @@ func (r *Recovery) Force(ctx context.Context, node string) (Recovered, error) {
 	} else if err != nil {
 		return res, err
 	}
-	done, err := r.finish(ctx, rec, "ended by enable --force")
+	done, err := r.Steps.end(ctx, rec, "ended by enable --force")
 	if err != nil {
 		return res, err
 	}
@@ -181,10 +181,6 @@ func (r *Recovery) executionStatus(ctx context.Context, drainID string) (sfntype
 		return "", fmt.Errorf("drain %s: describe execution: %w", drainID, err)
 	}
 	return out.Status, nil
-}
-
-func (r *Recovery) finish(ctx context.Context, rec state.DrainRecord, cause string) (completed bool, err error) {
-	return r.Steps.end(ctx, rec, cause)
 }
 
 // end ends a drain from its record: completed when its machine is gone or

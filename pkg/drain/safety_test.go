@@ -12,7 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/k8s"
@@ -398,5 +400,32 @@ func TestRollbackAfterALandedTerminateCompletes(t *testing.T) {
 	}
 	if _, err := b.cp.Client.CoreV1().Nodes().Get(ctx, victim.Name, metav1.GetOptions{}); err == nil {
 		t.Error("the node of a terminated machine was given back")
+	}
+}
+
+// A PodDisruptionBudget with an empty selector covers every pod of its
+// namespace (policy/v1): a Deployment it leaves no disruption is surged.
+func TestEmptySelectorBudgetCoversTheNamespace(t *testing.T) {
+	b := newBed(t, 0, 1)
+	b.steps.StepWait = -1
+	ctx := context.Background()
+	b.deploy(t, "web", 2, "")
+	v := intstr.FromInt32(2)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: b.ns},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &v, Selector: &metav1.LabelSelector{}},
+	}
+	if _, err := b.cp.Client.PolicyV1().PodDisruptionBudgets(b.ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.cp.WaitPDBObserved(t, b.ns, "all")
+	victim := b.nodes(t)[0].Name
+	s := b.steps1(t, b.start(victim, time.Minute, drain.PolicyAbort), "Prepare", "Cordon", "Surge")
+	if got := b.replicas(t, "web"); got != 4 {
+		t.Errorf("replicas after the first surge round = %d, want 4 (both pods on the node surged)", got)
+	}
+	b.steps1(t, s, "Rollback")
+	if got := b.replicas(t, "web"); got != 2 {
+		t.Errorf("replicas after rollback = %d, want 2", got)
 	}
 }

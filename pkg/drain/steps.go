@@ -501,8 +501,10 @@ func (d *Steps) pdbBlocks(ctx context.Context, p *corev1.Pod) (bool, error) {
 		return false, fmt.Errorf("list PDBs in %s: %w", p.Namespace, err)
 	}
 	for _, pdb := range pdbs.Items {
+		// As policy/v1 reads it: an empty selector covers every pod of the
+		// namespace, a null one none (LabelSelectorAsSelector gives Nothing).
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+		if err != nil || !sel.Matches(labels.Set(p.Labels)) {
 			continue
 		}
 		if pdb.Status.DisruptionsAllowed < 1 {

@@ -22,7 +22,9 @@ import (
 //   - section and key names are case-insensitive, subsection names are not;
 //   - a key with no `=` at all is "blank": true for a boolean, and for a
 //     repeated key it clears the values given so far;
-//   - a repeated key either appends (multi-valued keys) or the last one wins.
+//   - a repeated key appends (multi-valued keys such as disk and network);
+//     the cloud config built from it refuses any other key given twice, and
+//     a section given twice, naming both lines.
 
 // iniEntry is one header or key line of the file.
 type iniEntry struct {

@@ -65,7 +65,20 @@ func (c *ControlPlane) Namespace(t testing.TB) string {
 		defer cancel()
 		// Pods on nodes already deleted would otherwise linger until the
 		// controller-manager's pod GC, and be seen by cluster-wide listings of
-		// later tests.
+		// later tests. Their controllers go first, or they would make new,
+		// Pending ones meanwhile.
+		all := metav1.ListOptions{}
+		del := metav1.DeleteOptions{}
+		apps := c.Client.AppsV1()
+		for what, err := range map[string]error{
+			"deployments":  apps.Deployments(name).DeleteCollection(ctx, del, all),
+			"replicasets":  apps.ReplicaSets(name).DeleteCollection(ctx, del, all),
+			"statefulsets": apps.StatefulSets(name).DeleteCollection(ctx, del, all),
+		} {
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("testbed: delete the %s of namespace %s: %v", what, name, err)
+			}
+		}
 		err := c.Client.CoreV1().Pods(name).DeleteCollection(ctx,
 			metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}, metav1.ListOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {

@@ -37,7 +37,7 @@ node_modules/go.mod: node_modules/.package-lock.json
 	printf 'module nodetide.invalid/node_modules\n' > $@
 
 ## test: every test, integration tests on the local control plane and dynalite included, then a
-##   brief fuzz of schedule parsing and the functions' events
+##   brief fuzz of every parser (make fuzz)
 test: testbed node-deps vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -13,7 +15,7 @@ import (
 )
 
 func newConfigCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "Work with nodetide.yaml"}
+	cmd := groupCmd(&cobra.Command{Use: "config", Short: "Work with nodetide.yaml"})
 	validate := &cobra.Command{
 		Use:   "validate",
 		Short: "Load the config and print the node groups it defines, or every problem found",
@@ -106,4 +108,28 @@ func orDash(p *int) string {
 		return "-"
 	}
 	return fmt.Sprint(*p)
+}
+
+// groupCmd makes a command that only holds subcommands refuse an unknown
+// one (cobra alone prints the help and succeeds, so a typo looks like
+// success to a script).
+func groupCmd(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		names := make([]string, 0, len(cmd.Commands()))
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		msg := fmt.Sprintf("unknown command %q for %q (one of: %s)", args[0], cmd.CommandPath(), strings.Join(names, ", "))
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return errors.New(msg)
+	}
+	return cmd
 }

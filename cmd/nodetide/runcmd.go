@@ -114,9 +114,9 @@ func newRunCmd(g *globals) *cobra.Command {
 			}
 		},
 	}
-	cmd.Flags().DurationVar(&interval, "interval", time.Minute, "time between cycles (default: the config's evaluate.interval)")
+	cmd.Flags().DurationVar(&interval, "interval", 0, "time between cycles (default: the config's evaluate.interval, 1m unless set)")
 	cmd.Flags().BoolVar(&once, "once", false, "run one cycle and exit")
-	cmd.Flags().BoolVar(&localDrains, "local-drains", false, "run the drain state machine locally (from a checkout of this repository; needs `make testbed` and `npm ci`) and act on removals")
+	cmd.Flags().BoolVar(&localDrains, "local-drains", false, "run the drain state machine locally (from a checkout of this repository; needs make testbed and npm ci) and act on removals")
 	return cmd
 }
 

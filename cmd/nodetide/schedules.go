@@ -19,7 +19,7 @@ import (
 )
 
 func newSchedulesCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "schedules", Short: "Create, inspect, check and run scheduled scaling"}
+	cmd := groupCmd(&cobra.Command{Use: "schedules", Short: "Create, inspect, check and run scheduled scaling"})
 
 	create := &cobra.Command{
 		Use:   "create FILE",

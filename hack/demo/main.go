@@ -65,8 +65,13 @@ drain: {timeout: 2m, onTimeout: abort}
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Stdout)
+	interrupted := ctx.Err() != nil
 	stop()
-	if err != nil {
+	switch {
+	case interrupted:
+		// Ctrl-C: what the demo started has been stopped; that is not a failure.
+		fmt.Fprintln(os.Stderr, "demo stopped; everything it started has been removed")
+	case err != nil:
 		fmt.Fprintf(os.Stderr, "demo failed: %v\n", err)
 		os.Exit(1)
 	}

@@ -6,19 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/setup"
-	"github.com/nodetide/nodetide/pkg/state"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 // TestConcurrentSizeWritersKeepBounds runs every writer of a group's size
@@ -27,36 +22,9 @@ import (
 // whose desired size is 3 must leave the group at exactly 3, however they
 // interleave, and adds racing them must never take it past its max of 5.
 func TestConcurrentSizeWritersKeepBounds(t *testing.T) {
-	cp := testbed.Cluster(t)
-	ns := cp.Namespace(t)
-	pool := ns
-	t.Cleanup(func() {
-		_ = cp.Client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=" + pool})
-	})
-	db := testbed.DynamoDB(t)
+	l := newLive(t, "race", 0, 5, "")
+	cp, pool, cfg := l.cp, l.pool, l.cfg
 	ctx := context.Background()
-	table := "race-" + ns
-	if err := state.CreateTable(ctx, db.Client(t), table); err != nil {
-		t.Fatal(err)
-	}
-	yaml := fmt.Sprintf(`cluster: {name: %[1]s, kubernetes: {kubeconfig: %[2]s}}
-state: {dynamodb: {table: %[3]s, endpoint: %[4]s}}
-nodeGroups:
-  - name: %[1]s
-    provider: kwok
-    minSize: 0
-    maxSize: 5
-    kwok: {template: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}, labels: {pool: %[1]s}}}
-`, pool, cp.KubeconfigPath, table, db.Endpoint)
-	path := filepath.Join(t.TempDir(), "nodetide.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	count := func() int {
 		list, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=" + pool})

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +28,6 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/providers"
@@ -127,40 +125,13 @@ type interleaveBed struct {
 }
 
 func newInterleaveBed(t *testing.T) *interleaveBed {
-	cp := testbed.Cluster(t)
-	ns := cp.Namespace(t)
-	pool := ns
-	t.Cleanup(func() {
-		_ = cp.Client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=" + pool})
-	})
-	db := testbed.DynamoDB(t)
-	ctx := context.Background()
-	table := "interleave-" + ns
-	if err := state.CreateTable(ctx, db.Client(t), table); err != nil {
-		t.Fatal(err)
-	}
 	// Scale-down at once, so every evaluate cycle may start drains.
-	yaml := fmt.Sprintf(`cluster: {name: %[1]s, kubernetes: {kubeconfig: %[2]s}}
-state: {dynamodb: {table: %[3]s, endpoint: %[4]s}}
-nodeGroups:
-  - name: %[1]s
-    provider: kwok
-    minSize: %[5]d
-    maxSize: %[6]d
-    kwok: {template: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}, labels: {pool: %[1]s}}}
-scaleUp: {pendingPodMinAge: 0s}
+	l := newLive(t, "interleave", ilMin, ilMax, `scaleUp: {pendingPodMinAge: 0s}
 scaleDown: {unneededTime: 0s, delayAfterAdd: 0s}
 drain: {timeout: 30s}
-`, pool, cp.KubeconfigPath, table, db.Endpoint, ilMin, ilMax)
-	path := filepath.Join(t.TempDir(), "nodetide.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
+	cp, ns, pool, db, table, yaml, cfg := l.cp, l.ns, l.pool, l.db, "interleave-"+l.ns, l.yaml, l.cfg
+	ctx := context.Background()
 	svc, err := sfnlocal.StartDrain(ctx, "", yaml, time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,14 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/sfnlocal"
-	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
@@ -41,39 +37,12 @@ func TestMain(m *testing.M) { testbed.Main(m) }
 //     again, and the drain refuses to take it below the schedule's min;
 //   - deleting the day schedule gives the group its configured bounds back.
 func TestSchedulesSetEffectiveBounds(t *testing.T) {
-	cp := testbed.Cluster(t)
-	ns := cp.Namespace(t)
-	pool := ns
-	t.Cleanup(func() {
-		_ = cp.Client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=" + pool})
-	})
-	db := testbed.DynamoDB(t)
-	ctx := context.Background()
-	table := "sched-" + ns
-	if err := state.CreateTable(ctx, db.Client(t), table); err != nil {
-		t.Fatal(err)
-	}
-	yaml := fmt.Sprintf(`cluster: {name: %[1]s, kubernetes: {kubeconfig: %[2]s}}
-state: {dynamodb: {table: %[3]s, endpoint: %[4]s}}
-nodeGroups:
-  - name: %[1]s
-    provider: kwok
-    minSize: 0
-    maxSize: 5
-    kwok: {template: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}, labels: {pool: %[1]s}}}
-scaleUp: {pendingPodMinAge: 0s}
+	l := newLive(t, "sched", 0, 5, `scaleUp: {pendingPodMinAge: 0s}
 scaleDown: {unneededTime: 1h}
 drain: {timeout: 2m}
-`, pool, cp.KubeconfigPath, table, db.Endpoint)
-	path := filepath.Join(t.TempDir(), "nodetide.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
+	cp, ns, pool, yaml, cfg := l.cp, l.ns, l.pool, l.yaml, l.cfg
+	ctx := context.Background()
 	svc, err := sfnlocal.StartDrain(ctx, "", yaml, time.Second)
 	if err != nil {
 		t.Fatal(err)

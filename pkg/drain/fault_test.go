@@ -191,20 +191,8 @@ func TestFaultAPIServerOutageMidDrain(t *testing.T) {
 // or the drain function on the status-change event runs it, gives both
 // back, and a person's replica change made meanwhile survives.
 func TestFaultStoppedExecutionIsRecovered(t *testing.T) {
-	b := newBed(t, 0, 1)
-	m := b.machine(t, b.cp.KubeconfigPath, 2*time.Minute, drain.PolicyAbort)
-	b.deploy(t, "solo", 1, "")
-	victim := b.nodes(t)[0].Name
+	b, m, victim, exec := surgeHeld(t)
 	ctx := context.Background()
-	exec, err := m.starter.Shutdown(ctx, drain.ShutdownRequest{Node: victim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// One node: the surge's replacement stays Pending, so the drain waits
-	// in its Surge loop.
-	b.cp.WaitFor(t, time.Minute, "the surge", func(ctx context.Context) (bool, error) {
-		return b.replicas(t, "solo") == 2, nil
-	})
 	b.scaleTo(t, "solo", 3) // a person adds one meanwhile
 	if _, err := m.client.StopExecution(ctx, &sfn.StopExecutionInput{ExecutionArn: aws.String(exec.ExecutionArn)}); err != nil {
 		t.Fatal(err)
@@ -369,4 +357,24 @@ func TestFaultLostDynamoDBWrites(t *testing.T) {
 			break // every write of a whole drain has been lost once
 		}
 	}
+}
+
+// surgeHeld starts, on the real state machine, the drain of a group's only
+// node, which holds a single-replica Deployment: the surge's replacement
+// has nowhere to go and stays Pending, so the drain waits in its Surge loop
+// (the function inside its Surge step) when this returns.
+func surgeHeld(t *testing.T) (*bed, *machine, string, drain.Execution) {
+	t.Helper()
+	b := newBed(t, 0, 1)
+	m := b.machine(t, b.cp.KubeconfigPath, 2*time.Minute, drain.PolicyAbort)
+	b.deploy(t, "solo", 1, "")
+	victim := b.nodes(t)[0].Name
+	exec, err := m.starter.Shutdown(context.Background(), drain.ShutdownRequest{Node: victim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.cp.WaitFor(t, time.Minute, "the surge", func(ctx context.Context) (bool, error) {
+		return b.replicas(t, "solo") == 2, nil
+	})
+	return b, m, victim, exec
 }

@@ -9,14 +9,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/nodetide/nodetide/pkg/drain"
 )
 
 // childrenOf lists the processes whose parent is one of parents, read from
@@ -58,20 +55,8 @@ func childrenOf(t *testing.T, parents []int) []int {
 // carries the drain on to the node's removal or to a clean rollback, and
 // nothing is left holding the node.
 func TestFaultFunctionKilledMidStep(t *testing.T) {
-	b := newBed(t, 0, 1)
-	m := b.machine(t, b.cp.KubeconfigPath, 2*time.Minute, drain.PolicyAbort)
-	b.deploy(t, "solo", 1, "")
-	victim := b.nodes(t)[0].Name
+	b, m, victim, exec := surgeHeld(t)
 	ctx := context.Background()
-	exec, err := m.starter.Shutdown(ctx, drain.ShutdownRequest{Node: victim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// One node: the surge's replacement stays Pending, so the function is
-	// inside its Surge step, waiting for it.
-	b.cp.WaitFor(t, time.Minute, "the surge", func(ctx context.Context) (bool, error) {
-		return b.replicas(t, "solo") == 2, nil
-	})
 	rie := m.svc.FunctionPIDs("drain")
 	killed := childrenOf(t, rie)
 	if len(killed) == 0 {

@@ -174,6 +174,8 @@ func TestParseRefusesValuesThatWouldAct(t *testing.T) {
 		{"second document", kwokDoc(okTemplate, "---\nscaleDown: {enabled: false}\n"), []string{"x.yaml:10: a second YAML document"}},
 		{"all problems at once", kwokDoc(`{allocatable: {cpu: "1e309", memory: "0"}, labels: {"a b": x}}`, "scaleDown: {utilizationThreshold: 2}\n"),
 			[]string{"allocatable.cpu", "allocatable.memory", "labels.a b", "scaleDown.utilizationThreshold"}},
+		{"bad durations with path and line, with a typo", kwokDoc(okTemplate, "scaleUp: {pendingPodMinAge: 10x, backoff: -1m}\nscaleDown: {unneededTim: 10m}\n"),
+			[]string{`x.yaml:10: scaleUp.pendingPodMinAge: invalid duration "10x"`, `x.yaml:10: scaleUp.backoff: duration "-1m" is negative`, "x.yaml:11: scaleDown.unneededTim: unknown field"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -84,8 +84,20 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
+		if t == typeOf[Duration]() {
+			// Checked here, with the other problems, so a bad duration is
+			// reported with its path and line, not alone by the decoder.
+			var d Duration
+			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+				return
+			}
+			if err := d.UnmarshalYAML(n); err != nil {
+				errs.add(n.Line, orRoot(path), err.Error())
+			}
+			return
+		}
 		if n.Kind != yaml.MappingNode {
-			if t == typeOf[Duration]() || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
+			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 				return
 			}
 			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be a mapping, got %s", kindName(n)))

@@ -282,15 +282,31 @@ func keyOf(item map[string]dynamodbtypes.AttributeValue) string {
 // tries), Prepare's failures ending it as Rejected.
 func (b *bed) drive(t *testing.T, s drain.State) (removed bool) {
 	t.Helper()
-	ctx := context.Background()
+	removed, _, _ = b.driveSteps(t, s, 0)
+	return removed
+}
+
+// driveSteps is drive with each step try given perStep (none when zero), as
+// the function's own deadline bounds one invocation. It also returns
+// Prepare's failure (the drain then never began) and the error name of
+// every failed step try, as the state machine's Retry and Catch see them.
+func (b *bed) driveSteps(t *testing.T, s drain.State, perStep time.Duration) (removed bool, rejected error, names []string) {
+	t.Helper()
 	run := func(step string, tries int, retry func(error) bool) error {
 		var err error
 		for range tries {
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if perStep > 0 {
+				ctx, cancel = context.WithTimeout(ctx, perStep)
+			}
 			var out drain.State
-			if out, err = b.steps.Run(ctx, step, s); err == nil {
+			out, err = b.steps.Run(ctx, step, s)
+			cancel()
+			if err == nil {
 				s = out
 				return nil
 			}
+			names = append(names, step+":"+drain.ErrorName(err))
 			if !retry(err) {
 				return err
 			}
@@ -299,7 +315,7 @@ func (b *bed) drive(t *testing.T, s drain.State) (removed bool) {
 	}
 	transient := func(err error) bool { return drain.ErrorName(err) == drain.ErrNameTransient }
 	if err := run("Prepare", 5, transient); err != nil {
-		return false
+		return false, err, names
 	}
 	order := []string{"Cordon", "Surge", "Evict", "WaitReplacements", "Terminate", "RemoveNode", "Finish"}
 	for i := 0; i < len(order); i++ {
@@ -309,7 +325,7 @@ func (b *bed) drive(t *testing.T, s drain.State) (removed bool) {
 			if err := run("Rollback", 20, func(error) bool { return true }); err != nil {
 				t.Fatalf("rollback failed: %v", err)
 			}
-			return false
+			return false, nil, names
 		}
 		// The Choice states: loop on a step until it reports done.
 		switch {
@@ -317,7 +333,7 @@ func (b *bed) drive(t *testing.T, s drain.State) (removed bool) {
 			i--
 		}
 	}
-	return true
+	return true, nil, names
 }
 
 // A DynamoDB write that lands but whose answer is lost, at every write of

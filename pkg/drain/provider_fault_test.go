@@ -55,49 +55,14 @@ func newAWSBed(t *testing.T, nodes int) (*bed, *awsdouble.Server) {
 	return b, d
 }
 
-// driveWithin is drive with each step given perStep, as the function's own
-// deadline bounds one invocation; it also returns the error name of every
-// failed step try, as the state machine's Retry and Catch see them.
+// driveWithin is driveSteps for a drain Prepare must accept.
 func (b *bed) driveWithin(t *testing.T, s drain.State, perStep time.Duration) (removed bool, names []string) {
 	t.Helper()
-	run := func(step string, tries int, retry func(error) bool) error {
-		var err error
-		for range tries {
-			ctx, cancel := context.WithTimeout(context.Background(), perStep)
-			var out drain.State
-			out, err = b.steps.Run(ctx, step, s)
-			cancel()
-			if err == nil {
-				s = out
-				return nil
-			}
-			names = append(names, step+":"+drain.ErrorName(err))
-			if !retry(err) {
-				return err
-			}
-		}
-		return err
+	removed, rejected, names := b.driveSteps(t, s, perStep)
+	if rejected != nil {
+		t.Fatalf("prepare: %v", rejected)
 	}
-	transient := func(err error) bool { return drain.ErrorName(err) == drain.ErrNameTransient }
-	if err := run("Prepare", 5, transient); err != nil {
-		t.Fatalf("prepare: %v", err)
-	}
-	order := []string{"Cordon", "Surge", "Evict", "WaitReplacements", "Terminate", "RemoveNode", "Finish"}
-	for i := 0; i < len(order); i++ {
-		step := order[i]
-		if err := run(step, 5, transient); err != nil {
-			s.Error = &drain.ErrorInfo{Error: drain.ErrorName(err), Cause: err.Error()}
-			if err := run("Rollback", 20, func(error) bool { return true }); err != nil {
-				t.Fatalf("rollback failed: %v", err)
-			}
-			return false, names
-		}
-		switch {
-		case step == "Surge" && !s.SurgeDone, step == "Evict" && !s.Evicted, step == "WaitReplacements" && !s.Replaced:
-			i--
-		}
-	}
-	return true, names
+	return removed, names
 }
 
 // The cloud failing the drain's terminate call: throttled, failing (5xx) or

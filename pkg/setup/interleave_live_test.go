@@ -130,25 +130,11 @@ func newInterleaveBed(t *testing.T) *interleaveBed {
 scaleDown: {unneededTime: 0s, delayAfterAdd: 0s}
 drain: {timeout: 30s}
 `)
-	cp, ns, pool, db, table, yaml, cfg := l.cp, l.ns, l.pool, l.db, "interleave-"+l.ns, l.yaml, l.cfg
+	cp, ns, pool, db, table, cfg := l.cp, l.ns, l.pool, l.db, "interleave-"+l.ns, l.cfg
 	ctx := context.Background()
-	svc, err := sfnlocal.StartDrain(ctx, "", yaml, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("drain function output:\n%s", svc.FunctionLogs("drain"))
-		}
-		_ = svc.Stop()
-	})
+	svc := l.drainMachine(t)
 	b := &interleaveBed{cp: cp, ns: ns, pool: pool, db: db.Client(t), table: table,
 		sfn: svc.Client(ctx), machine: svc.StateMachineArn[sfnlocal.DrainStateMachine]}
-	t.Setenv(setup.EnvDrainStateMachine, b.machine)
-	t.Setenv("AWS_ENDPOINT_URL_SFN", svc.Endpoint)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
 
 	log := slog.New(slog.NewJSONHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
 	for i := range 2 {
@@ -166,6 +152,7 @@ drain: {timeout: 30s}
 		}
 		b.evs, b.scheds, b.drains = append(b.evs, ev), append(b.scheds, sched), append(b.drains, dh)
 	}
+	var err error
 	if b.watch, err = setup.Evaluator(ctx, cfg, "", &setup.AWS{}, log, "watcher"); err != nil {
 		t.Fatal(err)
 	}

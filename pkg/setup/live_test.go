@@ -6,11 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/setup"
+	"github.com/nodetide/nodetide/pkg/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/testbed"
 )
@@ -59,4 +62,27 @@ nodeGroups:
 		t.Fatal(err)
 	}
 	return &live{cp: cp, ns: ns, pool: ns, db: db, yaml: yaml, cfg: cfg}
+}
+
+// drainMachine runs the drain state machine locally for this config (its
+// steps in the drain function under the Lambda RIE) and points the
+// functions wired in this test at it, as the stack's environment does.
+func (l *live) drainMachine(t *testing.T) *sfnlocal.Service {
+	t.Helper()
+	svc, err := sfnlocal.StartDrain(context.Background(), "", l.yaml, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("drain function output:\n%s", svc.FunctionLogs("drain"))
+		}
+		_ = svc.Stop()
+	})
+	t.Setenv(setup.EnvDrainStateMachine, svc.StateMachineArn[sfnlocal.DrainStateMachine])
+	t.Setenv("AWS_ENDPOINT_URL_SFN", svc.Endpoint)
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	return svc
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/setup"
-	"github.com/nodetide/nodetide/pkg/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
@@ -41,23 +40,9 @@ func TestSchedulesSetEffectiveBounds(t *testing.T) {
 scaleDown: {unneededTime: 1h}
 drain: {timeout: 2m}
 `)
-	cp, ns, pool, yaml, cfg := l.cp, l.ns, l.pool, l.yaml, l.cfg
+	cp, ns, pool, cfg := l.cp, l.ns, l.pool, l.cfg
 	ctx := context.Background()
-	svc, err := sfnlocal.StartDrain(ctx, "", yaml, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("drain function output:\n%s", svc.FunctionLogs("drain"))
-		}
-		_ = svc.Stop()
-	})
-	t.Setenv(setup.EnvDrainStateMachine, svc.StateMachineArn[sfnlocal.DrainStateMachine])
-	t.Setenv("AWS_ENDPOINT_URL_SFN", svc.Endpoint)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	l.drainMachine(t)
 
 	log := slog.New(slog.NewJSONHandler(testWriter{t}, nil))
 	aws := &setup.AWS{}

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/lambda/messages"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodetide/nodetide/pkg/drain"
+	"github.com/nodetide/nodetide/pkg/k8s"
 )
 
 // lambdaError is the errorType a Lambda error carries (what the state
@@ -38,15 +38,11 @@ func (b *bed) cordoned(t *testing.T) []string {
 	return out
 }
 
+// cordon cordons a node as a person would (no draining taint), retrying
+// when kwok's status updates win the race for the Node.
 func (b *bed) cordon(t *testing.T, name string) {
 	t.Helper()
-	ctx := context.Background()
-	n, err := b.cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Spec.Unschedulable = true
-	if _, err := b.cp.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+	if err := k8s.Cordon(context.Background(), b.cp.Client, name, ""); err != nil {
 		t.Fatal(err)
 	}
 }

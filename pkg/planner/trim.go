@@ -1,0 +1,288 @@
+package planner
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Trimmer keeps of each object only the fields the planner (and the
+// disruption rules) read, so a large cluster's snapshot costs a fraction of
+// its API objects' memory. Pods of one controller usually share their labels
+// and their whole trimmed spec: the Trimmer hands such pods the same maps and
+// slices, and interns the strings many objects repeat (namespaces, node
+// names, label keys and values).
+//
+// The objects it returns share memory with each other: treat them as
+// read-only, as the planner does. A Trimmer is not safe for concurrent use.
+type Trimmer struct {
+	strs   map[string]string
+	shapes map[types.UID]*podShape
+}
+
+// podShape is what the pods of one controller have in common.
+type podShape struct {
+	labels      map[string]string
+	annotations map[string]string
+	owners      []metav1.OwnerReference
+	spec        corev1.PodSpec
+}
+
+// NewTrimmer returns an empty Trimmer.
+func NewTrimmer() *Trimmer {
+	return &Trimmer{strs: map[string]string{}, shapes: map[types.UID]*podShape{}}
+}
+
+// keptAnnotation reports whether nodetide reads an annotation; every other
+// annotation is dropped.
+func keptAnnotation(key string) bool {
+	return strings.HasPrefix(key, "cluster-autoscaler.kubernetes.io/") ||
+		strings.HasPrefix(key, "karpenter.sh/") ||
+		strings.HasPrefix(key, "nodetide.io/") ||
+		key == annotationMirror
+}
+
+func (t *Trimmer) str(s string) string {
+	if s == "" {
+		return ""
+	}
+	if v, ok := t.strs[s]; ok {
+		return v
+	}
+	s = strings.Clone(s)
+	t.strs[s] = s
+	return s
+}
+
+func (t *Trimmer) strMap(m map[string]string, keep func(string) bool) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if keep != nil && !keep(k) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(m))
+		}
+		out[t.str(k)] = t.str(v)
+	}
+	return out
+}
+
+// Pod returns p with only what the planner reads.
+func (t *Trimmer) Pod(p *corev1.Pod) corev1.Pod {
+	out := corev1.Pod{TypeMeta: p.TypeMeta}
+	out.Name = p.Name
+	out.Namespace = t.str(p.Namespace)
+	out.UID = p.UID
+	out.CreationTimestamp = p.CreationTimestamp
+	out.DeletionTimestamp = p.DeletionTimestamp
+
+	var owner types.UID
+	for i := range p.OwnerReferences {
+		if o := &p.OwnerReferences[i]; o.Controller != nil && *o.Controller {
+			owner = o.UID
+		}
+	}
+	spec := trimPodSpec(&p.Spec)
+	prev := t.shapes[owner]
+	if prev == nil || owner == "" || !prev.matches(p, &spec) {
+		prev = &podShape{
+			labels:      t.strMap(p.Labels, nil),
+			annotations: t.strMap(p.Annotations, keptAnnotation),
+			owners:      t.owners(p.OwnerReferences),
+			spec:        t.internSpec(spec),
+		}
+		if owner != "" {
+			t.shapes[owner] = prev
+		}
+	}
+	out.Labels = prev.labels
+	out.Annotations = prev.annotations
+	out.OwnerReferences = prev.owners
+	out.Spec = prev.spec
+	out.Spec.NodeName = t.str(p.Spec.NodeName)
+
+	out.Status.Phase = p.Status.Phase
+	out.Status.NominatedNodeName = t.str(p.Status.NominatedNodeName)
+	if p.Spec.NodeName == "" {
+		// Only an unbound pod's scheduling condition is read.
+		for i := range p.Status.Conditions {
+			if c := p.Status.Conditions[i]; c.Type == corev1.PodScheduled {
+				out.Status.Conditions = []corev1.PodCondition{{
+					Type: c.Type, Status: c.Status, Reason: t.str(c.Reason),
+					LastTransitionTime: c.LastTransitionTime,
+				}}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// matches reports whether p's kept fields equal the shape's, so p can share
+// them.
+func (s *podShape) matches(p *corev1.Pod, spec *corev1.PodSpec) bool {
+	if !maps.Equal(s.labels, p.Labels) || !slices.EqualFunc(s.owners, p.OwnerReferences, sameOwner) {
+		return false
+	}
+	var kept int
+	for k, v := range p.Annotations {
+		if !keptAnnotation(k) {
+			continue
+		}
+		kept++
+		if w, ok := s.annotations[k]; !ok || w != v {
+			return false
+		}
+	}
+	return kept == len(s.annotations) && reflect.DeepEqual(&s.spec, spec)
+}
+
+func sameOwner(a, b metav1.OwnerReference) bool {
+	return a.UID == b.UID && a.Kind == b.Kind && a.Name == b.Name && a.APIVersion == b.APIVersion &&
+		(a.Controller != nil && *a.Controller) == (b.Controller != nil && *b.Controller)
+}
+
+func (t *Trimmer) owners(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	if len(refs) == 0 {
+		return nil
+	}
+	out := make([]metav1.OwnerReference, len(refs))
+	for i, r := range refs {
+		out[i] = metav1.OwnerReference{
+			APIVersion: t.str(r.APIVersion), Kind: t.str(r.Kind), Name: t.str(r.Name),
+			UID: r.UID, Controller: r.Controller,
+		}
+	}
+	return out
+}
+
+// trimPodSpec keeps what packing, the scheduling predicates and the
+// disruption rules read. NodeName is set by the caller (it is per pod).
+func trimPodSpec(s *corev1.PodSpec) corev1.PodSpec {
+	out := corev1.PodSpec{
+		NodeSelector:              s.NodeSelector,
+		Affinity:                  s.Affinity,
+		Tolerations:               s.Tolerations,
+		TopologySpreadConstraints: s.TopologySpreadConstraints,
+		Overhead:                  s.Overhead,
+		Priority:                  s.Priority,
+		PriorityClassName:         s.PriorityClassName,
+		SchedulerName:             s.SchedulerName,
+		HostNetwork:               s.HostNetwork,
+		Containers:                trimContainers(s.Containers),
+		InitContainers:            trimContainers(s.InitContainers),
+	}
+	if s.Resources != nil {
+		out.Resources = &corev1.ResourceRequirements{Requests: s.Resources.Requests}
+	}
+	for _, v := range s.Volumes {
+		kept := corev1.Volume{Name: v.Name}
+		// Local storage blocks scale-down; claims tie a pod to its volume's
+		// topology. Other sources only need their name.
+		kept.HostPath = v.HostPath
+		kept.EmptyDir = v.EmptyDir
+		kept.PersistentVolumeClaim = v.PersistentVolumeClaim
+		kept.Ephemeral = v.Ephemeral
+		out.Volumes = append(out.Volumes, kept)
+	}
+	return out
+}
+
+func trimContainers(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i := range cs {
+		c := &cs[i]
+		out[i] = corev1.Container{
+			Name:          c.Name,
+			Resources:     corev1.ResourceRequirements{Requests: c.Resources.Requests},
+			RestartPolicy: c.RestartPolicy,
+		}
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				out[i].Ports = append(out[i].Ports, p)
+			}
+		}
+	}
+	return out
+}
+
+// internSpec interns the strings of a spec that is about to be shared.
+func (t *Trimmer) internSpec(s corev1.PodSpec) corev1.PodSpec {
+	s.NodeSelector = t.strMap(s.NodeSelector, nil)
+	for i := range s.Containers {
+		s.Containers[i].Name = t.str(s.Containers[i].Name)
+	}
+	for i := range s.InitContainers {
+		s.InitContainers[i].Name = t.str(s.InitContainers[i].Name)
+	}
+	s.PriorityClassName = t.str(s.PriorityClassName)
+	s.SchedulerName = t.str(s.SchedulerName)
+	return s
+}
+
+// Node returns n with only what the planner reads: its spec, labels, kept
+// annotations, allocatable and capacity, and the type, status and reason of
+// its conditions (images, addresses and the like are dropped).
+func (t *Trimmer) Node(n *corev1.Node) corev1.Node {
+	out := corev1.Node{TypeMeta: n.TypeMeta}
+	out.Name = t.str(n.Name)
+	out.UID = n.UID
+	out.CreationTimestamp = n.CreationTimestamp
+	out.DeletionTimestamp = n.DeletionTimestamp
+	out.Labels = t.strMap(n.Labels, nil)
+	out.Annotations = t.strMap(n.Annotations, keptAnnotation)
+	out.Spec = corev1.NodeSpec{
+		ProviderID:    n.Spec.ProviderID,
+		Unschedulable: n.Spec.Unschedulable,
+		Taints:        n.Spec.Taints,
+	}
+	out.Status.Allocatable = n.Status.Allocatable
+	out.Status.Capacity = n.Status.Capacity
+	for _, c := range n.Status.Conditions {
+		out.Status.Conditions = append(out.Status.Conditions, corev1.NodeCondition{
+			Type: c.Type, Status: c.Status, Reason: t.str(c.Reason),
+			LastTransitionTime: c.LastTransitionTime,
+		})
+	}
+	return out
+}
+
+// PDB returns b with only what the planner reads: its selector and the
+// disruptions it allows.
+func (t *Trimmer) PDB(b *policyv1.PodDisruptionBudget) policyv1.PodDisruptionBudget {
+	out := policyv1.PodDisruptionBudget{TypeMeta: b.TypeMeta}
+	out.Name = b.Name
+	out.Namespace = t.str(b.Namespace)
+	out.UID = b.UID
+	out.Spec = b.Spec
+	out.Status.DisruptionsAllowed = b.Status.DisruptionsAllowed
+	out.Status.CurrentHealthy = b.Status.CurrentHealthy
+	out.Status.DesiredHealthy = b.Status.DesiredHealthy
+	out.Status.ExpectedPods = b.Status.ExpectedPods
+	out.Status.ObservedGeneration = b.Status.ObservedGeneration
+	out.Generation = b.Generation
+	return out
+}
+
+// Snapshot trims every object of s in place.
+func (t *Trimmer) Snapshot(s *Snapshot) {
+	for i := range s.Nodes {
+		s.Nodes[i] = t.Node(&s.Nodes[i])
+	}
+	for i := range s.Pods {
+		s.Pods[i] = t.Pod(&s.Pods[i])
+	}
+	for i := range s.PodDisruptionBudgets {
+		s.PodDisruptionBudgets[i] = t.PDB(&s.PodDisruptionBudgets[i])
+	}
+}

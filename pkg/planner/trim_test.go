@@ -1,0 +1,114 @@
+package planner
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func planJSON(t *testing.T, s Snapshot, set Settings) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WritePlan(&b, Decide(s, set, s.CapturedAt)); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestTrimKeepsEveryDecision: a trimmed snapshot gives the same plan as the
+// full one, for every golden fixture and for random snapshots (which use
+// every rule the planner has).
+func TestTrimKeepsEveryDecision(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("testdata", "*", "snapshot.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no golden snapshots: %v", err)
+	}
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ReadSnapshot(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := planJSON(t, s, DefaultSettings())
+		NewTrimmer().Snapshot(&s)
+		if got := planJSON(t, s, DefaultSettings()); got != want {
+			t.Errorf("%s: trimmed plan differs:\n--- got\n%s\n--- want\n%s", path, got, want)
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	for i := range 300 {
+		s, set := randomSnapshot(r)
+		want := planJSON(t, s, set)
+		NewTrimmer().Snapshot(&s)
+		if got := planJSON(t, s, set); got != want {
+			t.Fatalf("random snapshot %d: trimmed plan differs:\n--- got\n%s\n--- want\n%s", i, got, want)
+		}
+	}
+}
+
+// TestTrimDropsBulkAndShares: what the planner never reads is gone, and pods
+// of one controller share their labels and spec.
+func TestTrimDropsBulkAndShares(t *testing.T) {
+	full := func(name string) corev1.Pod {
+		p := pod("shop/"+name, "500m", "1Gi", ownedBy("ReplicaSet", "rs-1"), podLabels("app", "shop", "tier", "web"),
+			annotate("cluster-autoscaler.kubernetes.io/safe-to-evict", "true"), on("n1"))
+		p.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = `{"big":"blob"}`
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "SECRET_NAME", Value: "x"}}
+		p.Spec.Containers[0].Image = "shop:1"
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80}, {ContainerPort: 8080, HostPort: 8080}}
+		p.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
+			{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", Image: "shop:1"}}
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+		return p
+	}
+	a, b := full("a"), full("b")
+	tr := NewTrimmer()
+	ta, tb := tr.Pod(&a), tr.Pod(&b)
+
+	if len(ta.ManagedFields) != 0 || len(ta.Status.ContainerStatuses) != 0 || len(ta.Status.Conditions) != 0 {
+		t.Errorf("bulk kept: managedFields %d, containerStatuses %d, conditions %d",
+			len(ta.ManagedFields), len(ta.Status.ContainerStatuses), len(ta.Status.Conditions))
+	}
+	if c := ta.Spec.Containers[0]; len(c.Env) != 0 || c.Image != "" || len(c.Ports) != 1 || c.Ports[0].HostPort != 8080 {
+		t.Errorf("container kept %+v, want only requests and the host port", c)
+	}
+	if _, ok := ta.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok || ta.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] != "true" {
+		t.Errorf("annotations %v: want only the ones nodetide reads", ta.Annotations)
+	}
+	if v := ta.Spec.Volumes; len(v) != 2 || v[0].ConfigMap != nil || v[1].EmptyDir == nil {
+		t.Errorf("volumes %+v: want names, local storage kept, other sources dropped", v)
+	}
+	if reflect.ValueOf(ta.Labels).UnsafePointer() != reflect.ValueOf(tb.Labels).UnsafePointer() ||
+		&ta.Spec.Containers[0] != &tb.Spec.Containers[0] {
+		t.Error("pods of one ReplicaSet do not share labels and containers")
+	}
+	if ta.Name != "a" || tb.Name != "b" || tb.Spec.NodeName != "n1" {
+		t.Errorf("per-pod fields lost: %s %s %s", ta.Name, tb.Name, tb.Spec.NodeName)
+	}
+
+	// A pod of the same owner that differs is not forced into the shape.
+	c := full("c")
+	c.Labels["tier"] = "canary"
+	c.Spec.Containers[0].Resources.Requests = rl("2", "1Gi")
+	tc := tr.Pod(&c)
+	if tc.Labels["tier"] != "canary" || tc.Spec.Containers[0].Resources.Requests.Cpu().String() != "2" {
+		t.Errorf("differing pod got the shared shape: labels %v, requests %v", tc.Labels, tc.Spec.Containers[0].Resources.Requests)
+	}
+	// The trimmed pod still round-trips as a Pod.
+	if _, err := json.Marshal(tc); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -32,22 +32,51 @@ type Instance struct {
 }
 
 // NodeGroup is a set of identical machines whose size the provider controls.
+//
+// The contract every provider keeps (pkg/providers/providertest checks it
+// against each one, through its real client and the cloud's HTTP double):
+// errors are wrapped with the group's name and the call that failed, limits
+// wrap the Err* values below with the numbers, and a call that returns an
+// error has changed nothing it could have avoided changing (a cloud call
+// that timed out may still have taken effect; callers re-read before
+// retrying). Secrets never appear in errors. A NodeGroup is safe for
+// concurrent use within one process; writers in different processes are
+// kept apart by Guarded (a per-group lock) above it.
 type NodeGroup interface {
+	// Name is the group's name, unique in the cluster's config; stable.
 	Name() string
+	// Provider names the cloud: "aws", "scaleway", "kamatera" or "kwok".
 	Provider() string
+	// MinSize and MaxSize are the effective bounds (the provider's, narrowed
+	// by the config), read when the group was listed; no I/O.
 	MinSize() int
 	MaxSize() int
+	// TargetSize is the number of machines the provider is asked to run:
+	// running ones plus those it is still creating, not those being deleted.
 	TargetSize(ctx context.Context) (int, error)
+	// Instances lists the group's machines by provider ID (the form nodes
+	// carry in spec.providerID), each with its state; a machine that failed
+	// to come up carries Error. The order is unspecified.
 	Instances(ctx context.Context) ([]Instance, error)
-	// Template describes a new node, so a group can grow from zero.
+	// Template describes a new node (allocatable, labels, taints), so pods
+	// can be packed onto a group at zero. An error means the group cannot be
+	// grown by the planner this cycle; nothing else.
 	Template(ctx context.Context) (planner.Template, error)
-	// IncreaseSize raises the target by delta; above MaxSize is ErrAboveMax.
+	// IncreaseSize raises the target by delta > 0. A target above MaxSize
+	// is ErrAboveMax and nothing is asked (see CheckIncrease: no overflow).
+	// It returns once the cloud accepted the new target, not when machines
+	// run.
 	IncreaseSize(ctx context.Context, delta int) error
-	// DeleteInstance removes one machine and lowers the target by one; below
-	// MinSize is ErrBelowMin.
+	// DeleteInstance removes one machine, named by provider ID, and lowers
+	// the target by one, so it is not replaced. A target below MinSize is
+	// ErrBelowMin, a machine not in the group ErrUnknownInstance; in both
+	// cases nothing is removed. Deleting a machine already going is a
+	// no-op; deleting one still being created gives it up for good.
 	DeleteInstance(ctx context.Context, providerID string) error
-	// DecreaseTargetSize lowers the target by delta (negative) over capacity
-	// that has not registered yet; it never removes a running machine.
+	// DecreaseTargetSize lowers the target by -delta (delta < 0) over
+	// capacity that has not registered yet; it never removes a running
+	// machine: with none to give back it is ErrNothingToDecrease. A delta
+	// of zero or more is refused.
 	DecreaseTargetSize(ctx context.Context, delta int) error
 }
 

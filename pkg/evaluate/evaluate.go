@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
@@ -56,6 +57,12 @@ type Evaluator struct {
 	Holder string
 	// LeaseTTL must outlive one run (the function timeout).
 	LeaseTTL time.Duration
+	// Events, when set, records the cycle's Kubernetes Events, bounded by
+	// EventSettings.
+	Events        *kubeevents.Recorder
+	EventSettings EventSettings
+
+	notTriggered podEventMemory
 }
 
 // Action is one thing a run did, or tried to do.
@@ -200,6 +207,7 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 
 	next := plan.State
 	actions := e.act(ctx, plan, groups, snap, &next)
+	e.recordEvents(ctx, plan, snap, actions)
 	if err := e.Store.SaveState(ctx, snap.State, next); err != nil {
 		return Result{Plan: &plan, Actions: actions, Recovered: recovered}, fmt.Errorf("save state: %w", err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/providers"
 	awsprovider "github.com/nodetide/nodetide/pkg/providers/aws"
 	"github.com/nodetide/nodetide/pkg/providers/kamatera"
@@ -502,6 +503,10 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 		Log:      log,
 		Holder:   holder,
 		LeaseTTL: 2 * time.Minute,
+	}
+	if es := cfg.EventSettings(); es.Enabled {
+		ev.Events = &kubeevents.Recorder{Client: client, Instance: holder, Log: log}
+		ev.EventSettings = evaluate.EventSettings{MaxPodEventsPerCycle: es.MaxPodEventsPerCycle, NotTriggerScaleUpInterval: es.NotTriggerScaleUpInterval}
 	}
 	starter, err := Starter(ctx, cfg, store, a)
 	if err != nil {

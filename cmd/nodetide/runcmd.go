@@ -43,7 +43,7 @@ func (g *globals) localDrains(ctx context.Context, cfg *config.Config, ev *evalu
 	ev.Drainer = &drain.Starter{SFN: svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine], Store: store,
 		Timeout: d.Timeout, Policy: d.OnTimeout, Surge: d.Surge}
 	ev.Recoverer = &drain.Recovery{
-		Steps: &drain.Steps{Client: ev.Client, Groups: ev.Groups, Store: store, Log: ev.Log},
+		Steps: &drain.Steps{Client: ev.Client, Groups: ev.Groups, Store: store, Log: ev.Log, Events: ev.Events},
 		SFN:   svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine],
 	}
 	fmt.Fprintf(g.stderr, "local drain state machine at %s\n", svc.Endpoint)

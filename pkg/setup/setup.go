@@ -515,7 +515,7 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 	if starter != nil {
 		ev.Drainer = starter
 		ev.Recoverer = &drain.Recovery{
-			Steps:           &drain.Steps{Client: client, Groups: ev.Groups, Store: store, Log: log},
+			Steps:           &drain.Steps{Client: client, Groups: ev.Groups, Store: store, Log: log, Events: ev.Events},
 			SFN:             starter.SFN,
 			StateMachineArn: starter.StateMachineArn,
 		}
@@ -558,6 +558,9 @@ func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, l
 		return nil, err
 	}
 	steps := &drain.Steps{Client: client, Groups: NodeGroups(cfg, client, a, overridesFrom(store), guardOf(store, InstanceID("drain"))), Store: store, Log: log}
+	if cfg.EventSettings().Enabled {
+		steps.Events = &kubeevents.Recorder{Client: client, Instance: InstanceID("drain"), Log: log}
+	}
 	h := &drain.Handler{Steps: steps, Starter: starter}
 	if starter == nil {
 		h.Starter = &drain.Starter{SFN: noStateMachine{}, Store: store}

@@ -176,7 +176,15 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 		return Result{Skipped: skipped, Actions: []Action{}}, err
 	}
 	defer e.release(lease)
+	began := time.Now()
+	res, snap, err := e.cycle(ctx)
+	e.saveStatus(ctx, began, snap, res, err)
+	return res, err
+}
 
+// cycle is Run's work under the lease; it also returns the snapshot it
+// read (empty when reading failed), for the status.
+func (e *Evaluator) cycle(ctx context.Context) (Result, planner.Snapshot, error) {
 	var rec drain.Recovered
 	if e.Recoverer != nil {
 		// Before the snapshot, so the plan sees the nodes it gave back.
@@ -200,7 +208,7 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 		recovered = &rec
 	}
 	if err != nil {
-		return Result{Actions: []Action{}, Recovered: recovered}, err
+		return Result{Actions: []Action{}, Recovered: recovered}, planner.Snapshot{}, err
 	}
 	plan := planner.Decide(snap, e.Settings, snap.CapturedAt)
 	e.log().Info("plan", "plan", plan)
@@ -209,10 +217,10 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 	actions := e.act(ctx, plan, groups, snap, &next)
 	e.recordEvents(ctx, plan, snap, actions)
 	if err := e.Store.SaveState(ctx, snap.State, next); err != nil {
-		return Result{Plan: &plan, Actions: actions, Recovered: recovered}, fmt.Errorf("save state: %w", err)
+		return Result{Plan: &plan, Actions: actions, Recovered: recovered}, snap, fmt.Errorf("save state: %w", err)
 	}
 	plan.State = next
-	return Result{Plan: &plan, Actions: actions, Recovered: recovered}, nil
+	return Result{Plan: &plan, Actions: actions, Recovered: recovered}, snap, nil
 }
 
 func (e *Evaluator) acquire(ctx context.Context) (state.Lease, string, error) {

@@ -3,6 +3,7 @@ package evaluate_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -204,5 +205,72 @@ func TestRefusedEventsDoNotFailTheCycle(t *testing.T) {
 	}
 	if got := len(f.podEvents(t, kubeevents.ReasonTriggeredScaleUp)); got != 0 {
 		t.Fatalf("%d events written by a user who may not", got)
+	}
+}
+
+// drainStarter stands in for the drain state machine: it only says whether
+// starting worked.
+type drainStarter struct{ err error }
+
+func (d *drainStarter) StartDrain(context.Context, planner.ScaleDown, time.Time) error { return d.err }
+
+func TestStartedDrainRecordsScaleDownOnTheNode(t *testing.T) {
+	f := newFixture(t, 0, 3, nil)
+	ctx := context.Background()
+	if err := f.group.IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	f.cp.WaitFor(t, time.Minute, "the node Ready", func(ctx context.Context) (bool, error) {
+		nodes, err := f.cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "pool=" + f.pool})
+		if err != nil || len(nodes.Items) != 1 {
+			return false, err
+		}
+		for _, c := range nodes.Items[0].Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	ev := f.evaluator("events-down")
+	ev.Settings.ScaleDown.UnneededTime, ev.Settings.ScaleDown.DelayAfterAdd = 0, 0
+	ev.Events = f.recorder(f.cp.Client, nil)
+	starter := &drainStarter{err: errors.New("state machine unreachable")}
+	ev.Drainer = starter
+
+	nodeEvents := func() []corev1.Event {
+		list, err := f.cp.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.kind": "Node", "reason": kubeevents.ReasonScaleDown}.String(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []corev1.Event
+		for _, e := range list.Items {
+			if strings.HasPrefix(e.InvolvedObject.Name, f.pool) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	// A drain that did not start: no event.
+	res, err := ev.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Plan.ScaleDown) != 1 {
+		t.Fatalf("scale-down = %+v, want the empty node", res.Plan.ScaleDown)
+	}
+	if got := nodeEvents(); len(got) != 0 {
+		t.Fatalf("ScaleDown recorded for a drain that did not start: %+v", got)
+	}
+	starter.err = nil
+	if _, err := ev.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := nodeEvents()
+	if len(got) != 1 || got[0].InvolvedObject.Name != res.Plan.ScaleDown[0].Node ||
+		!strings.HasPrefix(got[0].Message, "node chosen for removal, drain started: utilisation") {
+		t.Fatalf("ScaleDown events = %+v, want one on %s", got, res.Plan.ScaleDown[0].Node)
 	}
 }

@@ -16,11 +16,12 @@ import (
 	"github.com/nodetide/nodetide/pkg/kubeevents"
 )
 
-// nodeEvents lists a node's events in the order they were written.
+// nodeEvents lists nodetide's events on a node (not the node
+// controller's), in the order they were written.
 func (b *bed) nodeEvents(t *testing.T, node string) []corev1.Event {
 	t.Helper()
 	list, err := b.cp.Client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{
-		FieldSelector: fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node}.String(),
+		FieldSelector: fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node, "source": kubeevents.Component}.String(),
 	})
 	if err != nil {
 		t.Fatal(err)

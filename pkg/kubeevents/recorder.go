@@ -43,7 +43,8 @@ const (
 	ReasonDrainFailed       = "DrainFailed"
 )
 
-// maxMessage is the API server's limit on an event's message (in bytes).
+// maxMessage is events.k8s.io's limit on an event's note (in bytes); core/v1
+// takes longer messages, but they read the same in both APIs only up to it.
 const maxMessage = 1024
 
 // Object is what an event is about.
@@ -220,7 +221,7 @@ func (r *Recorder) forget(name string) {
 }
 
 // eventName is the object's name and a hash of what makes the event
-// distinct, within the 253 characters a name may have.
+// distinct, kept within 253 characters like other object names.
 func eventName(o Object, reason, msg string) string {
 	h := fnv.New64a()
 	for _, s := range []string{o.Kind, o.Namespace, o.Name, string(o.UID), reason, msg} {

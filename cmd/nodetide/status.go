@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +40,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if cfg.State.Memory != nil {
-				return errors.New("the status is kept in state.dynamodb: with state.memory it lives only inside the `nodetide run` process, which logs each cycle's plan instead (a local DynamoDB such as dynalite works)")
+				return errors.New("the status is kept in state.dynamodb: with state.memory it lives only inside the `nodetide run` process, which prints it after each cycle with --status (or use a local DynamoDB such as dynalite)")
 			}
 			store, err := setup.Store(ctx, cfg, &setup.AWS{})
 			if err != nil {
@@ -79,6 +80,23 @@ func newStatusCmd(g *globals) *cobra.Command {
 	}
 	addOutputFlag(cmd, g, "table", "table", "json", "yaml")
 	return cmd
+}
+
+// printStatus prints the status the cycle just wrote, from this process's
+// store: the one way to see it with state.memory.
+func (g *globals) printStatus(ctx context.Context, cluster string, ev *evaluate.Evaluator) {
+	ss, ok := ev.Store.(state.StatusStore)
+	if !ok {
+		return
+	}
+	st, err := evaluate.ReadStatus(ctx, ss)
+	if err != nil {
+		fmt.Fprintf(g.stderr, "status: %v\n", err)
+		return
+	}
+	if err := writeStatusTable(g.stderr, statusDoc{Cluster: cluster, Status: st, DrainsReadAt: st.CycleAt}, time.Now().UTC()); err != nil {
+		fmt.Fprintf(g.stderr, "status: %v\n", err)
+	}
 }
 
 // writeStatusTable prints the status for a person; times are absolute

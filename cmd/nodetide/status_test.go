@@ -145,3 +145,24 @@ nodeGroups:
 		t.Errorf("status with memory state: exit %d: %s", code, errOut)
 	}
 }
+
+// TestRunPrintsStatusWithMemoryState: with state.memory the status lives in
+// the run process, and run --status prints it there.
+func TestRunPrintsStatusWithMemoryState(t *testing.T) {
+	cp := testbed.Cluster(t)
+	ns := cp.Namespace(t)
+	cfg := writeFile(t, "nodetide.yaml", fmt.Sprintf(`cluster: {name: local, kubernetes: {kubeconfig: %[2]s}}
+state: {memory: {}}
+nodeGroups:
+  - {name: %[1]s, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: {allocatable: {cpu: "2", memory: 8Gi}, labels: {pool: %[1]s}}}}
+`, ns, cp.KubeconfigPath))
+	_, errOut, code := nodetide(t, "run", "--once", "--status", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("run --once --status: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Cluster:      local", "NODE GROUP", ns + "  ", "No running drains."} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("run --status output lacks %q:\n%s", want, errOut)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/kubeevents"
@@ -100,5 +102,29 @@ func TestRefusedDrainRecordsDrainFailed(t *testing.T) {
 	}
 	if e := evs[0]; e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "failed at Prepare: BelowMinSize") {
 		t.Errorf("DrainFailed: %s %q", e.Type, e.Message)
+	}
+}
+
+// TestRefusedEventsDoNotFailADrain: an events API that refuses every write
+// (a user with no RBAC at all, on the real API server) changes nothing for
+// the drain.
+func TestRefusedEventsDoNotFailADrain(t *testing.T) {
+	b := newBed(t, 0, 1)
+	cfg := rest.CopyConfig(b.cp.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nodetide-without-events"}
+	denied, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.steps.Events = &kubeevents.Recorder{Client: denied}
+	victim := b.nodes(t)[0].Name
+	if _, err := b.runSteps(t, b.start(victim, time.Minute, drain.PolicyAbort)); err != nil {
+		t.Fatalf("drain failed: %v", err)
+	}
+	if len(b.nodes(t)) != 0 {
+		t.Error("node not removed")
+	}
+	if got := b.nodeEvents(t, victim); len(got) != 0 {
+		t.Errorf("%d events written by a user who may not", len(got))
 	}
 }

@@ -27,7 +27,7 @@ func sampleStatus() evaluate.Status {
 	at := func(d time.Duration) *time.Time { t := statusNow.Add(d); return &t }
 	return evaluate.Status{
 		CycleAt: statusNow.Add(-30 * time.Second), Duration: "1.84s", Holder: "evaluate-3f2a9c01d4e5",
-		LastError: &evaluate.StatusError{At: statusNow.Add(-7 * time.Minute), Message: "scaleUp gpu: SetDesiredCapacity: api error Throttling: Rate exceeded"},
+		LastError: &evaluate.StatusError{At: statusNow.Add(-2*time.Minute - 30*time.Second), Message: "scaleUp gpu: SetDesiredCapacity: api error Throttling: Rate exceeded"},
 		GroupsAt:  statusNow.Add(-30 * time.Second),
 		NodeGroups: []evaluate.GroupSummary{
 			{Name: "workers", Provider: "aws", MinSize: 2, MaxSize: 10, TargetSize: 6, Registered: 4, Ready: 4,

@@ -56,12 +56,13 @@ func TestRBAC(t *testing.T) {
 	want := map[string]map[string][]string{
 		"evaluate": {
 			"/nodes": {"list"}, "/pods": {"list", "watch"}, "policy/poddisruptionbudgets": {"list"},
+			"/events": {"create", "patch"},
 		},
 		"drain": {
 			"/nodes": {"delete", "get", "list", "update"}, "/pods": {"delete", "list", "patch"},
 			"/pods/eviction": {"create"}, "apps/deployments": {"get"}, "apps/replicasets": {"get"},
 			"apps/statefulsets": {"get"}, "apps/deployments/scale": {"get", "update"},
-			"policy/poddisruptionbudgets": {"list"},
+			"policy/poddisruptionbudgets": {"list"}, "/events": {"create", "patch"},
 		},
 		"schedule": {
 			"apps/deployments":       {"list"},

@@ -43,7 +43,7 @@ func (g *globals) localDrains(ctx context.Context, cfg *config.Config, ev *evalu
 	ev.Drainer = &drain.Starter{SFN: svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine], Store: store,
 		Timeout: d.Timeout, Policy: d.OnTimeout, Surge: d.Surge}
 	ev.Recoverer = &drain.Recovery{
-		Steps: &drain.Steps{Client: ev.Client, Groups: ev.Groups, Store: store, Log: ev.Log},
+		Steps: &drain.Steps{Client: ev.Client, Groups: ev.Groups, Store: store, Log: ev.Log, Events: ev.Events},
 		SFN:   svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine],
 	}
 	fmt.Fprintf(g.stderr, "local drain state machine at %s\n", svc.Endpoint)
@@ -52,7 +52,7 @@ func (g *globals) localDrains(ctx context.Context, cfg *config.Config, ev *evalu
 
 func newRunCmd(g *globals) *cobra.Command {
 	var interval time.Duration
-	var once, localDrains bool
+	var once, localDrains, showStatus bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer (local or long-running use)",
@@ -98,6 +98,9 @@ func newRunCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(g.stderr, "cycle: %d scale-ups, %d removals, %d unschedulable pods\n",
 						len(res.Plan.ScaleUp), len(res.Plan.ScaleDown), len(res.Plan.Unschedulable))
 				}
+				if showStatus {
+					g.printStatus(ctx, cfg.Cluster.Name, ev)
+				}
 				if sched != nil {
 					if serr := g.scheduleTick(ctx, sched); serr != nil && err == nil {
 						err = serr
@@ -116,6 +119,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&interval, "interval", 0, "time between cycles (default: the config's evaluate.interval, 1m unless set)")
 	cmd.Flags().BoolVar(&once, "once", false, "run one cycle and exit")
+	cmd.Flags().BoolVar(&showStatus, "status", false, "after each cycle, print what nodetide status shows (works with state.memory too)")
 	cmd.Flags().BoolVar(&localDrains, "local-drains", false, "run the drain state machine locally (from a checkout of this repository; needs make testbed and npm ci) and act on removals")
 	return cmd
 }

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -29,6 +30,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -163,6 +165,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	d.showPlan(res)
+	d.showEvents(ctx, "Pod", "TriggeredScaleUp", 2)
 
 	d.step("Nodes joining (kwok marks them Ready)")
 	if err := d.waitNodes(ctx, 3); err != nil {
@@ -284,6 +287,7 @@ func (d *demo) scaleDown(ctx context.Context, ev *evaluate.Evaluator, cfg *confi
 				return err
 			}
 			d.step("Done: the group shrank from 3 nodes to %d; the pod moved through the Eviction API, within the PDB", len(nodes.Items))
+			d.showEvents(ctx, "Node", "", 6)
 			if err := d.showSpread(ctx); err != nil {
 				return err
 			}
@@ -534,6 +538,30 @@ func (d *demo) showPlan(res evaluate.Result) {
 	}
 }
 
+// showEvents prints up to n of nodetide's Kubernetes Events on objects of
+// kind (of reason, if given), as kubectl describe shows them.
+func (d *demo) showEvents(ctx context.Context, kind, reason string, n int) {
+	sel := fields.Set{"involvedObject.kind": kind, "source": "nodetide"}
+	if reason != "" {
+		sel["reason"] = reason
+	}
+	list, err := d.client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+	if err != nil {
+		d.say("events: %v", err)
+		return
+	}
+	evs := list.Items
+	// In the order written: resource versions grow with every write.
+	rv := func(i int) int { v, _ := strconv.Atoi(evs[i].ResourceVersion); return v }
+	sort.Slice(evs, func(i, j int) bool { return rv(i) < rv(j) })
+	if len(evs) > n {
+		evs = evs[len(evs)-n:]
+	}
+	for _, e := range evs {
+		d.say("event on %s %s: %s %s: %s", strings.ToLower(kind), e.InvolvedObject.Name, e.Type, e.Reason, e.Message)
+	}
+}
+
 // night fires a schedule by hand, as `nodetide schedules run night` does:
 // it caps the group at one node, which drains the surplus, and scales the
 // app down; evaluate then keeps to the cap until the schedule is deleted.
@@ -591,6 +619,7 @@ func (d *demo) night(ctx context.Context, ev *evaluate.Evaluator, cfg *config.Co
 		return err
 	}
 	d.showPlan(run)
+	d.showEvents(ctx, "Pod", "NotTriggerScaleUp", 1)
 
 	d.step("Deleting the night schedule gives %q its configured bounds back; the next cycle grows it", "workers")
 	del, err := h.Delete(ctx, "night")

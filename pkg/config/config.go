@@ -46,6 +46,7 @@ type Config struct {
 	ScaleDown  ScaleDown   `yaml:"scaleDown"`
 	Drain      Drain       `yaml:"drain"`
 	Evaluate   Evaluate    `yaml:"evaluate"`
+	Events     Events      `yaml:"events"`
 
 	// Dir is the directory relative paths in the config resolve against.
 	Dir string `yaml:"-"`
@@ -190,6 +191,37 @@ type Evaluate struct {
 	// WatchFor keeps a scheduled run watching for new pending pods that long
 	// after its tick; 0 turns the watch off.
 	WatchFor *Duration `yaml:"watchFor"`
+}
+
+// Events tunes the Kubernetes Events nodetide records.
+type Events struct {
+	Enabled *bool `yaml:"enabled"`
+	// MaxPodEventsPerCycle caps the pod events (TriggeredScaleUp,
+	// NotTriggerScaleUp) one evaluate cycle writes.
+	MaxPodEventsPerCycle *int `yaml:"maxPodEventsPerCycle"`
+	// NotTriggerScaleUpInterval: a pod gets NotTriggerScaleUp again only
+	// after this long.
+	NotTriggerScaleUpInterval *Duration `yaml:"notTriggerScaleUpInterval"`
+}
+
+// EventSettings are the events settings with defaults.
+type EventSettings struct {
+	Enabled                   bool
+	MaxPodEventsPerCycle      int
+	NotTriggerScaleUpInterval time.Duration
+}
+
+// EventSettings returns the events settings, defaults filled in.
+func (c *Config) EventSettings() EventSettings {
+	e := EventSettings{Enabled: true, MaxPodEventsPerCycle: 100, NotTriggerScaleUpInterval: 5 * time.Minute}
+	if c.Events.Enabled != nil {
+		e.Enabled = *c.Events.Enabled
+	}
+	if c.Events.MaxPodEventsPerCycle != nil {
+		e.MaxPodEventsPerCycle = *c.Events.MaxPodEventsPerCycle
+	}
+	setDur(&e.NotTriggerScaleUpInterval, c.Events.NotTriggerScaleUpInterval)
+	return e
 }
 
 // EvaluateSettings are the evaluate timings with defaults.
@@ -423,6 +455,14 @@ func (c *Config) validate(errs *fieldErrors) {
 	}
 	if ev.WatchFor >= ev.Interval {
 		errs.add(0, "evaluate.watchFor", fmt.Sprintf("must be shorter than evaluate.interval (%s)", ev.Interval))
+	}
+
+	evs := c.EventSettings()
+	if evs.MaxPodEventsPerCycle < 1 || evs.MaxPodEventsPerCycle > 10000 {
+		errs.add(0, "events.maxPodEventsPerCycle", fmt.Sprintf("must be from 1 to 10000, got %d (to record no events, set events.enabled: false)", evs.MaxPodEventsPerCycle))
+	}
+	if evs.NotTriggerScaleUpInterval < time.Second {
+		errs.add(0, "events.notTriggerScaleUpInterval", "must be at least 1s")
 	}
 
 	switch c.Drain.OnTimeout {

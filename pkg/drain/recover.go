@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -205,7 +206,12 @@ func (d *Steps) end(ctx context.Context, rec state.DrainRecord, cause string) (c
 	if err := d.Client.CoreV1().Nodes().Delete(ctx, rec.Node, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return true, fmt.Errorf("delete node %s: %w", rec.Node, err)
 	}
-	return true, d.Store.EndDrain(ctx, rec.Node, rec.ID, state.DrainSucceeded, cause, d.now())
+	if err := d.Store.EndDrain(ctx, rec.Node, rec.ID, state.DrainSucceeded, cause, d.now()); err != nil {
+		return true, err
+	}
+	d.nodeEvent(ctx, rec.Node, corev1.EventTypeNormal, kubeevents.ReasonScaleDown,
+		fmt.Sprintf("node removed: drain %s completed after its machine %s was terminated (%s)", rec.ID, rec.ProviderID, cause))
+	return true, nil
 }
 
 // machineGone asks the drain's node group whether the machine is gone or

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -208,6 +209,10 @@ func TestMachineDrainsAndRemoves(t *testing.T) {
 	if err != nil || active != "" || ended != 1 {
 		t.Errorf("node drain mark: %q ended %d (%v)", active, ended, err)
 	}
+	// The drain function, wired as deployed, records the drain on the node.
+	if got := reasons(b.nodeEvents(t, victim)); !slices.Equal(got, []string{"DrainStarted", "ScaleDown"}) {
+		t.Errorf("events on %s: %v, want [DrainStarted ScaleDown]", victim, got)
+	}
 }
 
 // TestMachinePDBAbortRollsBack: a PDB that allows no disruption holds the
@@ -239,6 +244,9 @@ func TestMachinePDBAbortRollsBack(t *testing.T) {
 		t.Errorf("guarded replicas = %d, want 2 restored", got)
 	}
 	b.cp.WaitPodsRunning(t, b.ns, "app=guarded", 2, time.Minute)
+	if got := reasons(b.nodeEvents(t, victim)); !slices.Equal(got, []string{"DrainStarted", "DrainRolledBack"}) {
+		t.Errorf("events on %s: %v, want [DrainStarted DrainRolledBack]", victim, got)
+	}
 }
 
 // TestMachinePDBForceRemoves: with policy force the deadline deletes what

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -49,6 +50,14 @@ type Steps struct {
 	// Ready) before handing back to the state machine's Wait loop; it saves
 	// a 10 s round in most drains. Zero means 5 s; negative, no waiting.
 	StepWait time.Duration
+	// Events, when set, records DrainStarted, ScaleDown, DrainRolledBack and
+	// DrainFailed on the node; a failed write never fails a step.
+	Events *kubeevents.Recorder
+}
+
+// nodeEvent records one event on a drain's node.
+func (d *Steps) nodeEvent(ctx context.Context, node, typ, reason, msg string) {
+	d.Events.Record(ctx, kubeevents.Event{Object: kubeevents.Node(node, ""), Type: typ, Reason: reason, Message: msg})
 }
 
 func (d *Steps) stepWait() time.Duration {
@@ -120,7 +129,13 @@ func (d *Steps) Run(ctx context.Context, step string, s State) (State, error) {
 	}
 	attrs := []any{"step", step, "node", s.Node, "drainId", s.DrainID, "ms", time.Since(start).Milliseconds()}
 	if err != nil {
-		d.log().Warn("drain step failed", append(attrs, "error", err.Error(), "errorName", ErrorName(err))...)
+		name := ErrorName(err)
+		d.log().Warn("drain step failed", append(attrs, "error", err.Error(), "errorName", name)...)
+		if name != ErrNameTransient && step != "Rollback" {
+			// Transient failures are retried; this one ends the drain.
+			d.nodeEvent(ctx, s.Node, corev1.EventTypeWarning, kubeevents.ReasonDrainFailed,
+				fmt.Sprintf("drain %s failed at %s: %s: %v", s.DrainID, step, name, err))
+		}
 		return s, err
 	}
 	d.log().Info("drain step", append(attrs, "remaining", len(out.Remaining))...)
@@ -305,6 +320,11 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	if rec.Status != state.DrainRunning {
 		return s, stepErr(ErrNameAlreadyDraining, "drain %s of node %s already ended (%s)", s.DrainID, s.Node, rec.Status)
 	}
+	msg := fmt.Sprintf("drain %s started: cordon, then evict the pods (on timeout %s at %s)", s.DrainID, s.Policy, s.Deadline.UTC().Format(time.RFC3339))
+	if s.Reason != "" {
+		msg += "; " + s.Reason
+	}
+	d.nodeEvent(ctx, s.Node, corev1.EventTypeNormal, kubeevents.ReasonDrainStarted, msg)
 	return s, nil
 }
 
@@ -1040,7 +1060,12 @@ func (d *Steps) Finish(ctx context.Context, s State) (State, error) {
 	if err := d.restoreSurged(ctx, s); err != nil {
 		return s, err
 	}
-	return s, d.Store.EndDrain(ctx, s.Node, s.DrainID, state.DrainSucceeded, "", d.now())
+	if err := d.Store.EndDrain(ctx, s.Node, s.DrainID, state.DrainSucceeded, "", d.now()); err != nil {
+		return s, err
+	}
+	d.nodeEvent(ctx, s.Node, corev1.EventTypeNormal, kubeevents.ReasonScaleDown,
+		fmt.Sprintf("node removed: drain %s completed, machine %s terminated", s.DrainID, s.ProviderID))
+	return s, nil
 }
 
 // restoreSurged takes back the delta of every surged Deployment not yet
@@ -1114,5 +1139,11 @@ func (d *Steps) undo(ctx context.Context, rec state.DrainRecord, cause string) e
 		return err
 	}
 	d.log().Warn("drain rolled back", "node", rec.Node, "drainId", rec.ID, "cause", cause)
+	left := "node schedulable again"
+	if rec.WasUnschedulable {
+		left = "node left cordoned, as it was before the drain"
+	}
+	d.nodeEvent(ctx, rec.Node, corev1.EventTypeWarning, kubeevents.ReasonDrainRolledBack,
+		fmt.Sprintf("drain %s rolled back, %s: %s", rec.ID, left, cause))
 	return nil
 }

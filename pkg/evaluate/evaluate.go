@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
@@ -56,6 +57,12 @@ type Evaluator struct {
 	Holder string
 	// LeaseTTL must outlive one run (the function timeout).
 	LeaseTTL time.Duration
+	// Events, when set, records the cycle's Kubernetes Events, bounded by
+	// EventSettings.
+	Events        *kubeevents.Recorder
+	EventSettings EventSettings
+
+	notTriggered podEventMemory
 }
 
 // Action is one thing a run did, or tried to do.
@@ -169,7 +176,15 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 		return Result{Skipped: skipped, Actions: []Action{}}, err
 	}
 	defer e.release(lease)
+	began := time.Now()
+	res, snap, err := e.cycle(ctx)
+	e.saveStatus(ctx, began, snap, res, err)
+	return res, err
+}
 
+// cycle is Run's work under the lease; it also returns the snapshot it
+// read (empty when reading failed), for the status.
+func (e *Evaluator) cycle(ctx context.Context) (Result, planner.Snapshot, error) {
 	var rec drain.Recovered
 	if e.Recoverer != nil {
 		// Before the snapshot, so the plan sees the nodes it gave back.
@@ -193,18 +208,19 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 		recovered = &rec
 	}
 	if err != nil {
-		return Result{Actions: []Action{}, Recovered: recovered}, err
+		return Result{Actions: []Action{}, Recovered: recovered}, planner.Snapshot{}, err
 	}
 	plan := planner.Decide(snap, e.Settings, snap.CapturedAt)
 	e.log().Info("plan", "plan", plan)
 
 	next := plan.State
 	actions := e.act(ctx, plan, groups, snap, &next)
+	e.recordEvents(ctx, plan, snap, actions)
 	if err := e.Store.SaveState(ctx, snap.State, next); err != nil {
-		return Result{Plan: &plan, Actions: actions, Recovered: recovered}, fmt.Errorf("save state: %w", err)
+		return Result{Plan: &plan, Actions: actions, Recovered: recovered}, snap, fmt.Errorf("save state: %w", err)
 	}
 	plan.State = next
-	return Result{Plan: &plan, Actions: actions, Recovered: recovered}, nil
+	return Result{Plan: &plan, Actions: actions, Recovered: recovered}, snap, nil
 }
 
 func (e *Evaluator) acquire(ctx context.Context) (state.Lease, string, error) {

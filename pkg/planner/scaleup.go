@@ -336,30 +336,39 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 			continue
 		}
 		var blocked, misfit []string
+		var groups []GroupReason
 		stepCapped := false
 		for _, gi := range m.byName {
 			g := &m.groups[gi]
 			if !m.fitsTemplate(c, gi) {
-				misfit = append(misfit, g.ng.Name+": "+m.templateMisfit(c, gi))
+				why := m.templateMisfit(c, gi)
+				misfit = append(misfit, g.ng.Name+": "+why)
+				groups = append(groups, GroupReason{NodeGroup: g.ng.Name, Code: misfitCode(why), Reason: why})
 				continue
 			}
+			gr := GroupReason{NodeGroup: g.ng.Name}
 			switch {
 			case g.backoff.After(m.now):
-				blocked = append(blocked, fmt.Sprintf("node group %s backed off until %s", g.ng.Name, g.backoff.UTC().Format(time.RFC3339)))
+				gr.Code, gr.Reason = ReasonBackedOff, fmt.Sprintf("node group %s backed off until %s", g.ng.Name, g.backoff.UTC().Format(time.RFC3339))
+				blocked = append(blocked, gr.Reason)
 			case g.target+grown[gi] >= g.ng.MaxSize:
 				s := fmt.Sprintf("node group %s at max size %d", g.ng.Name, g.ng.MaxSize)
 				if g.ng.BoundsFrom != "" {
 					s += " (max set by " + g.ng.BoundsFrom + ")"
 				}
+				gr.Code, gr.Reason = ReasonMaxSizeReached, s
 				blocked = append(blocked, s)
 			case budget <= 0:
+				gr.Code, gr.Reason = ReasonMaxNodesPerStep, fmt.Sprintf("max nodes per step (%d) reached", m.set.ScaleUp.MaxNodesPerStep)
 				if !stepCapped {
-					blocked = append(blocked, fmt.Sprintf("max nodes per step (%d) reached", m.set.ScaleUp.MaxNodesPerStep))
+					blocked = append(blocked, gr.Reason)
 					stepCapped = true
 				}
 			default:
-				blocked = append(blocked, fmt.Sprintf("node group %s: no room on the planned new nodes", g.ng.Name))
+				gr.Code, gr.Reason = ReasonNoRoom, fmt.Sprintf("node group %s: no room on the planned new nodes", g.ng.Name)
+				blocked = append(blocked, gr.Reason)
 			}
+			groups = append(groups, gr)
 		}
 		var reason string
 		switch {
@@ -371,10 +380,24 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 			reason = "fits no node group: " + strings.Join(misfit, "; ")
 		}
 		for _, k := range cl.keys[cl.next:] {
-			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: k, Reason: reason})
+			// The pods of a class share one slice: it is never changed.
+			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: k, Reason: reason, NodeGroups: groups})
 		}
 	}
 	slices.SortFunc(plan.Unschedulable, func(a, b Unschedulable) int { return strings.Compare(a.Pod, b.Pod) })
+}
+
+// misfitCode classifies a template misfit by its wording (templateMisfit's).
+func misfitCode(why string) string {
+	switch {
+	case strings.HasPrefix(why, "node selector"), strings.HasPrefix(why, "required node affinity"):
+		return ReasonNodeSelector
+	case strings.HasPrefix(why, "taint"):
+		return ReasonTaint
+	case strings.HasPrefix(why, "insufficient"):
+		return ReasonInsufficient
+	}
+	return ReasonOther
 }
 
 func pct(f float64) int { return int(math.Round(f * 100)) }

@@ -93,7 +93,32 @@ type DecreaseTarget struct {
 type Unschedulable struct {
 	Pod    string `json:"pod"`
 	Reason string `json:"reason"`
+	// NodeGroups says, for every node group, why it does not take the pod
+	// (what cluster-autoscaler's NotTriggerScaleUp event counts).
+	NodeGroups []GroupReason `json:"nodeGroups,omitempty"`
 }
+
+// GroupReason is why one node group does not take a pending pod.
+type GroupReason struct {
+	NodeGroup string `json:"nodeGroup"`
+	// Code classifies Reason: one of the Reason* constants.
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+}
+
+// Codes of GroupReason: the group could host the pod but may not grow
+// (MaxSizeReached, BackedOff, MaxNodesPerStep, NoRoom), or its template
+// does not fit the pod (the rest).
+const (
+	ReasonMaxSizeReached  = "MaxSizeReached"
+	ReasonBackedOff       = "BackedOff"
+	ReasonMaxNodesPerStep = "MaxNodesPerStep"
+	ReasonNoRoom          = "NoRoom"
+	ReasonNodeSelector    = "NodeSelector"
+	ReasonTaint           = "Taint"
+	ReasonInsufficient    = "Insufficient"
+	ReasonOther           = "Other"
+)
 
 // GroupStatus is a group's size and utilisation (requests ÷ allocatable of its
 // registered nodes).

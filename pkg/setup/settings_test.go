@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/planner"
@@ -34,6 +35,7 @@ state: {memory: {}}
 nodeGroups: [{name: g, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}}}}]
 scaleUp: {maxNodesPerStep: 7}
 scaleDown: {maxConcurrentDrains: 3, utilizationThreshold: 0.25}
+events: {maxPodEventsPerCycle: 7, notTriggerScaleUpInterval: 2m}
 `), "nodetide.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -49,5 +51,18 @@ scaleDown: {maxConcurrentDrains: 3, utilizationThreshold: 0.25}
 	s := ev.Settings
 	if s.ScaleDown.MaxConcurrentDrains != 3 || s.ScaleUp.MaxNodesPerStep != 7 || s.ScaleDown.UtilizationThreshold != 0.25 {
 		t.Errorf("settings = %+v", s)
+	}
+	if ev.Events == nil || ev.EventSettings.MaxPodEventsPerCycle != 7 || ev.EventSettings.NotTriggerScaleUpInterval != 2*time.Minute {
+		t.Errorf("events: recorder %v, settings %+v; want a recorder, 7 per cycle, 2m", ev.Events != nil, ev.EventSettings)
+	}
+
+	off := *cfg
+	disabled := false
+	off.Events.Enabled = &disabled
+	if ev, err = Evaluator(context.Background(), &off, kubeconfig, &AWS{}, slog.New(slog.DiscardHandler), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Events != nil {
+		t.Error("events.enabled: false still records events")
 	}
 }

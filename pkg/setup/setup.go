@@ -31,6 +31,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/providers"
 	awsprovider "github.com/nodetide/nodetide/pkg/providers/aws"
 	"github.com/nodetide/nodetide/pkg/providers/kamatera"
@@ -503,6 +504,10 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 		Holder:   holder,
 		LeaseTTL: 2 * time.Minute,
 	}
+	if es := cfg.EventSettings(); es.Enabled {
+		ev.Events = &kubeevents.Recorder{Client: client, Instance: holder, Log: log}
+		ev.EventSettings = evaluate.EventSettings{MaxPodEventsPerCycle: es.MaxPodEventsPerCycle, NotTriggerScaleUpInterval: es.NotTriggerScaleUpInterval}
+	}
 	starter, err := Starter(ctx, cfg, store, a)
 	if err != nil {
 		return nil, err
@@ -510,7 +515,7 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 	if starter != nil {
 		ev.Drainer = starter
 		ev.Recoverer = &drain.Recovery{
-			Steps:           &drain.Steps{Client: client, Groups: ev.Groups, Store: store, Log: log},
+			Steps:           &drain.Steps{Client: client, Groups: ev.Groups, Store: store, Log: log, Events: ev.Events},
 			SFN:             starter.SFN,
 			StateMachineArn: starter.StateMachineArn,
 		}
@@ -553,6 +558,9 @@ func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, l
 		return nil, err
 	}
 	steps := &drain.Steps{Client: client, Groups: NodeGroups(cfg, client, a, overridesFrom(store), guardOf(store, InstanceID("drain"))), Store: store, Log: log}
+	if cfg.EventSettings().Enabled {
+		steps.Events = &kubeevents.Recorder{Client: client, Instance: InstanceID("drain"), Log: log}
+	}
 	h := &drain.Handler{Steps: steps, Starter: starter}
 	if starter == nil {
 		h.Starter = &drain.Starter{SFN: noStateMachine{}, Store: store}

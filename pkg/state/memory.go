@@ -20,6 +20,8 @@ type Memory struct {
 	mu     sync.Mutex
 	state  planner.State
 	leases map[string]Lease
+	// statuses are the STATUS# documents, by writer.
+	statuses map[string][]byte
 
 	drainOnce  sync.Once
 	drainState *memDrains

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/setup"
+	"github.com/nodetide/nodetide/pkg/state"
+)
+
+// statusDoc is what `nodetide status` prints: the last evaluate cycle's
+// status, its running drains replaced by the ones read now when that works.
+type statusDoc struct {
+	Cluster string `json:"cluster"`
+	evaluate.Status
+	// DrainsReadAt is when Drains were read: now, or the cycle's time when
+	// the live read failed (DrainsError says why).
+	DrainsReadAt time.Time `json:"drainsReadAt"`
+	DrainsError  string    `json:"drainsError,omitempty"`
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "The last evaluate cycle: node groups and their health, unneeded nodes, running drains, errors",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cfg, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			if cfg.State.Memory != nil {
+				return errors.New("the status is kept in state.dynamodb: with state.memory it lives only inside the `nodetide run` process, which prints it after each cycle with --status (or use a local DynamoDB such as dynalite)")
+			}
+			store, err := setup.Store(ctx, cfg, &setup.AWS{})
+			if err != nil {
+				return err
+			}
+			ss, ok := store.(state.StatusStore)
+			if !ok {
+				return errors.New("this state store keeps no status")
+			}
+			st, err := evaluate.ReadStatus(ctx, ss)
+			if errors.Is(err, state.ErrNoStatus) {
+				return fmt.Errorf("no evaluate cycle has written a status for cluster %s in table %s yet (is the evaluate function running?)", cfg.Cluster.Name, cfg.State.DynamoDB.Table)
+			}
+			if err != nil {
+				return err
+			}
+			now := time.Now().UTC()
+			doc := statusDoc{Cluster: cfg.Cluster.Name, Status: st, DrainsReadAt: st.CycleAt}
+			if drains, omitted, err := evaluate.RunningDrains(ctx, store, 100); err != nil {
+				doc.DrainsError = err.Error()
+			} else {
+				doc.Drains, doc.DrainsOmitted, doc.DrainsReadAt = drains, omitted, now
+			}
+			switch g.output {
+			case "json":
+				return writeJSON(g.stdout, doc)
+			case "yaml":
+				out, err := yaml.Marshal(doc)
+				if err != nil {
+					return err
+				}
+				_, err = g.stdout.Write(out)
+				return err
+			}
+			return writeStatusTable(g.stdout, doc, now)
+		},
+	}
+	addOutputFlag(cmd, g, "table", "table", "json", "yaml")
+	return cmd
+}
+
+// printStatus prints the status the cycle just wrote, from this process's
+// store: the one way to see it with state.memory.
+func (g *globals) printStatus(ctx context.Context, cluster string, ev *evaluate.Evaluator) {
+	ss, ok := ev.Store.(state.StatusStore)
+	if !ok {
+		return
+	}
+	st, err := evaluate.ReadStatus(ctx, ss)
+	if err != nil {
+		fmt.Fprintf(g.stderr, "status: %v\n", err)
+		return
+	}
+	if err := writeStatusTable(g.stderr, statusDoc{Cluster: cluster, Status: st, DrainsReadAt: st.CycleAt}, time.Now().UTC()); err != nil {
+		fmt.Fprintf(g.stderr, "status: %v\n", err)
+	}
+}
+
+// writeStatusTable prints the status for a person; times are absolute
+// (UTC) with how long ago they were, as of now.
+func writeStatusTable(w io.Writer, d statusDoc, now time.Time) error {
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		if d := now.Sub(t); d < 0 {
+			return t.UTC().Format(time.RFC3339) + " (in " + age(-d) + ")"
+		}
+		return t.UTC().Format(time.RFC3339) + " (" + age(now.Sub(t)) + " ago)"
+	}
+	atp := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return at(*t)
+	}
+	fmt.Fprintf(w, "Cluster:      %s\n", d.Cluster)
+	fmt.Fprintf(w, "Last cycle:   %s, took %s\n", at(d.CycleAt), d.Duration)
+	if d.Error != "" {
+		fmt.Fprintf(w, "Cycle error:  %s\n", d.Error)
+	}
+	if d.LastError != nil {
+		fmt.Fprintf(w, "Last error:   %s: %s\n", at(d.LastError.At), d.LastError.Message)
+	} else {
+		fmt.Fprintf(w, "Last error:   none\n")
+	}
+	if !d.GroupsAt.Equal(d.CycleAt) {
+		fmt.Fprintf(w, "Node groups as of %s (the last cycle did not read them)\n", at(d.GroupsAt))
+	}
+	fmt.Fprintf(w, "Unschedulable pods: %d\n", d.UnschedulablePods)
+
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE GROUP\tPROVIDER\tMIN\tMAX\tTARGET\tREGISTERED\tREADY\tHEALTH\tBACKOFF UNTIL\tLAST SCALE-UP\tLAST SCALE-DOWN\tCPU\tMEM")
+	for _, g := range d.NodeGroups {
+		health := "Healthy"
+		if len(g.Health) > 0 {
+			health = strings.Join(g.Health, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f%%\t%.0f%%\n", g.Name, g.Provider, g.MinSize, g.MaxSize,
+			g.TargetSize, g.Registered, g.Ready, health, atp(g.BackoffUntil), atp(g.LastScaleUp), atp(g.LastScaleDown),
+			100*g.CPUUtilization, 100*g.MemoryUtilization)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	more(w, d.NodeGroupsOmitted, "node groups")
+
+	fmt.Fprintln(w)
+	if len(d.Unneeded) == 0 {
+		fmt.Fprintln(w, "No unneeded nodes.")
+	} else {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "UNNEEDED NODE\tNODE GROUP\tSINCE")
+		for _, u := range d.Unneeded {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Node, orNone(u.NodeGroup), at(u.Since))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	more(w, d.UnneededOmitted, "unneeded nodes")
+
+	fmt.Fprintln(w)
+	switch {
+	case d.DrainsError != "":
+		fmt.Fprintf(w, "Running drains as of the last cycle (reading them now failed: %s):\n", d.DrainsError)
+	case len(d.Drains) == 0:
+		fmt.Fprintln(w, "No running drains.")
+	}
+	if len(d.Drains) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DRAINING NODE\tNODE GROUP\tPHASE\tSTARTED\tDEADLINE\tDRAIN")
+		for _, dr := range d.Drains {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dr.Node, dr.NodeGroup, orNone(dr.Phase), at(dr.StartedAt), at(dr.Deadline), dr.ID)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	more(w, d.DrainsOmitted, "running drains")
+
+	if len(d.Actions) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "LAST CYCLE'S ACTION\tNODE GROUP\tNODE\tDELTA\tERROR")
+		for _, a := range d.Actions {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", a.Kind, a.NodeGroup, orNone(a.Node), a.Delta, orNone(a.Error))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		more(w, d.ActionsOmitted, "actions")
+	}
+	return nil
+}
+
+func more(w io.Writer, n int, what string) {
+	if n > 0 {
+		fmt.Fprintf(w, "... and %d more %s, not shown\n", n, what)
+	}
+}
+
+// age is a duration as kubectl prints ages: 45s, 12m, 3h, 2d.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}

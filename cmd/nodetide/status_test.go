@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/state"
+	"github.com/nodetide/nodetide/pkg/testbed"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/*.golden from the current output (review the diff)")
+
+var statusNow = time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)
+
+func sampleStatus() evaluate.Status {
+	at := func(d time.Duration) *time.Time { t := statusNow.Add(d); return &t }
+	return evaluate.Status{
+		CycleAt: statusNow.Add(-30 * time.Second), Duration: "1.84s", Holder: "evaluate-3f2a9c01d4e5",
+		LastError: &evaluate.StatusError{At: statusNow.Add(-2*time.Minute - 30*time.Second), Message: "scaleUp gpu: SetDesiredCapacity: api error Throttling: Rate exceeded"},
+		GroupsAt:  statusNow.Add(-30 * time.Second),
+		NodeGroups: []evaluate.GroupSummary{
+			{Name: "workers", Provider: "aws", MinSize: 2, MaxSize: 10, TargetSize: 6, Registered: 4, Ready: 4,
+				Health: []string{evaluate.HealthProvisioning}, LastScaleUp: at(-30 * time.Second), LastScaleDown: at(-3 * time.Hour),
+				CPUUtilization: 0.71, MemoryUtilization: 0.52},
+			{Name: "gpu", Provider: "aws", MinSize: 0, MaxSize: 2, TargetSize: 2, Registered: 2, Ready: 1,
+				Health:       []string{evaluate.HealthBackedOff, evaluate.HealthAtMax, evaluate.HealthNodesNotReady},
+				BackoffUntil: at(2*time.Minute + 30*time.Second), LastScaleUp: at(-20 * time.Minute), CPUUtilization: 0.9, MemoryUtilization: 0.4},
+			{Name: "batch", Provider: "scaleway", MinSize: 0, MaxSize: 5, TargetSize: 1, Registered: 1, Ready: 1, Health: []string{}},
+		},
+		UnschedulablePods: 3,
+		Unneeded: []evaluate.UnneededNode{
+			{Node: "ip-10-0-3-17.eu-west-1.compute.internal", NodeGroup: "workers", Since: statusNow.Add(-9 * time.Minute)},
+			{Node: "scw-batch-7d1e", NodeGroup: "batch", Since: statusNow.Add(-2 * time.Minute)},
+		},
+		UnneededOmitted: 0,
+		Drains:          []evaluate.DrainSummary{},
+		Actions: []evaluate.Action{
+			{Kind: "scaleUp", NodeGroup: "workers", Delta: 2},
+		},
+	}
+}
+
+func TestStatusTableGolden(t *testing.T) {
+	doc := statusDoc{Cluster: "prod", Status: sampleStatus(), DrainsReadAt: statusNow}
+	doc.Drains = []evaluate.DrainSummary{{Node: "ip-10-0-1-4.eu-west-1.compute.internal", NodeGroup: "workers",
+		ID: "ip-10-0-1-4-1764582000", Phase: state.PhaseEvicted, StartedAt: statusNow.Add(-4 * time.Minute), Deadline: statusNow.Add(6 * time.Minute)}}
+	doc.UnneededOmitted = 12
+	var out bytes.Buffer
+	if err := writeStatusTable(&out, doc, statusNow); err != nil {
+		t.Fatal(err)
+	}
+	const golden = "testdata/status.golden"
+	if *updateGolden {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("rewrote %s: review the diff, then run again without -update", golden)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("table differs from %s:\n%s", golden, out.String())
+	}
+}
+
+func TestStatusCommand(t *testing.T) {
+	db := testbed.DynamoDB(t)
+	ctx := context.Background()
+	table := "cli-status"
+	if err := state.CreateTable(ctx, db.Client(t), table); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, "nodetide.yaml", fmt.Sprintf(`cluster: {name: prod}
+state: {dynamodb: {table: %s, endpoint: %s}}
+nodeGroups:
+  - {name: workers, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: {allocatable: {cpu: "2", memory: 8Gi}}}}
+`, table, db.Endpoint))
+
+	// Before any cycle: a clear error.
+	if _, errOut, code := nodetide(t, "status", "--config", cfg); code == 0 || !strings.Contains(errOut, "no evaluate cycle has written a status for cluster prod") {
+		t.Fatalf("status before any cycle: exit %d: %s", code, errOut)
+	}
+
+	store := state.NewDynamoDB(db.Client(t), table, "prod")
+	stored := sampleStatus()
+	raw, err := json.Marshal(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PutStatus(ctx, evaluate.StatusName, raw); err != nil {
+		t.Fatal(err)
+	}
+	// A drain that started after the cycle: status reads it now.
+	started := statusNow.Add(-10 * time.Second)
+	if _, err := store.BeginDrain(ctx, state.DrainRecord{Node: "n1", ID: "d1", NodeGroup: "workers", StartedAt: started, Phase: state.PhasePrepared}); err != nil {
+		t.Fatal(err)
+	}
+
+	out, errOut, code := nodetide(t, "status", "--config", cfg, "-o", "json")
+	if code != 0 {
+		t.Fatalf("status -o json: exit %d: %s", code, errOut)
+	}
+	var got statusDoc
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	wantDrains := []evaluate.DrainSummary{{Node: "n1", NodeGroup: "workers", ID: "d1", Phase: state.PhasePrepared, StartedAt: started}}
+	if !reflect.DeepEqual(got.Drains, wantDrains) || got.DrainsReadAt.Before(got.CycleAt) || got.Cluster != "prod" {
+		t.Errorf("drains %+v read at %s, cluster %q; want %+v read now", got.Drains, got.DrainsReadAt, got.Cluster, wantDrains)
+	}
+	got.Drains = stored.Drains
+	if !reflect.DeepEqual(got.Status, stored) {
+		t.Errorf("status round trip differs:\n got %+v\nwant %+v", got.Status, stored)
+	}
+
+	out, errOut, code = nodetide(t, "status", "--config", cfg, "-o", "yaml")
+	var y statusDoc
+	if code != 0 || yaml.Unmarshal([]byte(out), &y) != nil || len(y.NodeGroups) != 3 || y.NodeGroups[1].BackoffUntil == nil {
+		t.Fatalf("status -o yaml: exit %d: %s\n%s", code, errOut, out)
+	}
+
+	out, errOut, code = nodetide(t, "status", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "NODE GROUP") || !strings.Contains(out, "BackedOff,AtMax,NodesNotReady") || !strings.Contains(out, "n1 ") {
+		t.Fatalf("status table: exit %d: %s\n%s", code, errOut, out)
+	}
+
+	if _, errOut, code := nodetide(t, "status", "--config", cfg, "-o", "wide"); code == 0 || !strings.Contains(errOut, `--output "wide"`) {
+		t.Errorf("status -o wide: exit %d: %s", code, errOut)
+	}
+	mem := writeFile(t, "memory.yaml", "cluster: {name: prod}\nstate: {memory: {}}\nnodeGroups:\n  - {name: workers, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: {allocatable: {cpu: \"2\", memory: 8Gi}}}}\n")
+	if _, errOut, code := nodetide(t, "status", "--config", mem); code == 0 || !strings.Contains(errOut, "state.memory") {
+		t.Errorf("status with memory state: exit %d: %s", code, errOut)
+	}
+}
+
+// TestRunPrintsStatusWithMemoryState: with state.memory the status lives in
+// the run process, and run --status prints it there.
+func TestRunPrintsStatusWithMemoryState(t *testing.T) {
+	cp := testbed.Cluster(t)
+	ns := cp.Namespace(t)
+	cfg := writeFile(t, "nodetide.yaml", fmt.Sprintf(`cluster: {name: local, kubernetes: {kubeconfig: %[2]s}}
+state: {memory: {}}
+nodeGroups:
+  - {name: %[1]s, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: {allocatable: {cpu: "2", memory: 8Gi}, labels: {pool: %[1]s}}}}
+`, ns, cp.KubeconfigPath))
+	_, errOut, code := nodetide(t, "run", "--once", "--status", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("run --once --status: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Cluster:      local", "NODE GROUP", ns + "  ", "No running drains."} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("run --status output lacks %q:\n%s", want, errOut)
+		}
+	}
+}

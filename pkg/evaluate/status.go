@@ -1,0 +1,351 @@
+package evaluate
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/state"
+)
+
+// StatusName names the evaluate status document (sk STATUS#evaluate).
+const StatusName = "evaluate"
+
+// Status is the summary of the last evaluate cycle that `nodetide status`
+// shows. Lists are capped so the document stays under DynamoDB's item limit
+// at 5,000 nodes; each *Omitted field says how many entries were left out.
+type Status struct {
+	CycleAt  time.Time `json:"cycleAt"`
+	Duration string    `json:"duration"`
+	Holder   string    `json:"holder,omitempty"`
+	// Error is this cycle's error, if it failed; LastError the most recent
+	// error of any cycle (a failed cycle, or a failed scale-up or drain
+	// start), kept until a newer one.
+	Error     string       `json:"error,omitempty"`
+	LastError *StatusError `json:"lastError,omitempty"`
+	// GroupsAt is when NodeGroups were read: an earlier cycle's time when
+	// this one failed before reading them.
+	GroupsAt          time.Time      `json:"groupsAt,omitzero"`
+	NodeGroups        []GroupSummary `json:"nodeGroups"`
+	NodeGroupsOmitted int            `json:"nodeGroupsOmitted,omitempty"`
+	// UnschedulablePods is how many pending pods the plan left pending.
+	UnschedulablePods int              `json:"unschedulablePods"`
+	Unneeded          []UnneededNode   `json:"unneeded"`
+	UnneededOmitted   int              `json:"unneededOmitted,omitempty"`
+	Drains            []DrainSummary   `json:"drains"`
+	DrainsOmitted     int              `json:"drainsOmitted,omitempty"`
+	Actions           []Action         `json:"actions"`
+	ActionsOmitted    int              `json:"actionsOmitted,omitempty"`
+	Recovered         *RecoveredCounts `json:"recovered,omitempty"`
+}
+
+// StatusError is an error and when it happened.
+type StatusError struct {
+	At      time.Time `json:"at"`
+	Message string    `json:"message"`
+}
+
+// Health values of a group; a healthy group has none.
+const (
+	HealthBackedOff     = "BackedOff"
+	HealthAtMax         = "AtMax"
+	HealthScaleUpFailed = "ScaleUpFailed"
+	HealthProvisioning  = "Provisioning"
+	HealthNodesNotReady = "NodesNotReady"
+)
+
+// GroupSummary is one node group as the cycle saw it.
+type GroupSummary struct {
+	Name       string `json:"name"`
+	Provider   string `json:"provider"`
+	MinSize    int    `json:"minSize"`
+	MaxSize    int    `json:"maxSize"`
+	BoundsFrom string `json:"boundsFrom,omitempty"`
+	TargetSize int    `json:"targetSize"`
+	// Registered nodes have the group's providerID; Ready ones also the
+	// Ready condition.
+	Registered        int        `json:"registered"`
+	Ready             int        `json:"ready"`
+	Health            []string   `json:"health"`
+	BackoffUntil      *time.Time `json:"backoffUntil,omitempty"`
+	LastScaleUp       *time.Time `json:"lastScaleUp,omitempty"`
+	LastScaleDown     *time.Time `json:"lastScaleDown,omitempty"`
+	CPUUtilization    float64    `json:"cpuUtilization"`
+	MemoryUtilization float64    `json:"memoryUtilization"`
+}
+
+// UnneededNode is a scale-down candidate and since when.
+type UnneededNode struct {
+	Node      string    `json:"node"`
+	NodeGroup string    `json:"nodeGroup,omitempty"`
+	Since     time.Time `json:"since"`
+}
+
+// DrainSummary is a running drain.
+type DrainSummary struct {
+	Node      string    `json:"node"`
+	NodeGroup string    `json:"nodeGroup"`
+	ID        string    `json:"id"`
+	Phase     string    `json:"phase,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+}
+
+// RecoveredCounts counts what the cycle's recovery finished.
+type RecoveredCounts struct {
+	RolledBack int `json:"rolledBack"`
+	Completed  int `json:"completed"`
+	Untainted  int `json:"untainted"`
+}
+
+// Caps of the status lists and messages. At them the document stays under
+// state.MaxStatusSize: about 250 KB with every name and message at its
+// longest (TestStatusFitsOneItemAt5000Nodes). The *Omitted counts say what
+// was left out.
+const (
+	maxStatusGroups   = 300
+	maxStatusUnneeded = 300
+	maxStatusDrains   = 100
+	maxStatusActions  = 50
+	maxStatusMessage  = 300
+)
+
+// ReadStatus returns the stored status of the last evaluate cycle.
+func ReadStatus(ctx context.Context, store state.StatusStore) (Status, error) {
+	doc, err := store.GetStatus(ctx, StatusName)
+	if err != nil {
+		return Status{}, err
+	}
+	var st Status
+	if err := json.Unmarshal(doc, &st); err != nil {
+		return Status{}, fmt.Errorf("status %s: %w", StatusName, err)
+	}
+	return st, nil
+}
+
+// RunningDrains lists the drains holding nodes now, at most limit of them
+// with their phase and start, and how many more there are.
+func RunningDrains(ctx context.Context, store state.DrainStore, limit int) ([]DrainSummary, int, error) {
+	running, err := store.RunningDrains(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("running drains: %w", err)
+	}
+	slices.SortFunc(running, func(a, b state.RunningDrain) int { return cmp.Compare(a.Node, b.Node) })
+	omitted := max(0, len(running)-limit)
+	running = running[:len(running)-omitted]
+	out := make([]DrainSummary, 0, len(running))
+	for _, r := range running {
+		d := DrainSummary{Node: r.Node, NodeGroup: r.NodeGroup, ID: r.ID}
+		rec, err := store.GetDrain(ctx, r.Node, r.ID)
+		switch {
+		case errors.Is(err, state.ErrNoDrain): // claimed, record not yet written
+		case err != nil:
+			return nil, 0, fmt.Errorf("drain %s of node %s: %w", r.ID, r.Node, err)
+		default:
+			d.Phase, d.StartedAt, d.Deadline = rec.Phase, rec.StartedAt, rec.Deadline
+		}
+		out = append(out, d)
+	}
+	return out, omitted, nil
+}
+
+// saveStatus writes the cycle's status; a failure is logged, never
+// returned (the status is for people, the cycle's work is done).
+func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planner.Snapshot, res Result, cycleErr error) {
+	store, ok := e.Store.(state.StatusStore)
+	if !ok {
+		return
+	}
+	var prev Status
+	if p, err := ReadStatus(ctx, store); err != nil && !errors.Is(err, state.ErrNoStatus) {
+		e.log().Warn("read previous status", "error", err.Error())
+	} else {
+		prev = p
+	}
+	st := e.buildStatus(prev, began, snap, res, cycleErr)
+	if ds, ok := e.Store.(state.DrainStore); ok {
+		var err error
+		if st.Drains, st.DrainsOmitted, err = RunningDrains(ctx, ds, maxStatusDrains); err != nil {
+			e.log().Warn("status: running drains", "error", err.Error())
+		}
+	}
+	if st.Drains == nil {
+		st.Drains = []DrainSummary{}
+	}
+	doc, err := json.Marshal(st)
+	if err == nil {
+		err = store.PutStatus(ctx, StatusName, doc)
+	}
+	if err != nil {
+		e.log().Warn("status not saved", "error", err.Error())
+	}
+}
+
+// buildStatus summarises a cycle; prev is the last stored status, whose
+// groups stand when this cycle read none, and whose last scale-downs and
+// last error carry over.
+func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snapshot, res Result, cycleErr error) Status {
+	now := e.now()
+	st := Status{
+		CycleAt: now, Duration: time.Since(began).Round(time.Millisecond).String(), Holder: e.Holder,
+		LastError: prev.LastError, Unneeded: []UnneededNode{}, Actions: []Action{},
+	}
+	if cycleErr != nil {
+		st.Error = clip(cycleErr.Error())
+		st.LastError = &StatusError{At: now, Message: st.Error}
+	}
+	if r := res.Recovered; r != nil {
+		st.Recovered = &RecoveredCounts{RolledBack: len(r.RolledBack), Completed: len(r.Completed), Untainted: len(r.Untainted)}
+	}
+	for _, a := range res.Actions {
+		if a.Error != "" {
+			a.Error = clip(a.Error)
+			if cycleErr == nil {
+				st.LastError = &StatusError{At: now, Message: fmt.Sprintf("%s %s: %s", a.Kind, a.NodeGroup, a.Error)}
+			}
+		}
+		if len(st.Actions) < maxStatusActions {
+			st.Actions = append(st.Actions, a)
+		} else {
+			st.ActionsOmitted++
+		}
+	}
+	if res.Plan == nil {
+		// Nothing read this cycle: the last known groups stand.
+		st.GroupsAt, st.NodeGroups, st.NodeGroupsOmitted = prev.GroupsAt, prev.NodeGroups, prev.NodeGroupsOmitted
+		st.Unneeded, st.UnneededOmitted = prev.Unneeded, prev.UnneededOmitted
+		if st.NodeGroups == nil {
+			st.NodeGroups = []GroupSummary{}
+		}
+		if st.Unneeded == nil {
+			st.Unneeded = []UnneededNode{}
+		}
+		return st
+	}
+	plan := res.Plan
+	st.GroupsAt = snap.CapturedAt
+	st.UnschedulablePods = len(plan.Unschedulable)
+
+	lastDown := map[string]*time.Time{}
+	for _, g := range prev.NodeGroups {
+		lastDown[g.Name] = g.LastScaleDown
+	}
+	failedUp := map[string]bool{}
+	for _, a := range res.Actions {
+		switch {
+		case a.Kind == "drain" && a.Error == "":
+			t := now
+			lastDown[a.NodeGroup] = &t
+		case a.Kind == "scaleUp" && a.Error != "":
+			failedUp[a.NodeGroup] = true
+		}
+	}
+	groupOf, registered, ready := countNodes(snap)
+	util := map[string]planner.GroupStatus{}
+	for _, g := range plan.NodeGroups {
+		util[g.Name] = g
+	}
+	for _, g := range snap.NodeGroups {
+		if len(st.NodeGroups) == maxStatusGroups {
+			st.NodeGroupsOmitted++
+			continue
+		}
+		gs := GroupSummary{
+			Name: g.Name, Provider: g.Provider, MinSize: g.MinSize, MaxSize: g.MaxSize, BoundsFrom: g.BoundsFrom,
+			TargetSize: g.TargetSize, Registered: registered[g.Name], Ready: ready[g.Name], Health: []string{},
+			LastScaleUp: timeOf(plan.State.LastScaleUp, g.Name), LastScaleDown: lastDown[g.Name],
+			CPUUtilization: util[g.Name].CPUUtilization, MemoryUtilization: util[g.Name].MemoryUtilization,
+		}
+		for _, up := range plan.ScaleUp {
+			if up.NodeGroup == g.Name && !failedUp[g.Name] {
+				gs.TargetSize = up.NewTargetSize
+			}
+		}
+		if b := timeOf(plan.State.BackoffUntil, g.Name); b != nil && b.After(now) {
+			gs.BackoffUntil = b
+			gs.Health = append(gs.Health, HealthBackedOff)
+		}
+		if failedUp[g.Name] {
+			gs.Health = append(gs.Health, HealthScaleUpFailed)
+		}
+		if gs.TargetSize >= gs.MaxSize {
+			gs.Health = append(gs.Health, HealthAtMax)
+		}
+		if gs.TargetSize > gs.Registered {
+			gs.Health = append(gs.Health, HealthProvisioning)
+		}
+		if gs.Ready < gs.Registered {
+			gs.Health = append(gs.Health, HealthNodesNotReady)
+		}
+		st.NodeGroups = append(st.NodeGroups, gs)
+	}
+	if st.NodeGroups == nil {
+		st.NodeGroups = []GroupSummary{}
+	}
+
+	for node, since := range plan.State.UnneededSince {
+		st.Unneeded = append(st.Unneeded, UnneededNode{Node: node, NodeGroup: groupOf[node], Since: since})
+	}
+	// The longest unneeded first: the next to go.
+	slices.SortFunc(st.Unneeded, func(a, b UnneededNode) int {
+		return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.Node, b.Node))
+	})
+	if n := len(st.Unneeded); n > maxStatusUnneeded {
+		st.UnneededOmitted = n - maxStatusUnneeded
+		st.Unneeded = st.Unneeded[:maxStatusUnneeded]
+	}
+	return st
+}
+
+// countNodes maps node → group and counts each group's registered and
+// Ready nodes, by providerID.
+func countNodes(snap planner.Snapshot) (groupOf map[string]string, registered, ready map[string]int) {
+	byID := map[string]string{}
+	for _, g := range snap.NodeGroups {
+		for _, id := range g.Instances {
+			byID[id] = g.Name
+		}
+	}
+	groupOf, registered, ready = map[string]string{}, map[string]int{}, map[string]int{}
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		g, ok := byID[n.Spec.ProviderID]
+		if !ok {
+			continue
+		}
+		groupOf[n.Name] = g
+		registered[g]++
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready[g]++
+			}
+		}
+	}
+	return groupOf, registered, ready
+}
+
+func timeOf(m map[string]time.Time, k string) *time.Time {
+	if t, ok := m[k]; ok {
+		t = t.UTC()
+		return &t
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) <= maxStatusMessage {
+		return s
+	}
+	cut := maxStatusMessage
+	for cut > 0 && s[cut]&0xC0 == 0x80 { // not inside a UTF-8 sequence
+		cut--
+	}
+	return s[:cut] + "..."
+}

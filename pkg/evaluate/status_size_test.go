@@ -1,0 +1,62 @@
+package evaluate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/state"
+)
+
+// TestStatusFitsOneItemAt5000Nodes: every list at its longest, names at the
+// longest Kubernetes allows, and the document still fits one DynamoDB item.
+func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	long := func(prefix string, i int) string {
+		return fmt.Sprintf("%s-%05d-%s", prefix, i, strings.Repeat("x", 50))
+	}
+	const nodes, groups = 5000, 800
+	var snap planner.Snapshot
+	snap.CapturedAt = now
+	plan := planner.Plan{State: planner.State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{}, BackoffUntil: map[string]time.Time{}}}
+	for g := range groups {
+		name := long("group", g)
+		snap.NodeGroups = append(snap.NodeGroups, planner.NodeGroup{Name: name, Provider: "kamatera", MaxSize: 10, TargetSize: 9,
+			BoundsFrom: "schedule " + strings.Repeat("s", 200)})
+		plan.State.LastScaleUp[name] = now
+		plan.State.BackoffUntil[name] = now.Add(time.Hour)
+	}
+	for n := range nodes {
+		id := fmt.Sprintf("kamatera://%s", long("node", n))
+		g := &snap.NodeGroups[n%groups]
+		g.Instances = append(g.Instances, id)
+		snap.Nodes = append(snap.Nodes, corev1.Node{})
+		snap.Nodes[n].Name, snap.Nodes[n].Spec.ProviderID = long("node", n), id
+		plan.State.UnneededSince[long("node", n)] = now.Add(-time.Duration(n) * time.Second)
+	}
+	var actions []Action
+	for i := range 1000 {
+		actions = append(actions, Action{Kind: "scaleUp", NodeGroup: long("group", i), Delta: 1, Error: strings.Repeat("é", 2000)})
+	}
+	e := &Evaluator{Now: func() time.Time { return now }, Holder: "evaluate-0123456789ab"}
+	st := e.buildStatus(Status{}, now, snap, Result{Plan: &plan, Actions: actions}, nil)
+	doc, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("status of %d nodes, %d groups: %d bytes", nodes, groups, len(doc))
+	if len(doc) > state.MaxStatusSize {
+		t.Fatalf("status is %d bytes, over the %d stored", len(doc), state.MaxStatusSize)
+	}
+	if st.NodeGroupsOmitted != groups-maxStatusGroups || st.UnneededOmitted != nodes-maxStatusUnneeded || st.ActionsOmitted != 1000-maxStatusActions {
+		t.Errorf("omitted: groups %d, unneeded %d, actions %d", st.NodeGroupsOmitted, st.UnneededOmitted, st.ActionsOmitted)
+	}
+	if st.Unneeded[0].Node != long("node", nodes-1) {
+		t.Errorf("first unneeded = %s, want the longest unneeded", st.Unneeded[0].Node)
+	}
+}

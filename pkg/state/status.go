@@ -1,0 +1,98 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// StatusStore keeps one status document per writer (sk STATUS#<name>): the
+// summary of its last run, for `nodetide status`. The writer holds its
+// lease, so a plain overwrite is enough.
+type StatusStore interface {
+	PutStatus(ctx context.Context, name string, doc []byte) error
+	// GetStatus fails with ErrNoStatus when nothing was written yet.
+	GetStatus(ctx context.Context, name string) ([]byte, error)
+}
+
+// MaxStatusSize is the largest status document stored: DynamoDB's item
+// limit is 400 KB, keys and attribute names included.
+const MaxStatusSize = 380 * 1024
+
+// ErrNoStatus means no status document has been written yet.
+var ErrNoStatus = errors.New("no status written yet")
+
+const (
+	statusPrefix = "STATUS#"
+	attrDoc      = "doc"
+)
+
+func checkStatus(name string, doc []byte) error {
+	if name == "" {
+		return errors.New("put status: empty name")
+	}
+	if len(doc) > MaxStatusSize {
+		return fmt.Errorf("put status %s: document of %d bytes is over the %d-byte limit", name, len(doc), MaxStatusSize)
+	}
+	return nil
+}
+
+// PutStatus stores doc as the named status.
+func (m *Memory) PutStatus(_ context.Context, name string, doc []byte) error {
+	if err := checkStatus(name, doc); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.statuses == nil {
+		m.statuses = map[string][]byte{}
+	}
+	m.statuses[name] = append([]byte(nil), doc...)
+	return nil
+}
+
+// GetStatus returns the named status.
+func (m *Memory) GetStatus(_ context.Context, name string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	doc, ok := m.statuses[name]
+	if !ok {
+		return nil, fmt.Errorf("status %s of cluster %s: %w", name, m.cluster, ErrNoStatus)
+	}
+	return append([]byte(nil), doc...), nil
+}
+
+// PutStatus stores doc as the named status.
+func (s *DynamoDB) PutStatus(ctx context.Context, name string, doc []byte) error {
+	if err := checkStatus(name, doc); err != nil {
+		return err
+	}
+	item := s.key(statusPrefix + name)
+	item[attrDoc] = &types.AttributeValueMemberS{Value: string(doc)}
+	if _, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
+		return fmt.Errorf("put status %s of cluster %q: %w", name, s.cluster, err)
+	}
+	return nil
+}
+
+// GetStatus returns the named status.
+func (s *DynamoDB) GetStatus(ctx context.Context, name string) ([]byte, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: s.key(statusPrefix + name), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get status %s of cluster %q: %w", name, s.cluster, err)
+	}
+	if out.Item == nil {
+		return nil, fmt.Errorf("status %s of cluster %q: %w", name, s.cluster, ErrNoStatus)
+	}
+	v, ok := out.Item[attrDoc].(*types.AttributeValueMemberS)
+	if !ok {
+		return nil, fmt.Errorf("status %s of cluster %q: attribute %s missing or not a string", name, s.cluster, attrDoc)
+	}
+	return []byte(v.Value), nil
+}

@@ -78,6 +78,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"schedules", "lsit"}, 1, `unknown command "lsit" for "nodetide schedules"`},
 		{[]string{"schedules", "lsit", "--config", good}, 1, `unknown command "lsit"`},
 		{[]string{"nodez"}, 1, `unknown command "nodez" for "nodetide"`},
+		{[]string{"nodes", "extra", "--config", good}, 1, `nodetide nodes takes no arguments, got "extra"`},
+		{[]string{"schedules", "list", "a", "b", "--config", good}, 1, `nodetide schedules list takes no arguments, got "a" "b"`},
 		{[]string{"config", "validate", "--confg", good}, 1, "unknown flag: --confg"},
 		{[]string{"config", "validate", "--config", "/nonexistent/nodetide.yaml"}, 1, "/nonexistent/nodetide.yaml"},
 		{[]string{"config", "validate", "--config", good, "-o", "xml"}, 1, `--output "xml"`},

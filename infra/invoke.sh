@@ -32,7 +32,9 @@ die() { echo "invoke: $*" >&2; exit 1; }
 # --all: every sample event, each through its function, against the local
 # cluster make up keeps running; a summary line per event.
 if [ "$fn" = --all ]; then
-  env_file="$root/${NODETIDE_UP_DIR:-.nodetide-up}/env"
+  up_dir=${NODETIDE_UP_DIR:-.nodetide-up}
+  case "$up_dir" in /*) ;; *) up_dir="$root/$up_dir" ;; esac
+  env_file="$up_dir/env"
   [ -f "$env_file" ] || die "the local cluster is not up: run make up first"
   # shellcheck source=/dev/null
   source "$env_file"

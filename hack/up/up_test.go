@@ -16,8 +16,9 @@ import (
 	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
-// TestUpDown runs make up's script as a user would: up, the CLI against the
-// local cluster, up again (already up), down; then up once more and a crash
+// TestUpDown runs make up's script as a user would: up, every sample event
+// through make invoke's script, the CLI against the local cluster, up again
+// (already up), down; then up once more and a crash
 // (SIGKILL of the supervisor), after which down still clears up. Neither
 // stop may leave a process behind.
 func TestUpDown(t *testing.T) {
@@ -78,6 +79,13 @@ func TestUpDown(t *testing.T) {
 		}
 		return string(out)
 	}
+	// make invoke: every sample event through its function under the RIE.
+	invoke := exec.Command(filepath.Join(root, "infra", "invoke.sh"), "--all")
+	invoke.Env = append(env, "BOOTSTRAP_DIR="+buildFunctions(t, root, tmp))
+	invoke.Dir = root
+	if out, err := invoke.CombinedOutput(); err != nil || strings.Contains(string(out), "FAILED") || !strings.Contains(string(out), "ok      drain-shutdown") {
+		t.Errorf("invoke.sh --all: %v\n%s", err, out)
+	}
 	if out := nodetide("config", "validate"); !strings.Contains(out, "workers") || !strings.Contains(out, "gpu") {
 		t.Errorf("config validate:\n%s", out)
 	}
@@ -127,6 +135,22 @@ func TestUpDown(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "pid")); err == nil {
 		t.Error("down after a crash left the pid file")
 	}
+}
+
+// buildFunctions builds the three functions for this machine, as make
+// invoke does, and returns the directory holding <fn>/bootstrap.
+func buildFunctions(t *testing.T, root, tmp string) string {
+	t.Helper()
+	dir := filepath.Join(tmp, "build")
+	for _, fn := range []string{"evaluate", "schedule", "drain"} {
+		cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", filepath.Join(dir, fn, "bootstrap"), "./functions/"+fn)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", fn, err, out)
+		}
+	}
+	return dir
 }
 
 func readPid(t *testing.T, dir string) int {

@@ -37,6 +37,9 @@ running() {
 
 cleanup_files() {
   rm -f "$pidfile" "$dir/ready" "$dir/env" "$dir/kubeconfig" "$bin"
+  # The run's temporary files (etcd's data, the drain function's build),
+  # which a killed run could not remove itself.
+  rm -rf "$dir/tmp"
   # The config is ours only if up wrote it.
   if [ -f "$config" ] && head -1 "$config" | grep -q '^# Written by make up'; then rm -f "$config"; fi
 }
@@ -60,7 +63,10 @@ up() {
   echo "up: starting the control plane, dynalite and the drain state machine (log: $log) ..." >&2
   # setsid: its own session, so it survives the make that started it and
   # a Ctrl-C in that terminal.
-  setsid "$bin" -dir "$dir" -config "$config" >"$log" 2>&1 </dev/null &
+  # Its temporary files go under $dir/tmp, so down removes them even after
+  # a crash.
+  mkdir -p "$dir/tmp"
+  TMPDIR=$(cd "$dir/tmp" && pwd) setsid "$bin" -dir "$dir" -config "$config" >"$log" 2>&1 </dev/null &
   pid=$!
   echo "$pid" >"$pidfile"
   for _ in $(seq $((ready_timeout * 5))); do

@@ -111,7 +111,7 @@ func TestUpDown(t *testing.T) {
 	}
 	script("down")
 	waitGone(t, append(procs, pid))
-	for _, f := range []string{"pid", "env", "ready", "kubeconfig"} {
+	for _, f := range []string{"pid", "env", "ready", "kubeconfig", "tmp"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			t.Errorf("down left %s", f)
 		}
@@ -125,6 +125,9 @@ func TestUpDown(t *testing.T) {
 	script("up")
 	pid = readPid(t, dir)
 	procs = descendants(t, pid)
+	if tmp, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(tmp) == 0 {
+		t.Error("the running cluster keeps no temporary files under its directory")
+	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +135,10 @@ func TestUpDown(t *testing.T) {
 	if out := script("down"); !strings.Contains(out, "is gone") {
 		t.Errorf("down after a crash:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "pid")); err == nil {
-		t.Error("down after a crash left the pid file")
+	for _, f := range []string{"pid", "tmp"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("down after a crash left %s", f)
+		}
 	}
 }
 

@@ -6,7 +6,7 @@ LAMBDA_ENV := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags "-s -w"
 TEST_TIMEOUT ?= 40m
 
-.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo measure vet fmt clean synth deploy invoke FORCE
+.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo measure vet fmt clean synth deploy invoke up down FORCE
 
 ## build: the three Lambda bootstraps (linux/arm64) and bin/nodetide for this machine
 build: functions cli
@@ -95,12 +95,33 @@ synth: functions node-deps
 deploy: functions node-deps
 	cd infra && $(CDK) deploy $(CDK_CONFIG) $(CDK_ARGS)
 
-## invoke: run build/$(FN)/bootstrap under the Lambda RIE with EVENT, e.g.
-##   make invoke FN=evaluate EVENT=events/evaluate-plan.json NODETIDE_CONFIG_FILE=nodetide.yaml
+## invoke: every sample event in events/ through its function under the Lambda RIE, against the local
+##   cluster of make up; or one: make invoke FN=evaluate EVENT=events/evaluate-plan.json NODETIDE_CONFIG_FILE=nodetide.yaml.
+##   Built for this machine; ARCH=arm64 builds the deployed architecture and runs it under qemu
+ARCH ?= $(shell $(GO) env GOARCH)
+INVOKE_BUILD := build/invoke-$(ARCH)
+
+$(INVOKE_BUILD)/%/bootstrap: FORCE
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build $(LAMBDA_FLAGS) -o $@ ./functions/$*
+
 invoke:
-	@case "$(FN)" in evaluate|drain|schedule) ;; *) echo "usage: make invoke FN=evaluate|drain|schedule EVENT=events/<file>.json" >&2; exit 2;; esac
-	@$(MAKE) --no-print-directory build/$(FN)/bootstrap
-	infra/invoke.sh "$(FN)" "$(EVENT)"
+	@if [ -z "$(FN)$(EVENT)" ]; then \
+		$(MAKE) --no-print-directory $(FUNCTIONS:%=$(INVOKE_BUILD)/%/bootstrap) && \
+		ARCH=$(ARCH) BOOTSTRAP_DIR=$(INVOKE_BUILD) infra/invoke.sh --all; \
+	else \
+		case "$(FN)" in evaluate|drain|schedule) ;; *) echo "usage: make invoke [FN=evaluate|drain|schedule EVENT=events/<file>.json]" >&2; exit 2;; esac; \
+		$(MAKE) --no-print-directory $(INVOKE_BUILD)/$(FN)/bootstrap && \
+		ARCH=$(ARCH) infra/invoke.sh "$(FN)" "$(EVENT)" "$(INVOKE_BUILD)/$(FN)/bootstrap"; \
+	fi
+
+## up: a local cluster (control plane, dynalite, the drain state machine) that keeps running in the
+##   background; writes nodetide.local.yaml and .nodetide-up/env and prints how to use them
+up: testbed node-deps
+	@hack/up.sh up
+
+## down: stop what make up started
+down:
+	@hack/up.sh down
 
 clean:
 	rm -rf build bin

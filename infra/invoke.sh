@@ -1,26 +1,94 @@
 #!/usr/bin/env bash
-# Runs one function's bootstrap (build/<fn>/bootstrap, linux/arm64) under the
-# Lambda Runtime Interface Emulator — what `sam local invoke` runs inside its
-# container — and sends it one event:
+# Runs one function's bootstrap under the Lambda Runtime Interface Emulator —
+# what `sam local invoke` runs inside its container — and sends it one event:
 #
-#   infra/invoke.sh FN EVENT          (make invoke FN=evaluate EVENT=events/evaluate-plan.json)
+#   infra/invoke.sh FN EVENT [BOOTSTRAP]   (make invoke FN=evaluate EVENT=events/evaluate-plan.json)
+#   infra/invoke.sh --all                  (make invoke: every event in events/ against make up's cluster)
+#
+# BOOTSTRAP defaults to build/<fn>/bootstrap. ARCH (default: this machine's)
+# is the bootstrap's architecture: a foreign one (ARCH=arm64 on x86-64, as
+# deployed) runs through qemu-<arch>-static (Debian/Ubuntu: apt-get install
+# qemu-user-static).
 #
 # The function reads its config from the environment, as in Lambda:
 # NODETIDE_CONFIG_FILE (a path), NODETIDE_CONFIG (the YAML) or
 # NODETIDE_CONFIG_PARAMETER (an SSM parameter name; needs AWS credentials).
-# AWS credentials and AWS_REGION, when set, are passed through; so is
-# NODETIDE_DRAIN_STATE_MACHINE_ARN.
+# AWS credentials and AWS_REGION, when set, are passed through; so are
+# NODETIDE_DRAIN_STATE_MACHINE_ARN and AWS_ENDPOINT_URL_SFN. --all takes
+# them all from make up's env file (.nodetide-up/env).
 #
 # The emulator is the one hack/testbed-build.sh caches (installed here if
-# missing, ~35 s). On a non-arm64 machine the bootstrap runs through
-# qemu-aarch64-static (Debian/Ubuntu: apt-get install qemu-user-static).
+# missing, ~35 s).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 fn=${1:-}
 event=${2:-}
+bootstrap=${3:-$root/build/$fn/bootstrap}
+arch=${ARCH:-$(go env GOARCH)}
 
 die() { echo "invoke: $*" >&2; exit 1; }
+
+# --all: every sample event, each through its function, against the local
+# cluster make up keeps running; a summary line per event.
+if [ "$fn" = --all ]; then
+  up_dir=${NODETIDE_UP_DIR:-.nodetide-up}
+  case "$up_dir" in /*) ;; *) up_dir="$root/$up_dir" ;; esac
+  env_file="$up_dir/env"
+  [ -f "$env_file" ] || die "the local cluster is not up: run make up first"
+  # shellcheck source=/dev/null
+  source "$env_file"
+  unset NODETIDE_CONFIG NODETIDE_CONFIG_PARAMETER
+  # Schedules first (put before get, run, delete), then evaluate, then the
+  # drain events: drain-step is the state machine's Prepare sent by hand,
+  # so its claim on the sample node is released at once (as enable --force
+  # does) before the enables; shutdown last, as it drains and removes the
+  # node (make up puts it back).
+  events=(
+    schedule-put schedule-list schedule-get schedule-run schedule-scheduled schedule-delete
+    evaluate-plan evaluate-run evaluate-scheduled evaluate-add
+    drain-recover drain-execution-ended drain-step release-step drain-enable-node drain-enable-all drain-shutdown
+  )
+  for f in "$root"/events/*.json; do
+    name=$(basename "$f" .json)
+    [[ " ${events[*]} " == *" $name "* ]] || events+=("$name")
+  done
+  tmp=$(mktemp -d -t nodetide-invoke-all.XXXXXX)
+  trap 'rm -rf "$tmp"' EXIT
+  node=$(sed -n 's/.*"node": *"\([^"]*\)".*/\1/p' "$root/events/drain-step.json" | head -n 1)
+  printf '{"action": "enable", "node": "%s", "force": true}\n' "$node" >"$tmp/release-step.json"
+  failed=0
+  summary=()
+  for name in "${events[@]}"; do
+    f="$root/events/$name.json"
+    label="$name"
+    if [ "$name" = release-step ]; then
+      f="$tmp/release-step.json"
+      label="(release drain-step's claim: enable --force)"
+    fi
+    [ -f "$f" ] || continue
+    fn=${name%%-*}
+    [ "$name" = release-step ] && fn=drain
+    # An emulator that failed before the function answered (a port taken
+    # between the check and its bind) is retried once.
+    for attempt in 1 2; do
+      out=$(ARCH=$arch "$0" "$fn" "$f" "${BOOTSTRAP_DIR:-$root/build}/$fn/bootstrap" 2>&1) && rc=0 || rc=$?
+      grep -q '^--- response ---$' <<<"$out" && break
+    done
+    response=$(sed -n '/^--- response ---$/,$p' <<<"$out" | tail -n +2)
+    if [ "$rc" = 0 ]; then
+      summary+=("ok      $label")
+    else
+      failed=$((failed + 1))
+      summary+=("FAILED  $label: $(tr -d '\n' <<<"${response:-$(tail -n 5 <<<"$out")}" | cut -c1-300)")
+      echo "--- $label ---" >&2
+      echo "$out" >&2
+    fi
+  done
+  printf '%s\n' "${summary[@]}"
+  [ "$failed" = 0 ] || die "$failed of ${#summary[@]} events failed (output above)"
+  exit 0
+fi
 
 case "$fn" in
   # The stack's sizes (infra/stack/stack.go; evaluate's timeout with the default watchFor).
@@ -31,8 +99,8 @@ case "$fn" in
 esac
 [ -n "$event" ] || die "usage: make invoke FN=$fn EVENT=events/<file>.json (see events/)"
 [ -f "$event" ] || die "event file $event not found"
-bootstrap="$root/build/$fn/bootstrap"
-[ -x "$bootstrap" ] || die "$bootstrap missing: run make build"
+[ -x "$bootstrap" ] || die "$bootstrap missing: run make build (or make invoke, which builds it)"
+bootstrap=$(cd "$(dirname "$bootstrap")" && pwd)/$(basename "$bootstrap")
 if [ -z "${NODETIDE_CONFIG:-}${NODETIDE_CONFIG_FILE:-}${NODETIDE_CONFIG_PARAMETER:-}" ]; then
   die "no config: set NODETIDE_CONFIG_FILE=path/to/nodetide.yaml (or NODETIDE_CONFIG, or NODETIDE_CONFIG_PARAMETER)"
 fi
@@ -54,16 +122,17 @@ if [ ! -x "$rie" ]; then
     "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$rie_version"
 fi
 
-# The bootstrap is linux/arm64, like the deployed function.
+# A bootstrap for another architecture runs through qemu.
 program=("$bootstrap")
-case "$(uname -m)" in
-  aarch64 | arm64) ;;
-  *)
-    qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)
-    [ -n "$qemu" ] || die "build/$fn/bootstrap is linux/arm64 and this machine is $(uname -m): install qemu-user-static (apt-get install qemu-user-static) for qemu-aarch64-static"
-    program=("$qemu" "$bootstrap")
-    ;;
-esac
+host=$(go env GOARCH)
+if [ "$arch" != "$host" ]; then
+  qarch=$arch
+  [ "$arch" = arm64 ] && qarch=aarch64
+  [ "$arch" = amd64 ] && qarch=x86_64
+  qemu=$(command -v "qemu-$qarch-static" || command -v "qemu-$qarch" || true)
+  [ -n "$qemu" ] || die "the bootstrap is linux/$arch and this machine is linux/$host: install qemu-user-static (apt-get install qemu-user-static) for qemu-$qarch-static, or leave ARCH unset"
+  program=("$qemu" "$bootstrap")
+fi
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 free_port() {

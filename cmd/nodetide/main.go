@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -23,9 +25,23 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newRoot(stdout, stderr)
 	cmd.SetArgs(args)
-	if err := cmd.ExecuteContext(ctx); err != nil {
+	c, err := cmd.ExecuteContextC(ctx)
+	if err != nil {
+		// cobra.NoArgs calls an extra argument an unknown command, which on
+		// a command without subcommands sends the user looking for one.
+		if c != nil && !c.HasSubCommands() && strings.HasPrefix(err.Error(), "unknown command ") {
+			err = fmt.Errorf("%s takes no arguments, got %s", c.CommandPath(), strings.Join(quoted(c.Flags().Args()), " "))
+		}
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+func quoted(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = strconv.Quote(a)
+	}
+	return out
 }

@@ -108,15 +108,12 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 	}
 	defer os.RemoveAll(work)
 
-	// The builds and the control plane's start share the CPUs; nothing is
-	// measured until both are done.
-	built := make(chan error, 1)
-	go func() { built <- buildFunctions(ctx, root, work, log) }()
-	defer func() {
-		if built != nil {
-			<-built
-		}
-	}()
+	// The build first, alone: on a first run (a cold build cache) it takes
+	// minutes on a small machine, and run beside the bed's start and the
+	// seeding it starved them past their readiness deadlines.
+	if err := buildFunctions(ctx, root, work, log); err != nil {
+		return err
+	}
 
 	log.Info("starting the test bed")
 	cp, err := testbed.Start(ctx)
@@ -158,12 +155,6 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 	if err := sd.seed(ctx, p, o.DaemonSet); err != nil {
 		return err
 	}
-	if err := <-built; err != nil {
-		built = nil
-		return err
-	}
-	built = nil
-
 	b := &bed{root: root, work: work, rie: rie, cp: cp, db: db, client: client, log: log}
 	var samples []sample
 	for _, phase := range []struct {

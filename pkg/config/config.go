@@ -306,6 +306,7 @@ func Parse(data []byte, source string) (*Config, error) {
 	errs := fieldErrors{lines: map[string]int{}}
 	checkKeys(doc, typeOf[Config](), "", &errs)
 	if len(errs.list) > 0 {
+		errs.checkRest(doc)
 		return nil, errs.join(source)
 	}
 	var cfg Config

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +109,15 @@ func TestParseErrors(t *testing.T) {
 		{"kamatera INI secret not an ARN", base + "nodeGroups: [{provider: kamatera, kamatera: {cloudConfigSecret: kamatera-ini}}]\n", []string{"nodeGroups[0].kamatera.cloudConfigSecret: must be a Secrets Manager ARN"}},
 		{"several problems at once", "cluster: {}\nstate: {memory: {}}\nnodeGroups: [{name: g, provider: kwok, minSize: 5, maxSize: 3, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}}}}]\n",
 			[]string{"cluster.name: is required", "minSize 5 is greater than maxSize 3"}},
+		// A typo or a bad duration does not hide the problems found after
+		// decoding: every one is reported in one run, with its line.
+		{"typo and min above max", base + "nodeGroups: [{name: g, provider: kwok, minSize: 5, maxSize: 3, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}}}}]\nscaleDown: {unneededTme: 5m}\n",
+			[]string{"x.yaml:3: nodeGroups[0]: minSize 5 is greater than maxSize 3", "x.yaml:4: scaleDown.unneededTme: unknown field"}},
+		{"bad durations and a bad threshold", base + kwok + "scaleUp: {pendingPodMinAge: 10sec}\nscaleDown: {unneededTime: -5m, utilizationThreshold: 1.5}\ndrain: {timeout: 1x}\n",
+			[]string{`x.yaml:4: scaleUp.pendingPodMinAge: invalid duration "10sec"`, `x.yaml:5: scaleDown.unneededTime: duration "-5m" is negative`,
+				"x.yaml:5: scaleDown.utilizationThreshold: must be in (0, 1]", `x.yaml:6: drain.timeout: invalid duration "1x"`}},
+		{"wrong type and no cluster name", "cluster: {}\nstate: {memory: {}}\n" + kwok + "scaleUp: {maxNodesPerStep: many}\n",
+			[]string{"x.yaml:1: cluster.name: is required", "x.yaml:4: scaleUp.maxNodesPerStep: must be a whole number"}},
 		{"not YAML", "cluster: [", []string{"x.yaml: yaml:"}},
 		{"empty", "", []string{"empty config"}},
 	}
@@ -122,6 +133,25 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseReportsEachProblemOnce: a value refused before decoding is set
+// aside, not reported again by the checks after decoding (a group whose
+// maxSize is not a number is not also "min above max").
+func TestParseReportsEachProblemOnce(t *testing.T) {
+	doc := "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 2.5, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}}}}]\ndrain: {timeout: soon}\n"
+	_, err := Parse([]byte(doc), "x.yaml")
+	var cerr *Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("err = %v, want *Error", err)
+	}
+	want := []string{
+		`x.yaml:3: nodeGroups[0].maxSize: must be a whole number, got "2.5"`,
+		`x.yaml:4: drain.timeout: invalid duration "soon" (use e.g. 10s, 15m, 1h30m)`,
+	}
+	if !slices.Equal(cerr.Problems, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(cerr.Problems, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -27,10 +27,57 @@ type fieldError struct {
 type fieldErrors struct {
 	list  []fieldError
 	lines map[string]int
+	// refused are the values checkKeys found wrong, set aside (as null)
+	// before the checks of decoded values run.
+	refused []*yaml.Node
 }
 
 func (e *fieldErrors) add(line int, path, msg string) {
 	e.list = append(e.list, fieldError{line: line, path: path, msg: msg})
+}
+
+// refuse records a problem with the value n.
+func (e *fieldErrors) refuse(n *yaml.Node, path, msg string) {
+	e.add(n.Line, path, msg)
+	e.refused = append(e.refused, n)
+}
+
+// covers reports whether a problem at path is already accounted for by one
+// found before decoding: the same value, one inside it, or one holding it.
+func (e *fieldErrors) covers(path string) bool {
+	for _, fe := range e.list {
+		if fe.path == path || fe.path == "(document)" || under(path, fe.path) || under(fe.path, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRest runs the checks of decoded values on a document checkKeys found
+// problems in, with the refused values set aside as null, so that one run
+// reports every problem (a typo and a min above max alike). What a refused
+// value would have caused is not reported again.
+func (e *fieldErrors) checkRest(doc *yaml.Node) {
+	for _, n := range e.refused {
+		*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column}
+	}
+	var cfg Config
+	if doc.Decode(&cfg) != nil {
+		return // e.g. a duplicate key: the first problems stand alone
+	}
+	more := fieldErrors{lines: e.lines}
+	cfg.validate(&more)
+	for _, fe := range more.list {
+		if !e.covers(fe.path) {
+			e.list = append(e.list, fe)
+		}
+	}
+	slices.SortStableFunc(e.list, func(a, b fieldError) int { return cmp.Compare(e.lineOf(a.path, a.line), e.lineOf(b.path, b.line)) })
+}
+
+func under(path, parent string) bool {
+	rest, ok := strings.CutPrefix(path, parent)
+	return ok && (strings.HasPrefix(rest, ".") || strings.HasPrefix(rest, "["))
 }
 
 // lineOf is line when known, else the line of path's value, else of its
@@ -92,7 +139,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 				return
 			}
 			if err := d.UnmarshalYAML(n); err != nil {
-				errs.add(n.Line, orRoot(path), err.Error())
+				errs.refuse(n, orRoot(path), err.Error())
 			}
 			return
 		}
@@ -100,7 +147,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 				return
 			}
-			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be a mapping, got %s", kindName(n)))
+			errs.refuse(n, orRoot(path), fmt.Sprintf("must be a mapping, got %s", kindName(n)))
 			return
 		}
 		fields := yamlFields(t)
@@ -119,7 +166,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 				return
 			}
-			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be a list, got %s", kindName(n)))
+			errs.refuse(n, orRoot(path), fmt.Sprintf("must be a list, got %s", kindName(n)))
 			return
 		}
 		for i, item := range n.Content {
@@ -130,7 +177,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 				return
 			}
-			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be a mapping, got %s", kindName(n)))
+			errs.refuse(n, orRoot(path), fmt.Sprintf("must be a mapping, got %s", kindName(n)))
 			return
 		}
 		seen := make(map[string]int, len(n.Content)/2)
@@ -152,7 +199,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 			return
 		}
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
-			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be %s, got %s", scalarName(t.Kind()), kindName(n)))
+			errs.refuse(n, orRoot(path), fmt.Sprintf("must be %s, got %s", scalarName(t.Kind()), kindName(n)))
 		}
 	case reflect.Float64:
 		var v float64
@@ -160,12 +207,12 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 			return
 		}
 		if err := n.Decode(&v); err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be a finite number, got %s", kindName(n)))
+			errs.refuse(n, orRoot(path), fmt.Sprintf("must be a finite number, got %s", kindName(n)))
 		}
 	case reflect.Bool, reflect.String:
 		// Decode the scalar alone so a type error names the user's key.
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			errs.add(n.Line, orRoot(path), fmt.Sprintf("must be %s, got %s", scalarName(t.Kind()), kindName(n)))
+			errs.refuse(n, orRoot(path), fmt.Sprintf("must be %s, got %s", scalarName(t.Kind()), kindName(n)))
 		}
 	}
 }

@@ -132,6 +132,7 @@ func (m *model) onExisting(classes []int32, tr *trace) {
 	}
 	order := slices.Clone(classes)
 	m.sortDecreasing(order, ref)
+	m.affinityLast(order)
 	for _, c := range order {
 		cl := &m.classes[c]
 		if cl.set >= 0 {
@@ -162,6 +163,43 @@ func (m *model) onExisting(classes []int32, tr *trace) {
 			}
 			cl.next += int(take)
 			count -= take
+		}
+	}
+	m.retryAffinity(order, func(c int32) { m.existingEach(c, tr) })
+}
+
+func (m *model) hasAffinity(c int32) bool {
+	f := m.classes[c].feat
+	return f != nil && len(f.aff) > 0
+}
+
+// affinityLast moves the classes with required pod affinity to the end
+// (stably): the pods they need may be among those placed before them.
+func (m *model) affinityLast(order []int32) {
+	slices.SortStableFunc(order, func(a, b int32) int {
+		switch ha, hb := m.hasAffinity(a), m.hasAffinity(b); {
+		case ha == hb:
+			return 0
+		case hb:
+			return -1
+		}
+		return 1
+	})
+}
+
+// retryAffinity places the pods of affinity classes again while that
+// places more: one may need another placed after it.
+func (m *model) retryAffinity(order []int32, place func(c int32)) {
+	for progress := true; progress; {
+		progress = false
+		for _, c := range order {
+			cl := &m.classes[c]
+			if !m.hasAffinity(c) || remaining(cl) == 0 {
+				continue
+			}
+			before := cl.next
+			place(c)
+			progress = progress || cl.next != before
 		}
 	}
 }
@@ -341,7 +379,7 @@ func (m *model) upcomingEach(classes []int32, tr *trace) {
 		if len(slots[gi]) == 0 {
 			continue
 		}
-		for _, c := range m.fittingClasses(classes, gi) {
+		place := func(c int32) {
 			cl := &m.classes[c]
 			n := int(m.fillSlots(c, gi, &slots[gi], remaining(cl), int64(len(slots[gi]))))
 			if tr != nil {
@@ -351,6 +389,12 @@ func (m *model) upcomingEach(classes []int32, tr *trace) {
 			}
 			cl.next += n
 		}
+		order := m.fittingClasses(classes, gi)
+		m.affinityLast(order)
+		for _, c := range order {
+			place(c)
+		}
+		m.retryAffinity(order, place)
 	}
 }
 
@@ -383,12 +427,36 @@ func (m *model) estimate(classes []int32, g int, limit int64, commit bool) estim
 		m.log = &log
 		mark := m.slotCount()
 		var opened []int32
-		for _, c := range m.fittingClasses(classes, g) {
+		// Pods count as placed only at commit (cl.next), so a retry here
+		// tracks its own progress.
+		done := map[int32]int64{}
+		place := func(c int32) {
 			cl := &m.classes[c]
-			if n := m.fillSlots(c, g, &opened, remaining(cl), limit); n > 0 {
-				e.placed = append(e.placed, classCount{c, n})
+			if n := m.fillSlots(c, g, &opened, remaining(cl)-done[c], limit); n > 0 {
+				done[c] += n
 				e.pods += n
 				used = used.add(cl.req.mul(n))
+			}
+		}
+		order := m.fittingClasses(classes, g)
+		m.affinityLast(order)
+		for _, c := range order {
+			place(c)
+		}
+		for progress := true; progress; {
+			progress = false
+			for _, c := range order {
+				if !m.hasAffinity(c) || remaining(&m.classes[c]) == done[c] {
+					continue
+				}
+				before := done[c]
+				place(c)
+				progress = progress || done[c] != before
+			}
+		}
+		for _, c := range order {
+			if done[c] > 0 {
+				e.placed = append(e.placed, classCount{c, done[c]})
 			}
 		}
 		m.log = nil

@@ -108,12 +108,13 @@ type model struct {
 	classByID map[uint64][]int32
 
 	// Pod-dependent placement (topology.go).
-	topoOn bool
-	sets   []podSet
-	sims   []simNode
-	topos  []*topo
-	active []*topo
-	log    *[]placement
+	topoOn  bool
+	sets    []podSet
+	sims    []simNode
+	topos   []*topo
+	active  []*topo
+	domains map[string]*domains
+	log     *[]placement
 }
 
 func podKey(p *corev1.Pod) string {

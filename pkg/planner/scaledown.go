@@ -207,28 +207,57 @@ func (r *removal) place(c int32, count int64, self int32, moves *[]move) int64 {
 }
 
 // placeEach is place for a class with pod-dependent rules: pod by pod,
-// first fit, with the counts updated after each placement.
+// first fit, with the counts updated after each placement. The class's
+// cursor skips the nodes that cannot take it until a rollback: full,
+// not destinations, or refused by a rule that only looks at the pods on
+// that node.
 func (r *removal) placeEach(c int32, count int64, self int32, moves *[]move) int64 {
 	m := r.m
 	req := m.classes[c].req
 	t := m.topoOf(c)
+	cur := r.cursorOf(c)
 	for ; count > 0; count-- {
 		placed := false
-		for i := range m.nodes {
-			ni := int32(i)
+		first := int32(-1)
+		i := *cur
+		for ; int(i) < len(m.nodes); i++ {
 			n := &m.nodes[i]
-			if !r.dest[i] || ni == self || fitCount(n.free, req) == 0 || !m.fitsNode(c, ni) {
+			if !r.dest[i] || fitCount(n.free, req) == 0 {
 				continue
 			}
-			if why, _ := t.fits(ni); why != "" {
+			if i == self {
+				if first < 0 {
+					first = i
+				}
+				continue
+			}
+			if !m.fitsNode(c, i) {
+				continue
+			}
+			why, lasting := t.fits(i)
+			if !why.ok() {
+				if !lasting && first < 0 {
+					first = i
+				}
 				continue
 			}
 			n.free = n.free.sub(req)
-			m.place(ni, c, 1)
-			*moves = append(*moves, move{ni, c, 1})
+			m.place(i, c, 1)
+			*moves = append(*moves, move{i, c, 1})
+			if first < 0 {
+				first = i
+			}
 			placed = true
 			break
 		}
+		if first < 0 {
+			first = i
+		}
+		if first != *cur && !r.tracked[c] {
+			r.tracked[c] = true
+			r.touched = append(r.touched, c)
+		}
+		*cur = first
 		if !placed {
 			return count
 		}

@@ -227,7 +227,7 @@ func (m *model) existingEach(c int32, tr *trace) {
 				continue
 			}
 			why, lasting := t.fits(i)
-			if why != "" {
+			if !why.ok() {
 				if lasting {
 					cands = slices.Delete(cands, j, j+1)
 					j--
@@ -287,12 +287,13 @@ func (m *model) fillSlots(c int32, g int, slots *[]int32, count, limit int64) in
 	t := m.topoOf(c)
 	for ; count > 0; count-- {
 		slot := int32(-1)
+		var last refusal
 		for _, s := range *slots {
 			if fitCount(*m.slotFree(s), cl.req) == 0 {
 				continue
 			}
-			if why, _ := t.fits(s); why != "" {
-				m.noteWhy(c, g, why)
+			if why, _ := t.fits(s); !why.ok() {
+				last = why
 				continue
 			}
 			slot = s
@@ -300,11 +301,14 @@ func (m *model) fillSlots(c int32, g int, slots *[]int32, count, limit int64) in
 		}
 		if slot < 0 {
 			if int64(len(*slots)) >= limit {
+				if !last.ok() {
+					m.noteWhy(c, g, t.explain(last))
+				}
 				break
 			}
 			s := m.addSim(g, "new")
-			if why, _ := t.fits(s); why != "" {
-				m.noteWhy(c, g, why)
+			if why, _ := t.fits(s); !why.ok() {
+				m.noteWhy(c, g, t.explain(why))
 				m.dropSims(s)
 				break
 			}

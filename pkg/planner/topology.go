@@ -53,16 +53,27 @@ func (m *model) initTopology() {
 	if !m.topoOn {
 		return
 	}
+	// Pods of one controller nearly always share their rules: its UID is a
+	// far cheaper bucket than hashing labels and terms.
 	byHash := map[uint64][]int32{}
+	byOwner := map[string][]int32{}
 	for i := range m.pods {
 		pi := &m.pods[i]
 		if pi.node < 0 && !pi.unsched {
 			continue
 		}
 		p := &m.snap.Pods[i]
-		h := podRulesHash(p)
+		_, uid, owned := controllerOf(p)
+		var bucket []int32
+		var h uint64
+		if owned {
+			bucket = byOwner[uid]
+		} else {
+			h = podRulesHash(p)
+			bucket = byHash[h]
+		}
 		set := int32(-1)
-		for _, s := range byHash[h] {
+		for _, s := range bucket {
 			if samePodRules(m.sets[s].rep, p) {
 				set = s
 				break
@@ -71,7 +82,11 @@ func (m *model) initTopology() {
 		if set < 0 {
 			set = int32(len(m.sets))
 			m.sets = append(m.sets, podSet{rep: p, feat: newFeatures(p)})
-			byHash[h] = append(byHash[h], set)
+			if owned {
+				byOwner[uid] = append(byOwner[uid], set)
+			} else {
+				byHash[h] = append(byHash[h], set)
+			}
 		}
 		pi.set = set
 		if pi.node >= 0 {
@@ -153,6 +168,9 @@ func (m *model) addSim(g int, kind string) int32 {
 	l[labelHostname] = gr.ng.Name + "-" + kind + "-" + strconv.Itoa(len(m.sims))
 	m.sims = append(m.sims, simNode{group: g, labels: l, free: gr.cap})
 	s := m.slotCount() - 1
+	for _, d := range m.domains {
+		d.add(l)
+	}
 	for _, t := range m.active {
 		t.addSlot(s)
 	}
@@ -167,6 +185,9 @@ func (m *model) dropSims(from int32) {
 			t.removeSlot(s)
 		}
 		m.sims = m.sims[:len(m.sims)-1]
+		for _, d := range m.domains {
+			d.of = d.of[:s]
+		}
 	}
 }
 
@@ -177,9 +198,8 @@ func (m *model) place(s, c int32, n int64) {
 	}
 	pl := m.slotPlaced(s)
 	*pl = addClassCount(*pl, c, n)
-	cl := &m.classes[c]
 	for _, t := range m.active {
-		t.apply(s, t.matchOf(cl.rep, cl.feat), n)
+		t.apply(s, t.matchOfClass(c), n)
 	}
 	if m.log != nil {
 		*m.log = append(*m.log, placement{s, c, n})
@@ -193,9 +213,8 @@ func (m *model) unplace(s, c int32, n int64) {
 	}
 	pl := m.slotPlaced(s)
 	*pl = addClassCount(*pl, c, -n)
-	cl := &m.classes[c]
 	for _, t := range m.active {
-		t.apply(s, t.matchOf(cl.rep, cl.feat), -n)
+		t.apply(s, t.matchOfClass(c), -n)
 	}
 }
 
@@ -244,37 +263,118 @@ func (m *model) topoOf(c int32) *topo {
 	return t
 }
 
+// domains numbers the values of one topology key: of[slot] is the
+// slot's domain, -1 when it lacks the key. Counting by number keeps the
+// per-node checks free of map lookups.
+type domains struct {
+	key string
+	of  []int32
+	ids map[string]int32
+	n   int32
+}
+
+func (d *domains) add(l map[string]string) {
+	v, ok := l[d.key]
+	if !ok {
+		d.of = append(d.of, -1)
+		return
+	}
+	id, seen := d.ids[v]
+	if !seen {
+		id = d.n
+		d.ids[v] = id
+		d.n++
+	}
+	d.of = append(d.of, id)
+}
+
+// domainsOf returns the numbering of key over all slots, built on first use.
+func (m *model) domainsOf(key string) *domains {
+	if d, ok := m.domains[key]; ok {
+		return d
+	}
+	d := &domains{key: key, of: make([]int32, 0, m.slotCount()), ids: map[string]int32{}}
+	for s := int32(0); s < m.slotCount(); s++ {
+		d.add(m.slotLabels(s))
+	}
+	if m.domains == nil {
+		m.domains = map[string]*domains{}
+	}
+	m.domains[key] = d
+	return d
+}
+
+// counter counts pods by domain.
+type counter struct {
+	d *domains
+	c []int64
+}
+
+func (c *counter) at(s int32) (int64, bool) {
+	id := c.d.of[s]
+	if id < 0 {
+		return 0, false
+	}
+	if int(id) >= len(c.c) {
+		return 0, true
+	}
+	return c.c[id], true
+}
+
+func (c *counter) add(s int32, n int64) {
+	id := c.d.of[s]
+	if id < 0 {
+		return
+	}
+	for int(id) >= len(c.c) {
+		c.c = append(c.c, 0)
+	}
+	c.c[id] += n
+}
+
 // matchInfo is how pods like one representative count for a topo.
 type matchInfo struct {
-	affAll bool     // matches all of the pod's affinity terms
-	anti   []int    // the pod's anti-affinity terms it matches
-	exAnti []string // topology keys of its own anti-affinity terms that match the pod
-	spread []int    // spread constraints whose selector it matches
+	affAll bool  // matches all of the pod's affinity terms
+	anti   []int // the pod's anti-affinity terms it matches
+	exAnti []int // t.ex entries: its own anti-affinity terms that match the pod
+	spread []int // spread constraints whose selector it matches
 	any    bool
 }
 
 type spreadState struct {
 	t      *spreadTerm
-	elig   []bool         // by slot: counted for this constraint
-	nodes  map[string]int // eligible slots per domain
-	counts map[string]int64
+	d      *domains
+	elig   []bool // by slot: counted for this constraint
+	nodes  []int  // by domain: eligible slots
+	ndom   int    // domains with eligible slots
+	counts []int64
 	min    int64
 	atMin  int
 	dirty  bool
 }
 
+func (st *spreadState) grow(id int32) {
+	for int(id) >= len(st.nodes) {
+		st.nodes = append(st.nodes, 0)
+		st.counts = append(st.counts, 0)
+	}
+}
+
 // topo is what the scheduler's PodTopologySpread, InterPodAffinity and
 // NodePorts plugins would compute for one class, kept up to date.
 type topo struct {
-	m          *model
-	rep        *corev1.Pod
-	f          *features
-	affCounts  []map[string]int64
-	affTotal   int64
-	antiCounts []map[string]int64
-	exAnti     map[string]map[string]int64
-	spread     []spreadState
-	match      map[*corev1.Pod]*matchInfo
+	m         *model
+	rep       *corev1.Pod
+	f         *features
+	aff       []counter
+	affTotal  int64
+	anti      []counter
+	ex        []counter // existing pods' anti-affinity against the class, by key
+	spread    []spreadState
+	spreadKey []*domains // every constraint's key: a counted node has them all
+	match     map[*corev1.Pod]*matchInfo
+	bySet     []*matchInfo // match of each podSet, filled on use
+	byClass   []*matchInfo // match of each class, filled on use
 }
 
 func newTopo(m *model, c int32) *topo {
@@ -283,22 +383,24 @@ func newTopo(m *model, c int32) *topo {
 	if f == nil {
 		f = &features{}
 	}
-	t := &topo{m: m, rep: cl.rep, f: f, exAnti: map[string]map[string]int64{}, match: map[*corev1.Pod]*matchInfo{}}
-	for range f.aff {
-		t.affCounts = append(t.affCounts, map[string]int64{})
+	t := &topo{m: m, rep: cl.rep, f: f, match: map[*corev1.Pod]*matchInfo{}}
+	for k := range f.aff {
+		t.aff = append(t.aff, counter{d: m.domainsOf(f.aff[k].key)})
 	}
-	for range f.anti {
-		t.antiCounts = append(t.antiCounts, map[string]int64{})
+	for k := range f.anti {
+		t.anti = append(t.anti, counter{d: m.domainsOf(f.anti[k].key)})
 	}
 	for k := range f.spread {
-		t.spread = append(t.spread, spreadState{t: &f.spread[k], nodes: map[string]int{}, counts: map[string]int64{}, dirty: true})
+		d := m.domainsOf(f.spread[k].key)
+		t.spreadKey = append(t.spreadKey, d)
+		t.spread = append(t.spread, spreadState{t: &f.spread[k], d: d, dirty: true})
 	}
 	for s := int32(0); s < m.slotCount(); s++ {
 		t.addDomain(s)
 	}
 	for si := range m.sets {
 		set := &m.sets[si]
-		mi := t.matchOf(set.rep, set.feat)
+		mi := t.matchOfSet(int32(si))
 		if !mi.any {
 			continue
 		}
@@ -314,12 +416,49 @@ func newTopo(m *model, c int32) *topo {
 		}
 		for _, cc := range *m.slotPlaced(s) {
 			if cc.n != 0 {
-				ocl := &m.classes[cc.class]
-				t.apply(s, t.matchOf(ocl.rep, ocl.feat), cc.n)
+				t.apply(s, t.matchOfClass(cc.class), cc.n)
 			}
 		}
 	}
 	return t
+}
+
+func (t *topo) exIndex(key string) int {
+	for i := range t.ex {
+		if t.ex[i].d.key == key {
+			return i
+		}
+	}
+	t.ex = append(t.ex, counter{d: t.m.domainsOf(key)})
+	return len(t.ex) - 1
+}
+
+// matchOfClass is matchOf for the pods of class c.
+func (t *topo) matchOfClass(c int32) *matchInfo {
+	for int(c) >= len(t.byClass) {
+		t.byClass = append(t.byClass, nil)
+	}
+	if mi := t.byClass[c]; mi != nil {
+		return mi
+	}
+	cl := &t.m.classes[c]
+	mi := t.matchOf(cl.rep, cl.feat)
+	t.byClass[c] = mi
+	return mi
+}
+
+// matchOfSet is matchOf for the pods of podSet si.
+func (t *topo) matchOfSet(si int32) *matchInfo {
+	if t.bySet == nil {
+		t.bySet = make([]*matchInfo, len(t.m.sets))
+	}
+	if mi := t.bySet[si]; mi != nil {
+		return mi
+	}
+	set := &t.m.sets[si]
+	mi := t.matchOf(set.rep, set.feat)
+	t.bySet[si] = mi
+	return mi
 }
 
 func (t *topo) matchOf(p *corev1.Pod, pf *features) *matchInfo {
@@ -344,7 +483,7 @@ func (t *topo) matchOf(p *corev1.Pod, pf *features) *matchInfo {
 	if pf != nil {
 		for k := range pf.anti {
 			if pf.anti[k].matches(t.rep) {
-				mi.exAnti = append(mi.exAnti, pf.anti[k].key)
+				mi.exAnti = append(mi.exAnti, t.exIndex(pf.anti[k].key))
 			}
 		}
 	}
@@ -366,34 +505,22 @@ func (t *topo) apply(s int32, mi *matchInfo, n int64) {
 	if !mi.any {
 		return
 	}
-	l := t.m.slotLabels(s)
 	if mi.affAll {
 		t.affTotal += n
-		for k := range t.f.aff {
-			if v, ok := l[t.f.aff[k].key]; ok {
-				t.affCounts[k][v] += n
-			}
+		for k := range t.aff {
+			t.aff[k].add(s, n)
 		}
 	}
 	for _, k := range mi.anti {
-		if v, ok := l[t.f.anti[k].key]; ok {
-			t.antiCounts[k][v] += n
-		}
+		t.anti[k].add(s, n)
 	}
-	for _, key := range mi.exAnti {
-		if v, ok := l[key]; ok {
-			d := t.exAnti[key]
-			if d == nil {
-				d = map[string]int64{}
-				t.exAnti[key] = d
-			}
-			d[v] += n
-		}
+	for _, k := range mi.exAnti {
+		t.ex[k].add(s, n)
 	}
 	for _, k := range mi.spread {
 		st := &t.spread[k]
 		if int(s) < len(st.elig) && st.elig[s] {
-			st.add(l[st.t.key], n)
+			st.add(st.d.of[s], n)
 		}
 	}
 }
@@ -401,13 +528,12 @@ func (t *topo) apply(s int32, mi *matchInfo, n int64) {
 // eligible: the scheduler counts a node for a spread constraint when it has
 // every constraint's key and passes the inclusion policies.
 func (t *topo) eligible(s int32, st *spreadTerm) bool {
-	l := t.m.slotLabels(s)
-	for k := range t.f.spread {
-		if _, ok := l[t.f.spread[k].key]; !ok {
+	for _, d := range t.spreadKey {
+		if d.of[s] < 0 {
 			return false
 		}
 	}
-	if st.honorAffinity && !t.m.slotFitsStatic(&corev1.Pod{Spec: corev1.PodSpec{NodeSelector: t.rep.Spec.NodeSelector, Affinity: t.rep.Spec.Affinity}}, s, false) {
+	if st.honorAffinity && (len(t.rep.Spec.NodeSelector) > 0 || requiredAffinity(t.rep) != nil) && !t.m.slotFitsStatic(t.rep, s, false) {
 		return false
 	}
 	if st.honorTaints {
@@ -424,7 +550,7 @@ func (t *topo) eligible(s int32, st *spreadTerm) bool {
 	return true
 }
 
-// addDomain notes slot s (new, or just created) as a node of its domains.
+// addDomain notes slot s (new, or back) as a node of its domains.
 func (t *topo) addDomain(s int32) {
 	for k := range t.spread {
 		st := &t.spread[k]
@@ -432,16 +558,21 @@ func (t *topo) addDomain(s int32) {
 			st.elig = append(st.elig, false)
 		}
 		st.elig[s] = t.eligible(s, st.t)
-		if st.elig[s] && !t.m.slotGone(s) {
-			v := t.m.slotLabels(s)[st.t.key]
-			st.nodes[v]++
-			if st.nodes[v] == 1 && !st.dirty {
-				c := st.counts[v]
-				if c < st.min {
-					st.min, st.atMin = c, 1
-				} else if c == st.min {
-					st.atMin++
-				}
+		if !st.elig[s] || t.m.slotGone(s) {
+			continue
+		}
+		id := st.d.of[s]
+		st.grow(id)
+		st.nodes[id]++
+		if st.nodes[id] > 1 {
+			continue
+		}
+		st.ndom++
+		if !st.dirty {
+			if c := st.counts[id]; c < st.min {
+				st.min, st.atMin = c, 1
+			} else if c == st.min {
+				st.atMin++
 			}
 		}
 	}
@@ -461,13 +592,13 @@ func (t *topo) removeSlot(s int32) {
 		if int(s) >= len(st.elig) || !st.elig[s] {
 			continue
 		}
-		v := t.m.slotLabels(s)[st.t.key]
-		st.nodes[v]--
-		if st.nodes[v] > 0 {
+		id := st.d.of[s]
+		st.nodes[id]--
+		if st.nodes[id] > 0 {
 			continue
 		}
-		delete(st.nodes, v)
-		if !st.dirty && st.counts[v] == st.min {
+		st.ndom--
+		if !st.dirty && st.counts[id] == st.min {
 			st.atMin--
 			if st.atMin == 0 {
 				st.dirty = true
@@ -489,24 +620,23 @@ func (t *topo) slotPods(s int32, sign int64) {
 	if int(s) < len(m.nodes) {
 		for _, pi := range m.podsOf(s) {
 			if set := m.pods[pi].set; set >= 0 {
-				ps := &m.sets[set]
-				t.apply(s, t.matchOf(ps.rep, ps.feat), sign)
+				t.apply(s, t.matchOfSet(set), sign)
 			}
 		}
 	}
 	for _, cc := range *m.slotPlaced(s) {
 		if cc.n != 0 {
-			cl := &m.classes[cc.class]
-			t.apply(s, t.matchOf(cl.rep, cl.feat), sign*cc.n)
+			t.apply(s, t.matchOfClass(cc.class), sign*cc.n)
 		}
 	}
 }
 
-func (st *spreadState) add(v string, n int64) {
-	old := st.counts[v]
+func (st *spreadState) add(id int32, n int64) {
+	st.grow(id)
+	old := st.counts[id]
 	now := old + n
-	st.counts[v] = now
-	if st.dirty || st.nodes[v] == 0 {
+	st.counts[id] = now
+	if st.dirty || st.nodes[id] == 0 {
 		return
 	}
 	switch {
@@ -525,13 +655,16 @@ func (st *spreadState) add(v string, n int64) {
 // minMatch is the scheduler's global minimum: the smallest count over the
 // eligible domains, or 0 while there are fewer domains than minDomains.
 func (st *spreadState) minMatch() int64 {
-	if len(st.nodes) < st.t.minDomains {
+	if st.ndom < st.t.minDomains {
 		return 0
 	}
 	if st.dirty {
 		first := true
-		for v := range st.nodes {
-			c := st.counts[v]
+		for id, nodes := range st.nodes {
+			if nodes == 0 {
+				continue
+			}
+			c := st.counts[id]
 			switch {
 			case first || c < st.min:
 				st.min, st.atMin, first = c, 1, false
@@ -544,52 +677,100 @@ func (st *spreadState) minMatch() int64 {
 	return st.min
 }
 
-// fits says why one more pod of the class may not go to slot s ("" when it
-// may); lasting when placing more pods of the class cannot change that.
-func (t *topo) fits(s int32) (why string, lasting bool) {
-	m := t.m
-	l := m.slotLabels(s)
+// refusal is why a topo keeps a pod off a slot; the zero value admits it.
+// Reasons are only spelled out (explain) when a plan reports them.
+type refusal struct {
+	kind refusalKind
+	term int
+	port hostPort
+}
+
+type refusalKind uint8
+
+const (
+	admitted refusalKind = iota
+	refusedPort
+	refusedAffinityLabel
+	refusedAffinity
+	refusedAnti
+	refusedExAnti
+	refusedSpreadLabel
+	refusedSpread
+)
+
+func (r refusal) ok() bool { return r.kind == admitted }
+
+// explain spells out a refusal.
+func (t *topo) explain(r refusal) string {
+	switch r.kind {
+	case refusedPort:
+		return "host port " + r.port.String() + " already in use"
+	case refusedAffinityLabel:
+		return "pod affinity on " + t.f.aff[r.term].key + ": node has no such label"
+	case refusedAffinity:
+		return "pod affinity on " + t.f.aff[r.term].key + " not satisfied"
+	case refusedAnti:
+		return "pod anti-affinity on " + t.f.anti[r.term].key
+	case refusedExAnti:
+		return "anti-affinity of pods already placed (on " + t.ex[r.term].d.key + ")"
+	case refusedSpreadLabel:
+		return "topology spread on " + t.f.spread[r.term].key + ": node has no such label"
+	case refusedSpread:
+		return "topology spread on " + t.f.spread[r.term].key + " (maxSkew " + strconv.FormatInt(t.f.spread[r.term].maxSkew, 10) + ")"
+	}
+	return ""
+}
+
+// fits says why one more pod of the class may not go to slot s (ok when it
+// may); lasting when the reason lies in the slot's labels or in the pods
+// on the slot itself (host ports, per-hostname anti-affinity), which only
+// placing pods there or removing the slot changes.
+func (t *topo) fits(s int32) (r refusal, lasting bool) {
 	if len(t.f.ports) > 0 {
 		if h, bad := t.portsTaken(s); bad {
-			return "host port " + h.String() + " already in use", true
+			return refusal{kind: refusedPort, port: h}, true
 		}
 	}
-	if len(t.f.aff) > 0 {
+	if len(t.aff) > 0 {
 		exist := true
-		for k := range t.f.aff {
-			v, ok := l[t.f.aff[k].key]
+		for k := range t.aff {
+			c, ok := t.aff[k].at(s)
 			if !ok {
-				return "pod affinity on " + t.f.aff[k].key + ": node has no such label", true
+				return refusal{kind: refusedAffinityLabel, term: k}, true
 			}
-			if t.affCounts[k][v] <= 0 {
+			if c <= 0 {
 				exist = false
 			}
 		}
 		if !exist && (t.affTotal > 0 || !t.f.affSelf) {
-			return "pod affinity on " + t.f.aff[0].key + " not satisfied", false
+			return refusal{kind: refusedAffinity}, false
 		}
 	}
-	for k := range t.f.anti {
-		if v, ok := l[t.f.anti[k].key]; ok && t.antiCounts[k][v] > 0 {
-			return "pod anti-affinity on " + t.f.anti[k].key, true
+	for k := range t.anti {
+		if c, _ := t.anti[k].at(s); c > 0 {
+			return refusal{kind: refusedAnti, term: k}, t.f.anti[k].key == labelHostname
 		}
 	}
-	for key, d := range t.exAnti {
-		if v, ok := l[key]; ok && d[v] > 0 {
-			return "anti-affinity of pods already placed (on " + key + ")", true
+	for k := range t.ex {
+		if c, _ := t.ex[k].at(s); c > 0 {
+			return refusal{kind: refusedExAnti, term: k}, t.ex[k].d.key == labelHostname
 		}
 	}
 	for k := range t.spread {
 		st := &t.spread[k]
-		v, ok := l[st.t.key]
-		if !ok {
-			return "topology spread on " + st.t.key + ": node has no such label", true
+		id := st.d.of[s]
+		if id < 0 {
+			return refusal{kind: refusedSpreadLabel, term: k}, true
 		}
-		if st.counts[v]+st.t.self-st.minMatch() > st.t.maxSkew {
-			return "topology spread on " + st.t.key + " (maxSkew " + strconv.FormatInt(st.t.maxSkew, 10) + ")", false
+		var c int64
+		if int(id) < len(st.counts) {
+			c = st.counts[id]
+		}
+		if c+st.t.self-st.minMatch() > st.t.maxSkew {
+			return refusal{kind: refusedSpread, term: k}, false
 		}
 	}
-	return "", false
+	return refusal{}, false
 }
 
 func (t *topo) portsTaken(s int32) (hostPort, bool) {

@@ -105,3 +105,220 @@ func TestEstimatorCases(t *testing.T) {
 }
 
 func resourceQty(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+
+// TestPodRules checks the scheduler's semantics case by case on small
+// clusters: one registered node n1 (zone za, 4 CPU) in group g (max 5,
+// template zone za, 4 CPU), and the pods given.
+func TestPodRules(t *testing.T) {
+	ignore := corev1.NodeInclusionPolicyIgnore
+	tests := []struct {
+		name        string
+		nodes       []corev1.Node // besides n1
+		pods        []corev1.Pod
+		delta       int    // new nodes of g
+		unsched     int    // pods left pending
+		reason      string // in every unschedulable reason
+		scaleUpRule string // in the scale-up reason
+	}{
+		{
+			name: "host port taken on the node: a new node",
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", on("n1"), hostPortOpt(80, "", "")),
+				pod("web-1", "100m", "", pending(), hostPortOpt(80, "", "")),
+			},
+			delta: 1, scaleUpRule: "host port 80/TCP",
+		},
+		{
+			name: "same port, other protocol: fits",
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", on("n1"), hostPortOpt(53, corev1.ProtocolUDP, "")),
+				pod("web-1", "100m", "", pending(), hostPortOpt(53, corev1.ProtocolTCP, "")),
+			},
+		},
+		{
+			name: "same port, two host IPs: fits",
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", on("n1"), hostPortOpt(80, "", "10.0.0.1")),
+				pod("web-1", "100m", "", pending(), hostPortOpt(80, "", "10.0.0.2")),
+			},
+		},
+		{
+			name: "an existing pod's anti-affinity keeps a plain pod off its node",
+			pods: []corev1.Pod{
+				pod("db-0", "100m", "", on("n1"), podLabels("app", "db"), podAffinityOpt(true, labelHostname, "web")),
+				pod("web-0", "100m", "", pending(), podLabels("app", "web")),
+			},
+			delta: 1, scaleUpRule: "least waste",
+		},
+		{
+			name: "anti-affinity in another namespace does not apply",
+			pods: []corev1.Pod{
+				pod("other/db-0", "100m", "", on("n1"), podLabels("app", "db"), podAffinityOpt(true, labelHostname, "web")),
+				pod("web-0", "100m", "", pending(), podLabels("app", "web")),
+			},
+		},
+		{
+			name: "zone anti-affinity: the template's zone is taken, nothing fits",
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", on("n1"), podLabels("app", "web")),
+				pod("web-1", "100m", "", pending(), podLabels("app", "web"), podAffinityOpt(true, labelZone, "web")),
+			},
+			unsched: 1, reason: "pod anti-affinity on " + labelZone,
+		},
+		{
+			name: "affinity to pods that are nowhere, not even itself",
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", pending(), podLabels("app", "web"), podAffinityOpt(false, labelHostname, "cache")),
+			},
+			unsched: 1, reason: "pod affinity on " + labelHostname + " not satisfied",
+		},
+		{
+			name: "the first pod of a self-affine series fits, and its peers follow it",
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", pending(), podLabels("app", "web"), podAffinityOpt(false, labelHostname, "web")),
+				pod("web-1", "100m", "", pending(), podLabels("app", "web"), podAffinityOpt(false, labelHostname, "web")),
+			},
+		},
+		{
+			name:  "affinity follows the target's zone onto a new node",
+			nodes: []corev1.Node{withZone(node("n2", "other", "4", "8Gi"), "zb")},
+			pods: []corev1.Pod{
+				pod("cache-0", "3500m", "", on("n1"), podLabels("app", "cache")),
+				pod("web-0", "1", "", pending(), podLabels("app", "web"), podAffinityOpt(false, labelZone, "cache")),
+			},
+			delta: 1, scaleUpRule: "pod affinity on " + labelZone,
+		},
+		{
+			name:  "zone spread: zone za is one ahead, the new node in za may not take it",
+			nodes: []corev1.Node{withZone(node("n2", "other", "50m", "8Gi"), "zb")},
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", on("n1"), podLabels("app", "web")),
+				pod("web-1", "100m", "", pending(), podLabels("app", "web"), spreadOpt(labelZone, 1, 0, "web")),
+			},
+			unsched: 1, reason: "topology spread on " + labelZone + " (maxSkew 1)",
+		},
+		{
+			name:  "zone spread with nodeAffinityPolicy Ignore counts zb even though the pod cannot go there",
+			nodes: []corev1.Node{withZone(node("n2", "other", "4", "8Gi"), "zb")},
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", on("n1"), podLabels("app", "web")),
+				pod("web-1", "100m", "", pending(), podLabels("app", "web"), selector("pool", "g"), spreadOpt(labelZone, 1, 0, "web"),
+					func(p *corev1.Pod) { p.Spec.TopologySpreadConstraints[0].NodeAffinityPolicy = &ignore }),
+			},
+			unsched: 1, reason: "topology spread on " + labelZone,
+		},
+		{
+			name:  "zone spread honouring node affinity: only za counts, it fits",
+			nodes: []corev1.Node{withZone(node("n2", "other", "4", "8Gi"), "zb")},
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", on("n1"), podLabels("app", "web")),
+				pod("web-1", "100m", "", pending(), podLabels("app", "web"), selector("pool", "g"), spreadOpt(labelZone, 1, 0, "web")),
+			},
+		},
+		{
+			name: "minDomains 2 with one zone: the global minimum is 0",
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", pending(), podLabels("app", "web"), spreadOpt(labelZone, 1, 2, "web")),
+				pod("web-1", "100m", "", pending(), podLabels("app", "web"), spreadOpt(labelZone, 1, 2, "web")),
+			},
+			unsched: 1, reason: "topology spread on " + labelZone,
+		},
+		{
+			name: "a single domain never skews: hostname spread on n1 alone",
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", on("n1"), podLabels("app", "web")),
+				pod("web-1", "100m", "", pending(), podLabels("app", "web"), spreadOpt(labelHostname, 1, 0, "web")),
+				pod("web-2", "100m", "", pending(), podLabels("app", "web"), spreadOpt(labelHostname, 1, 0, "web")),
+			},
+		},
+		{
+			name:  "hostname spread maxSkew 1 counting an empty node it may not use: one pod per new node",
+			nodes: []corev1.Node{withZone(node("n2", "other", "4", "8Gi"), "zb")},
+			pods: []corev1.Pod{
+				pod("web-0", "100m", "", on("n1"), podLabels("app", "web")),
+				pod("web-1", "100m", "", pending(), podLabels("app", "web"), selector("pool", "g"), spreadOpt(labelHostname, 1, 0, "web"),
+					func(p *corev1.Pod) { p.Spec.TopologySpreadConstraints[0].NodeAffinityPolicy = &ignore }),
+				pod("web-2", "100m", "", pending(), podLabels("app", "web"), selector("pool", "g"), spreadOpt(labelHostname, 1, 0, "web"),
+					func(p *corev1.Pod) { p.Spec.TopologySpreadConstraints[0].NodeAffinityPolicy = &ignore }),
+				pod("web-3", "100m", "", pending(), podLabels("app", "web"), selector("pool", "g"), spreadOpt(labelHostname, 1, 0, "web"),
+					func(p *corev1.Pod) { p.Spec.TopologySpreadConstraints[0].NodeAffinityPolicy = &ignore }),
+			},
+			delta: 3, scaleUpRule: "topology spread on " + labelHostname,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := withTemplateLabels(group("g", 0, 5, 1, "4", "8Gi", "n1"), labelZone, "za")
+			nodes := append([]corev1.Node{withZone(node("n1", "g", "4", "8Gi"), "za")}, tt.nodes...)
+			p := Decide(snapshot([]NodeGroup{g}, nodes, tt.pods), DefaultSettings(), t0)
+			delta := 0
+			for _, u := range p.ScaleUp {
+				delta += u.Delta
+				if tt.scaleUpRule != "" && !strings.Contains(u.Reason, tt.scaleUpRule) {
+					t.Errorf("scale-up reason %q does not name %q", u.Reason, tt.scaleUpRule)
+				}
+			}
+			if delta != tt.delta || len(p.Unschedulable) != tt.unsched {
+				t.Fatalf("%d new nodes, unschedulable %+v; want %d new nodes, %d unschedulable", delta, p.Unschedulable, tt.delta, tt.unsched)
+			}
+			for _, u := range p.Unschedulable {
+				if !strings.Contains(u.Reason, tt.reason) {
+					t.Errorf("%s: reason %q does not name %q", u.Pod, u.Reason, tt.reason)
+				}
+			}
+		})
+	}
+}
+
+func withZone(n corev1.Node, zone string) corev1.Node {
+	n.Labels[labelZone] = zone
+	return n
+}
+
+// TestScaleDownKeepsPodRules: a node goes only when its pods' rules let
+// them move. n1 and n2 are in zone zb; n0 (zone za, opted out of
+// scale-down, almost no room) anchors zone za.
+func TestScaleDownKeepsPodRules(t *testing.T) {
+	tests := []struct {
+		name    string
+		pods    []corev1.Pod
+		removed int
+	}{
+		{"plain pods move", []corev1.Pod{
+			pod("web-0", "100m", "", on("n1")), pod("web-1", "100m", "", on("n2")),
+		}, 1},
+		{"one per node by anti-affinity: neither can go", []corev1.Pod{
+			pod("web-0", "100m", "", on("n1"), podAffinityOpt(true, labelHostname, "web")),
+			pod("web-1", "100m", "", on("n2"), podAffinityOpt(true, labelHostname, "web")),
+		}, 0},
+		{"host port on both nodes: neither can go", []corev1.Pod{
+			pod("web-0", "100m", "", on("n1"), hostPortOpt(80, "", "")),
+			pod("web-1", "100m", "", on("n2"), hostPortOpt(80, "", "")),
+		}, 0},
+		{"zone spread against empty zone za: both in one zb node would be skew 2", []corev1.Pod{
+			pod("web-0", "100m", "", on("n1"), spreadOpt(labelZone, 1, 0, "web")),
+			pod("web-1", "100m", "", on("n2"), spreadOpt(labelZone, 1, 0, "web")),
+		}, 0},
+		{"zone spread with maxSkew 2: they may share a node", []corev1.Pod{
+			pod("web-0", "100m", "", on("n1"), spreadOpt(labelZone, 2, 0, "web")),
+			pod("web-1", "100m", "", on("n2"), spreadOpt(labelZone, 2, 0, "web")),
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set := DefaultSettings()
+			set.ScaleDown.UnneededTime = 0
+			set.ScaleDown.MaxConcurrentDrains = 10
+			g := group("g", 0, 5, 3, "4", "8Gi", "n0", "n1", "n2")
+			nodes := []corev1.Node{
+				withZone(node("n0", "g", "50m", "8Gi", nodeAnnotation(annotationScaleDownDisabled, "true")), "za"),
+				withZone(node("n1", "g", "4", "8Gi"), "zb"),
+				withZone(node("n2", "g", "4", "8Gi"), "zb"),
+			}
+			p := Decide(snapshot([]NodeGroup{g}, nodes, tt.pods), set, t0)
+			if len(p.ScaleDown) != tt.removed {
+				t.Fatalf("scale-down %+v; want %d nodes removed", p.ScaleDown, tt.removed)
+			}
+		})
+	}
+}

@@ -241,7 +241,7 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 	for i := range s.Pods {
 		p := &s.Pods[i]
 		pi := &m.pods[i]
-		pi.node, pi.class = -1, -1
+		pi.node, pi.class, pi.set = -1, -1, -1
 		pi.terminal = isTerminal(p)
 		if p.Spec.NodeName != "" {
 			if ni, ok := m.nodeByName[p.Spec.NodeName]; ok && !pi.terminal {
@@ -249,10 +249,14 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 				pi.req = podRequests(p)
 				m.nodes[ni].used = m.nodes[ni].used.add(pi.req)
 				counts[ni+1]++
+				// Checked here, while the pod is in cache: it decides
+				// whether the topology bookkeeping runs at all.
+				m.topoOn = m.topoOn || hasFeatures(p)
 			}
 			continue
 		}
 		if isUnschedulable(p) {
+			m.topoOn = m.topoOn || hasFeatures(p)
 			pi.unsched = true
 			pi.req = podRequests(p)
 			pi.pending = now.Sub(p.CreationTimestamp.Time) >= set.ScaleUp.PendingPodMinAge

@@ -41,15 +41,9 @@ type placement struct {
 	n           int64
 }
 
-// initTopology builds the pod sets when some pod has pod-dependent rules.
+// initTopology builds the pod sets when some pod has pod-dependent rules
+// (newModel set topoOn).
 func (m *model) initTopology() {
-	for i := range m.pods {
-		pi := &m.pods[i]
-		pi.set = -1
-		if !m.topoOn && (pi.node >= 0 || pi.unsched) && hasFeatures(&m.snap.Pods[i]) {
-			m.topoOn = true
-		}
-	}
 	if !m.topoOn {
 		return
 	}

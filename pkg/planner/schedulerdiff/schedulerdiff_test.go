@@ -71,8 +71,14 @@ func generate(r *rand.Rand, idx int, ns string) trial {
 		if tr.down {
 			existing = 2 + r.IntN(3)
 		}
+		// Now and then the group is still bringing nodes up (upcoming
+		// capacity): the live cluster gets them too.
+		upcoming := 0
+		if !tr.down && r.IntN(4) == 0 {
+			upcoming = 1 + r.IntN(2)
+		}
 		ng := planner.NodeGroup{
-			Name: name, Provider: "kwok", MinSize: 0, MaxSize: existing + r.IntN(4), TargetSize: existing,
+			Name: name, Provider: "kwok", MinSize: 0, MaxSize: existing + upcoming + r.IntN(4), TargetSize: existing + upcoming,
 			Template: planner.Template{
 				Allocatable: corev1.ResourceList{corev1.ResourceCPU: quantity(cpu), corev1.ResourceMemory: quantity("8Gi"), corev1.ResourcePods: quantity("110")},
 				Labels:      l,
@@ -255,6 +261,13 @@ func (tr *trial) outcome() outcome {
 		return o
 	}
 	o.nodes = slices.Clone(tr.nodes)
+	for _, g := range tr.groups {
+		for k := range g.TargetSize - len(g.Instances) {
+			n := tr.template[g.Name]
+			n.Name = fmt.Sprintf("%s-up%d", g.Name, k)
+			o.nodes = append(o.nodes, n)
+		}
+	}
 	for _, u := range p.ScaleUp {
 		tmpl := tr.template[u.NodeGroup]
 		for k := range u.Delta {

@@ -125,3 +125,43 @@ func BenchmarkYardstick(b *testing.B) {
 	}
 	checkYardstick(b, p)
 }
+
+// topologyCluster is the 5,000-node synthetic cluster with every workload
+// pod spread over zones (maxSkew 1) and kept one per node by hostname
+// anti-affinity on its app, pending pods included.
+func topologyCluster() Snapshot {
+	s := syntheticCluster(5000, 30, 0.05, 5000)
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		if kind, _, ok := controllerOf(p); !ok || kind != "ReplicaSet" {
+			continue
+		}
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": p.Labels["app"]}}
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel,
+		}}
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname, LabelSelector: sel}},
+		}}
+	}
+	return s
+}
+
+// BenchmarkDecideTopology: the goal is 0.5 s a decision.
+func BenchmarkDecideTopology(b *testing.B) {
+	s := topologyCluster()
+	set := DefaultSettings()
+	b.ReportAllocs()
+	var p Plan
+	for b.Loop() {
+		p = Decide(s, set, s.CapturedAt)
+	}
+	placed := 0
+	for _, u := range p.ScaleUp {
+		placed += len(u.Pods)
+	}
+	b.ReportMetric(float64(len(s.Pods)), "pods")
+	b.ReportMetric(float64(placed), "packed")
+	b.ReportMetric(float64(len(p.Unschedulable)), "unschedulable")
+	b.ReportMetric(float64(len(p.State.UnneededSince)), "unneeded")
+}

@@ -50,6 +50,8 @@ func decide(s *Snapshot, set Settings, now time.Time, traced bool) (Plan, *trace
 	m.onUpcoming(classes, tr)
 	grown, budget := m.onNewNodes(classes, &plan, &next)
 	m.unschedulable(classes, grown, budget, &plan)
+	// Scale-down looks at the registered nodes only, as the scheduler will.
+	m.dropSims(int32(len(m.nodes)))
 
 	for _, g := range m.groups {
 		if g.backoff.After(now) {

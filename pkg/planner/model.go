@@ -36,6 +36,9 @@ type nodeInfo struct {
 	draining    bool
 	// gotPending: stage (a) placed a pending pod here; it is about to get work.
 	gotPending bool
+	// placed are the simulated placements (only kept when model.topoOn).
+	placed []classCount
+	gone   bool // removed by the scale-down simulation
 }
 
 // podInfo is what the planner derives from one pod of the snapshot.
@@ -44,6 +47,7 @@ type podInfo struct {
 	node int32 // bound node, -1 when unbound or bound to an unknown node
 	// class is the equivalence class, -1 until the pod needs one.
 	class    int32
+	set      int32 // podSet, -1 when model.topoOn is off or the pod counts nowhere
 	terminal bool
 	unsched  bool // nodeName empty, not terminal, not deleted, PodScheduled=False/Unschedulable
 	pending  bool // unsched and old enough
@@ -77,6 +81,13 @@ type podClass struct {
 	pods []int32  // pending pods, by "ns/name"
 	keys []string // their "ns/name"
 	next int      // pods[:next] are placed
+	// feat are the rep's pod-dependent rules; set its podSet. A class with
+	// either (set >= 0) is placed pod by pod against its topo.
+	feat *features
+	set  int32
+	// why is, by group, the last pod-dependent rule that kept a pod of the
+	// class off a planned node.
+	why map[int]string
 }
 
 type model struct {
@@ -95,6 +106,15 @@ type model struct {
 
 	classes   []podClass
 	classByID map[uint64][]int32
+
+	// Pod-dependent placement (topology.go).
+	topoOn  bool
+	sets    []podSet
+	sims    []simNode
+	topos   []*topo
+	active  []*topo
+	domains map[string]*domains
+	log     *[]placement
 }
 
 func podKey(p *corev1.Pod) string {
@@ -221,7 +241,7 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 	for i := range s.Pods {
 		p := &s.Pods[i]
 		pi := &m.pods[i]
-		pi.node, pi.class = -1, -1
+		pi.node, pi.class, pi.set = -1, -1, -1
 		pi.terminal = isTerminal(p)
 		if p.Spec.NodeName != "" {
 			if ni, ok := m.nodeByName[p.Spec.NodeName]; ok && !pi.terminal {
@@ -229,10 +249,14 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 				pi.req = podRequests(p)
 				m.nodes[ni].used = m.nodes[ni].used.add(pi.req)
 				counts[ni+1]++
+				// Checked here, while the pod is in cache: it decides
+				// whether the topology bookkeeping runs at all.
+				m.topoOn = m.topoOn || hasFeatures(p)
 			}
 			continue
 		}
 		if isUnschedulable(p) {
+			m.topoOn = m.topoOn || hasFeatures(p)
 			pi.unsched = true
 			pi.req = podRequests(p)
 			pi.pending = now.Sub(p.CreationTimestamp.Time) >= set.ScaleUp.PendingPodMinAge
@@ -255,6 +279,7 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 	}
 
 	m.daemonSetOverhead()
+	m.initTopology()
 	return m
 }
 
@@ -306,16 +331,29 @@ func (m *model) classOf(i int32) int32 {
 		return pi.class
 	}
 	p := &m.snap.Pods[i]
+	// A pod with pod-dependent rules, or one such rules target, is
+	// interchangeable only with pods of its own podSet.
+	set := int32(-1)
+	if pi.set >= 0 && (m.sets[pi.set].feat != nil || m.sets[pi.set].targeted) {
+		set = pi.set
+	}
 	h := classHash(pi.req, p)
+	if set >= 0 {
+		h = uint64(hasher(h).int(int64(set)))
+	}
 	for _, c := range m.classByID[h] {
 		cl := &m.classes[c]
-		if cl.req == pi.req && sameConstraints(cl.rep, p) {
+		if cl.req == pi.req && cl.set == set && sameConstraints(cl.rep, p) {
 			pi.class = c
 			return c
 		}
 	}
 	c := int32(len(m.classes))
-	m.classes = append(m.classes, podClass{rep: p, req: pi.req})
+	cl := podClass{rep: p, req: pi.req, set: set}
+	if set >= 0 {
+		cl.feat = m.sets[set].feat
+	}
+	m.classes = append(m.classes, cl)
 	m.classByID[h] = append(m.classByID[h], c)
 	pi.class = c
 	return c

@@ -166,6 +166,9 @@ func (r *removal) cursorOf(c int32) *int32 {
 func (r *removal) place(c int32, count int64, self int32, moves *[]move) int64 {
 	m := r.m
 	req := m.classes[c].req
+	if m.classes[c].set >= 0 {
+		return r.placeEach(c, count, self, moves)
+	}
 	cur := r.cursorOf(c)
 	first := int32(-1)
 	i := *cur
@@ -184,6 +187,7 @@ func (r *removal) place(c int32, count int64, self int32, moves *[]move) int64 {
 			take := min(f, count)
 			n.free = n.free.sub(req.mul(take))
 			count -= take
+			m.place(i, c, take)
 			*moves = append(*moves, move{i, c, take})
 			useless = take == f
 		}
@@ -202,10 +206,72 @@ func (r *removal) place(c int32, count int64, self int32, moves *[]move) int64 {
 	return count
 }
 
+// placeEach is place for a class with pod-dependent rules: pod by pod,
+// first fit, with the counts updated after each placement. The class's
+// cursor skips the nodes that cannot take it until a rollback: full,
+// not destinations, or refused by a rule that only looks at the pods on
+// that node.
+func (r *removal) placeEach(c int32, count int64, self int32, moves *[]move) int64 {
+	m := r.m
+	req := m.classes[c].req
+	t := m.topoOf(c)
+	cur := r.cursorOf(c)
+	for ; count > 0; count-- {
+		placed := false
+		first := int32(-1)
+		i := *cur
+		for ; int(i) < len(m.nodes); i++ {
+			n := &m.nodes[i]
+			if !r.dest[i] || fitCount(n.free, req) == 0 {
+				continue
+			}
+			if i == self {
+				if first < 0 {
+					first = i
+				}
+				continue
+			}
+			if !m.fitsNode(c, i) {
+				continue
+			}
+			why, lasting := t.fits(i)
+			if !why.ok() {
+				if !lasting && first < 0 {
+					first = i
+				}
+				continue
+			}
+			n.free = n.free.sub(req)
+			m.place(i, c, 1)
+			*moves = append(*moves, move{i, c, 1})
+			if first < 0 {
+				first = i
+			}
+			placed = true
+			break
+		}
+		if first < 0 {
+			first = i
+		}
+		if first != *cur && !r.tracked[c] {
+			r.tracked[c] = true
+			r.touched = append(r.touched, c)
+		}
+		*cur = first
+		if !placed {
+			return count
+		}
+	}
+	return 0
+}
+
 // rollback gives back the room a failed attempt took.
 func (r *removal) rollback(moves []move) {
 	if len(moves) == 0 {
 		return
+	}
+	for i := len(moves) - 1; i >= 0; i-- {
+		r.m.unplace(moves[i].node, moves[i].class, moves[i].n)
 	}
 	low := moves[0].node
 	for _, mv := range moves {
@@ -308,6 +374,7 @@ func (m *model) unneeded() []unneededNode {
 		for _, cc := range r.movedIn[ci] {
 			classes = addClassCount(classes, cc.class, cc.n)
 		}
+		m.removeNode(ci)
 		fits := true
 		for _, cc := range classes {
 			if r.place(cc.class, cc.n, ci, &moves) > 0 {
@@ -317,6 +384,7 @@ func (m *model) unneeded() []unneededNode {
 		}
 		if !fits {
 			r.rollback(moves)
+			m.restoreNode(ci)
 			continue
 		}
 		r.dest[ci] = false

@@ -132,8 +132,13 @@ func (m *model) onExisting(classes []int32, tr *trace) {
 	}
 	order := slices.Clone(classes)
 	m.sortDecreasing(order, ref)
+	m.affinityLast(order)
 	for _, c := range order {
 		cl := &m.classes[c]
+		if cl.set >= 0 {
+			m.existingEach(c, tr)
+			continue
+		}
 		count := remaining(cl)
 		for i := range m.nodes {
 			if count == 0 {
@@ -150,6 +155,7 @@ func (m *model) onExisting(classes []int32, tr *trace) {
 			take := min(f, count)
 			n.free = n.free.sub(cl.req.mul(take))
 			n.gotPending = true
+			m.place(int32(i), c, take)
 			if tr != nil {
 				for _, k := range cl.keys[cl.next : cl.next+int(take)] {
 					tr.existing[k] = n.node.Name
@@ -159,6 +165,170 @@ func (m *model) onExisting(classes []int32, tr *trace) {
 			count -= take
 		}
 	}
+	m.retryAffinity(order, func(c int32) { m.existingEach(c, tr) })
+}
+
+func (m *model) hasAffinity(c int32) bool {
+	f := m.classes[c].feat
+	return f != nil && len(f.aff) > 0
+}
+
+// affinityLast moves the classes with required pod affinity to the end
+// (stably): the pods they need may be among those placed before them.
+func (m *model) affinityLast(order []int32) {
+	slices.SortStableFunc(order, func(a, b int32) int {
+		switch ha, hb := m.hasAffinity(a), m.hasAffinity(b); {
+		case ha == hb:
+			return 0
+		case hb:
+			return -1
+		}
+		return 1
+	})
+}
+
+// retryAffinity places the pods of affinity classes again while that
+// places more: one may need another placed after it.
+func (m *model) retryAffinity(order []int32, place func(c int32)) {
+	for progress := true; progress; {
+		progress = false
+		for _, c := range order {
+			cl := &m.classes[c]
+			if !m.hasAffinity(c) || remaining(cl) == 0 {
+				continue
+			}
+			before := cl.next
+			place(c)
+			progress = progress || cl.next != before
+		}
+	}
+}
+
+// existingEach is onExisting for a class with pod-dependent rules: pod by
+// pod, first fit, with the counts updated after each placement.
+func (m *model) existingEach(c int32, tr *trace) {
+	cl := &m.classes[c]
+	t := m.topoOf(c)
+	var cands []int32
+	for i := range m.nodes {
+		n := &m.nodes[i]
+		if n.schedulable && (n.ready || n.booting) && fitCount(n.free, cl.req) > 0 && m.fitsNode(c, int32(i)) {
+			cands = append(cands, int32(i))
+		}
+	}
+	for remaining(cl) > 0 {
+		placed := false
+		for j := 0; j < len(cands); j++ {
+			i := cands[j]
+			n := &m.nodes[i]
+			if fitCount(n.free, cl.req) == 0 {
+				cands = slices.Delete(cands, j, j+1)
+				j--
+				continue
+			}
+			why, lasting := t.fits(i)
+			if !why.ok() {
+				if lasting {
+					cands = slices.Delete(cands, j, j+1)
+					j--
+				}
+				continue
+			}
+			n.free = n.free.sub(cl.req)
+			n.gotPending = true
+			m.place(i, c, 1)
+			if tr != nil {
+				tr.existing[cl.keys[cl.next]] = n.node.Name
+			}
+			cl.next++
+			placed = true
+			break
+		}
+		if !placed {
+			return
+		}
+	}
+}
+
+// fillSlots places up to count pods of class c on the given simulated nodes
+// of group g (first fit), opening new ones while fewer than limit are
+// open, and returns how many it placed. Classes with pod-dependent rules go
+// pod by pod; the others by count.
+func (m *model) fillSlots(c int32, g int, slots *[]int32, count, limit int64) int64 {
+	cl := &m.classes[c]
+	var placed int64
+	if cl.set < 0 {
+		for _, s := range *slots {
+			if count == 0 {
+				break
+			}
+			free := m.slotFree(s)
+			take := min(fitCount(*free, cl.req), count)
+			if take > 0 {
+				*free = free.sub(cl.req.mul(take))
+				m.place(s, c, take)
+				placed += take
+				count -= take
+			}
+		}
+		k := fitCount(m.groups[g].cap, cl.req)
+		for count > 0 && k > 0 && int64(len(*slots)) < limit {
+			s := m.addSim(g, "new")
+			*slots = append(*slots, s)
+			take := min(k, count)
+			free := m.slotFree(s)
+			*free = free.sub(cl.req.mul(take))
+			m.place(s, c, take)
+			placed += take
+			count -= take
+		}
+		return placed
+	}
+	t := m.topoOf(c)
+	for ; count > 0; count-- {
+		slot := int32(-1)
+		var last refusal
+		for _, s := range *slots {
+			if fitCount(*m.slotFree(s), cl.req) == 0 {
+				continue
+			}
+			if why, _ := t.fits(s); !why.ok() {
+				last = why
+				continue
+			}
+			slot = s
+			break
+		}
+		if slot < 0 {
+			if int64(len(*slots)) >= limit {
+				if !last.ok() {
+					m.noteWhy(c, g, t.explain(last))
+				}
+				break
+			}
+			s := m.addSim(g, "new")
+			if why, _ := t.fits(s); !why.ok() {
+				m.noteWhy(c, g, t.explain(why))
+				m.dropSims(s)
+				break
+			}
+			*slots = append(*slots, s)
+			slot = s
+		}
+		free := m.slotFree(slot)
+		*free = free.sub(cl.req)
+		m.place(slot, c, 1)
+		placed++
+	}
+	return placed
+}
+
+func (m *model) noteWhy(c int32, g int, why string) {
+	cl := &m.classes[c]
+	if cl.why == nil {
+		cl.why = map[int]string{}
+	}
+	cl.why[g] = why
 }
 
 // fittingClasses are the classes with pods left whose pods fit group g's
@@ -177,6 +347,10 @@ func (m *model) fittingClasses(classes []int32, g int) []int32 {
 // onUpcoming packs pending pods onto the nodes groups are already bringing
 // up, so a cycle does not add nodes for pods that earlier nodes will take.
 func (m *model) onUpcoming(classes []int32, tr *trace) {
+	if m.topoOn {
+		m.upcomingEach(classes, tr)
+		return
+	}
 	for _, gi := range m.byName {
 		g := &m.groups[gi]
 		if g.upcoming <= 0 {
@@ -196,6 +370,38 @@ func (m *model) onUpcoming(classes []int32, tr *trace) {
 	}
 }
 
+// upcomingEach is onUpcoming with pod-dependent rules: the upcoming nodes
+// are simulated one by one, each its own hostname.
+func (m *model) upcomingEach(classes []int32, tr *trace) {
+	slots := make([][]int32, len(m.groups))
+	for _, gi := range m.byName {
+		for range m.groups[gi].upcoming {
+			slots[gi] = append(slots[gi], m.addSim(gi, "upcoming"))
+		}
+	}
+	for _, gi := range m.byName {
+		if len(slots[gi]) == 0 {
+			continue
+		}
+		place := func(c int32) {
+			cl := &m.classes[c]
+			n := int(m.fillSlots(c, gi, &slots[gi], remaining(cl), int64(len(slots[gi]))))
+			if tr != nil {
+				for _, k := range cl.keys[cl.next : cl.next+n] {
+					tr.upcoming[k] = m.groups[gi].ng.Name
+				}
+			}
+			cl.next += n
+		}
+		order := m.fittingClasses(classes, gi)
+		m.affinityLast(order)
+		for _, c := range order {
+			place(c)
+		}
+		m.retryAffinity(order, place)
+	}
+}
+
 // estimate is what new nodes of one group would do for the pending pods.
 type estimate struct {
 	group  int
@@ -206,6 +412,7 @@ type estimate struct {
 	// DaemonSet requests count as waste: they are what another node costs
 	// before it runs anything.
 	waste float64
+	limit int64
 }
 
 type classCount struct {
@@ -213,20 +420,67 @@ type classCount struct {
 	n     int64
 }
 
-func (m *model) estimate(classes []int32, g int, limit int64) estimate {
+// With pod-dependent rules on, the new nodes are simulated one by one and,
+// unless commit, taken back afterwards.
+func (m *model) estimate(classes []int32, g int, limit int64, commit bool) estimate {
 	gr := &m.groups[g]
-	p := packer{cap: gr.cap, limit: limit}
 	e := estimate{group: g}
 	var used res
-	for _, c := range m.fittingClasses(classes, g) {
-		cl := &m.classes[c]
-		if n := p.place(cl.req, remaining(cl)); n > 0 {
-			e.placed = append(e.placed, classCount{c, n})
-			e.pods += n
-			used = used.add(cl.req.mul(n))
+	if m.topoOn {
+		var log []placement
+		m.log = &log
+		mark := m.slotCount()
+		var opened []int32
+		// Pods count as placed only at commit (cl.next), so a retry here
+		// tracks its own progress.
+		done := map[int32]int64{}
+		place := func(c int32) {
+			cl := &m.classes[c]
+			if n := m.fillSlots(c, g, &opened, remaining(cl)-done[c], limit); n > 0 {
+				done[c] += n
+				e.pods += n
+				used = used.add(cl.req.mul(n))
+			}
 		}
+		order := m.fittingClasses(classes, g)
+		m.affinityLast(order)
+		for _, c := range order {
+			place(c)
+		}
+		for progress := true; progress; {
+			progress = false
+			for _, c := range order {
+				if !m.hasAffinity(c) || remaining(&m.classes[c]) == done[c] {
+					continue
+				}
+				before := done[c]
+				place(c)
+				progress = progress || done[c] != before
+			}
+		}
+		for _, c := range order {
+			if done[c] > 0 {
+				e.placed = append(e.placed, classCount{c, done[c]})
+			}
+		}
+		m.log = nil
+		e.nodes = int64(len(opened))
+		if !commit {
+			m.undo(log)
+			m.dropSims(mark)
+		}
+	} else {
+		p := packer{cap: gr.cap, limit: limit}
+		for _, c := range m.fittingClasses(classes, g) {
+			cl := &m.classes[c]
+			if n := p.place(cl.req, remaining(cl)); n > 0 {
+				e.placed = append(e.placed, classCount{c, n})
+				e.pods += n
+				used = used.add(cl.req.mul(n))
+			}
+		}
+		e.nodes = p.opened
 	}
-	e.nodes = p.opened
 	if e.nodes > 0 {
 		var w, dims float64
 		if gr.alloc.cpu > 0 {
@@ -286,7 +540,8 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *State) (grown map[
 			if _, done := grown[gi]; done || room <= 0 || g.backoff.After(m.now) {
 				continue
 			}
-			e := m.estimate(classes, gi, min(room, budget))
+			e := m.estimate(classes, gi, min(room, budget), false)
+			e.limit = min(room, budget)
 			if e.pods == 0 {
 				continue
 			}
@@ -296,6 +551,22 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *State) (grown map[
 		}
 		if best == nil {
 			break
+		}
+		if m.topoOn {
+			// The same estimate again, kept this time: later choices must see
+			// these nodes and pods.
+			limit := best.limit
+			*best = m.estimate(classes, best.group, limit, true)
+		}
+		var rules []string
+		for _, cc := range best.placed {
+			if f := m.classes[cc.class].feat; f != nil {
+				for _, r := range f.describe() {
+					if !slices.Contains(rules, r) {
+						rules = append(rules, r)
+					}
+				}
+			}
 		}
 		g := &m.groups[best.group]
 		pods := make([]string, 0, best.pods)
@@ -312,6 +583,9 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *State) (grown map[
 		why := fmt.Sprintf("least waste %d%%", pct(best.waste))
 		if m.set.ScaleUp.Expander == ExpanderPriority {
 			why = fmt.Sprintf("priority %d, waste %d%%", m.set.ScaleUp.Priorities[g.ng.Name], pct(best.waste))
+		}
+		if len(rules) > 0 {
+			why += "; placed pod by pod under " + strings.Join(rules, ", ")
 		}
 		verb := "need"
 		if best.pods == 1 {
@@ -364,6 +638,8 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 					blocked = append(blocked, gr.Reason)
 					stepCapped = true
 				}
+			case cl.why[gi] != "":
+				blocked = append(blocked, fmt.Sprintf("node group %s: %s", g.ng.Name, cl.why[gi]))
 			default:
 				gr.Code, gr.Reason = ReasonNoRoom, fmt.Sprintf("node group %s: no room on the planned new nodes", g.ng.Name)
 				blocked = append(blocked, gr.Reason)

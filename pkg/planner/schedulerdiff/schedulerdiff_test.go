@@ -1,0 +1,554 @@
+package schedulerdiff
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/testbed"
+)
+
+func TestMain(m *testing.M) { testbed.Main(m) }
+
+// The full count runs everywhere, -short included: a smaller one would
+// hide exactly the rare shapes this test is for.
+const (
+	trials    = 200
+	batches   = 4
+	labelZone = corev1.LabelTopologyZone
+	// labelBatch marks the nodes of one batch, so it can delete them.
+	labelBatch = "nodetide.io/diff-batch"
+	labelTrial = "nodetide.io/trial"
+)
+
+var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+// trial is one random workload: node groups with their registered nodes,
+// nodes of no group, pods bound to the nodes and pending pods. Every pod
+// selects its trial's nodes, and every label a rule matches names the
+// trial, so trials share a cluster without seeing each other.
+type trial struct {
+	id       string
+	down     bool // a scale-down trial: no pending pods
+	groups   []planner.NodeGroup
+	nodes    []testbed.Node
+	bound    []corev1.Pod
+	pending  []corev1.Pod
+	template map[string]testbed.Node // group → what a new node of it looks like
+}
+
+func quantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+func milli(s string) int64 { q := resource.MustParse(s); return q.MilliValue() }
+
+func generate(r *rand.Rand, idx int, ns string) trial {
+	tr := trial{id: fmt.Sprintf("t%03d", idx), down: r.IntN(4) == 0, template: map[string]testbed.Node{}}
+	zones := []string{"za", "zb", "zc"}
+	type nodeRoom struct {
+		name string
+		cpu  int64
+	}
+	var rooms []nodeRoom
+	addNode := func(name, cpu string, l map[string]string) {
+		tr.nodes = append(tr.nodes, testbed.Node{Name: name, CPU: cpu, Memory: "8Gi", Labels: l})
+		rooms = append(rooms, nodeRoom{name, milli(cpu)})
+	}
+	for g := range 1 + r.IntN(2) {
+		name := fmt.Sprintf("%s-g%d", tr.id, g)
+		cpu := []string{"4", "8"}[r.IntN(2)]
+		l := map[string]string{labelTrial: tr.id, "pool": name, labelZone: zones[r.IntN(len(zones))]}
+		existing := r.IntN(3)
+		if tr.down {
+			existing = 2 + r.IntN(3)
+		}
+		// Now and then the group is still bringing nodes up (upcoming
+		// capacity): the live cluster gets them too.
+		upcoming := 0
+		if !tr.down && r.IntN(4) == 0 {
+			upcoming = 1 + r.IntN(2)
+		}
+		ng := planner.NodeGroup{
+			Name: name, Provider: "kwok", MinSize: 0, MaxSize: existing + upcoming + r.IntN(4), TargetSize: existing + upcoming,
+			Template: planner.Template{
+				Allocatable: corev1.ResourceList{corev1.ResourceCPU: quantity(cpu), corev1.ResourceMemory: quantity("8Gi"), corev1.ResourcePods: quantity("110")},
+				Labels:      l,
+			},
+		}
+		for k := range existing {
+			n := fmt.Sprintf("%s-n%d", name, k)
+			addNode(n, cpu, l)
+			ng.Instances = append(ng.Instances, "kwok://"+n)
+		}
+		tr.groups = append(tr.groups, ng)
+		tr.template[name] = testbed.Node{CPU: cpu, Memory: "8Gi", Labels: l}
+	}
+	for k := range r.IntN(3) {
+		addNode(fmt.Sprintf("%s-s%d", tr.id, k), "4", map[string]string{labelTrial: tr.id, "pool": "static", labelZone: zones[r.IntN(len(zones))]})
+	}
+
+	// Apps never compete for room: requests stay small next to the nodes,
+	// each pending app binds a host port of its own, and an app avoids
+	// (anti-affinity) or shares a port with only apps that are all bound
+	// already; required pod affinity, too, only targets apps all bound.
+	// Where pending apps compete, which one wins is the scheduler's queue
+	// order, and where pending pods an affinity targets land is its
+	// scoring: no plan can promise either.
+	var apps, settled []string
+	var settledPorts []int32
+	for a := range 1 + r.IntN(4) {
+		app := fmt.Sprintf("%s-a%d", tr.id, a)
+		apps = append(apps, app)
+		replicas := 1 + r.IntN(6)
+		allBound := !tr.down && r.IntN(4) == 0
+		cpu := []string{"50m", "100m", "150m", "200m"}[r.IntN(4)]
+		spec := corev1.PodSpec{
+			NodeSelector: map[string]string{labelTrial: tr.id},
+			Containers: []corev1.Container{{Name: "c", Image: "fake", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: quantity(cpu), corev1.ResourceMemory: quantity("128Mi")},
+			}}},
+		}
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+		if r.IntN(10) < 4 {
+			c := corev1.TopologySpreadConstraint{MaxSkew: int32(1 + r.IntN(2)), TopologyKey: labelZone, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel}
+			if r.IntN(5) == 0 {
+				c.MinDomains = new(int32(2 + r.IntN(2)))
+			}
+			spec.TopologySpreadConstraints = append(spec.TopologySpreadConstraints, c)
+		}
+		if r.IntN(10) < 2 {
+			spec.TopologySpreadConstraints = append(spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
+				MaxSkew: int32(1 + r.IntN(2)), TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel})
+		}
+		var aff corev1.Affinity
+		if r.IntN(10) < 3 {
+			term := corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, LabelSelector: sel}
+			if r.IntN(3) == 0 {
+				term.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+			}
+			aff.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}
+		}
+		if len(settled) > 0 && r.IntN(10) < 4 {
+			other := settled[r.IntN(len(settled))]
+			key := []string{labelZone, corev1.LabelHostname}[r.IntN(2)]
+			aff.PodAffinity = &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: key, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": other}}, Namespaces: []string{ns}}}}
+		}
+		if len(settled) > 0 && aff.PodAntiAffinity == nil && r.IntN(10) < 3 {
+			other := settled[r.IntN(len(settled))]
+			aff.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": other}}}}}
+		}
+		if aff.PodAffinity != nil || aff.PodAntiAffinity != nil {
+			spec.Affinity = &aff
+		}
+		if r.IntN(10) < 3 {
+			port := int32(8000 + a)
+			if len(settledPorts) > 0 && r.IntN(2) == 0 {
+				port = settledPorts[r.IntN(len(settledPorts))]
+			}
+			spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: port, HostPort: port}}
+			if allBound {
+				settledPorts = append(settledPorts, port)
+			}
+		}
+		if allBound {
+			settled = append(settled, app)
+		}
+		mk := func(name string) corev1.Pod {
+			return corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: name, Namespace: ns, Labels: map[string]string{"app": app},
+					CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour)),
+					// Bare pods: this annotation, not a controller, lets
+					// scale-down move them.
+					Annotations: map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
+				},
+				Spec: *spec.DeepCopy(),
+			}
+		}
+		req := milli(cpu)
+		for k := range replicas {
+			bind := tr.down || allBound || r.IntN(3) == 0
+			if bind && len(rooms) > 0 {
+				j := r.IntN(len(rooms))
+				if rooms[j].cpu >= req {
+					rooms[j].cpu -= req
+					p := mk(fmt.Sprintf("%s-b%d", app, k))
+					p.Spec.NodeName = rooms[j].name
+					p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}}
+					tr.bound = append(tr.bound, p)
+					continue
+				}
+			}
+			if tr.down {
+				continue
+			}
+			p := mk(fmt.Sprintf("%s-p%d", app, k))
+			p.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}
+			tr.pending = append(tr.pending, p)
+		}
+	}
+	return tr
+}
+
+func (tr *trial) snapshot() planner.Snapshot {
+	s := planner.Snapshot{CapturedAt: t0, NodeGroups: tr.groups}
+	for _, n := range tr.nodes {
+		node := testbed.NodeObject(n)
+		node.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour))
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		s.Nodes = append(s.Nodes, *node)
+	}
+	s.Pods = append(append(s.Pods, tr.bound...), tr.pending...)
+	return s
+}
+
+func settings(down bool) planner.Settings {
+	set := planner.DefaultSettings()
+	set.ScaleUp.PendingPodMinAge = 0
+	set.ScaleUp.MaxNodesPerStep = 1000
+	set.ScaleDown.Enabled = down
+	set.ScaleDown.UtilizationThreshold = 0.7
+	set.ScaleDown.UnneededTime = 0
+	set.ScaleDown.DelayAfterAdd = 0
+	set.ScaleDown.MaxConcurrentDrains = 100
+	return set
+}
+
+// outcome is what a trial asks of the live cluster: the nodes to create,
+// the pods to bind directly, and the pods the scheduler must place (fit) or
+// must leave pending (stay).
+type outcome struct {
+	nodes []testbed.Node
+	bound []corev1.Pod
+	fit   []corev1.Pod
+	stay  []corev1.Pod
+	plan  planner.Plan
+}
+
+func (tr *trial) outcome() outcome {
+	p := planner.Decide(tr.snapshot(), settings(tr.down), t0)
+	o := outcome{plan: p}
+	if tr.down {
+		removed := map[string]bool{}
+		for _, d := range p.ScaleDown {
+			removed[d.Node] = true
+		}
+		for _, n := range tr.nodes {
+			if !removed[n.Name] {
+				o.nodes = append(o.nodes, n)
+			}
+		}
+		for _, pod := range tr.bound {
+			if removed[pod.Spec.NodeName] {
+				pod.Spec.NodeName = ""
+				o.fit = append(o.fit, pod)
+			} else {
+				o.bound = append(o.bound, pod)
+			}
+		}
+		return o
+	}
+	o.nodes = slices.Clone(tr.nodes)
+	for _, g := range tr.groups {
+		for k := range g.TargetSize - len(g.Instances) {
+			n := tr.template[g.Name]
+			n.Name = fmt.Sprintf("%s-up%d", g.Name, k)
+			o.nodes = append(o.nodes, n)
+		}
+	}
+	for _, u := range p.ScaleUp {
+		tmpl := tr.template[u.NodeGroup]
+		for k := range u.Delta {
+			n := tmpl
+			n.Name = fmt.Sprintf("%s-new%d", u.NodeGroup, k)
+			o.nodes = append(o.nodes, n)
+		}
+	}
+	o.bound = tr.bound
+	stay := map[string]bool{}
+	for _, u := range p.Unschedulable {
+		stay[u.Pod] = true
+	}
+	for _, pod := range tr.pending {
+		if stay[pod.Namespace+"/"+pod.Name] {
+			o.stay = append(o.stay, pod)
+		} else {
+			o.fit = append(o.fit, pod)
+		}
+	}
+	return o
+}
+
+// forEach runs fn over items, a few at a time.
+func forEach[T any](items []T, fn func(T) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	sem := make(chan struct{}, 16)
+	for _, it := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(it); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
+func TestPlanMatchesScheduler(t *testing.T) {
+	cp := testbed.Cluster(t)
+	perBatch := trials / batches
+	for b := range batches {
+		t.Run(fmt.Sprintf("batch%d", b), func(t *testing.T) {
+			ns := cp.Namespace(t)
+			var outs []outcome
+			var trs []trial
+			for i := range perBatch {
+				// A seed per trial: a failing trial replays alone.
+				idx := b*perBatch + i
+				tr := generate(rand.New(rand.NewPCG(2026, uint64(idx))), idx, ns)
+				trs = append(trs, tr)
+				outs = append(outs, tr.outcome())
+			}
+			runBatch(t, cp, ns, fmt.Sprintf("b%d", b), trs, outs)
+		})
+	}
+}
+
+func runBatch(t *testing.T, cp *testbed.ControlPlane, ns, batch string, trs []trial, outs []outcome) {
+	ctx := t.Context()
+	client := cp.Client
+	var nodes []*corev1.Node
+	var bound, fit []corev1.Pod
+	stay := map[string]bool{}
+	for _, o := range outs {
+		for _, n := range o.nodes {
+			l := map[string]string{labelBatch: batch}
+			for k, v := range n.Labels {
+				l[k] = v
+			}
+			n.Labels = l
+			nodes = append(nodes, testbed.NodeObject(n))
+		}
+		bound = append(bound, o.bound...)
+		fit = append(fit, o.fit...)
+		for _, p := range o.stay {
+			stay[p.Name] = true
+			fit = append(fit, p)
+		}
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = client.CoreV1().Pods(ns).DeleteCollection(c, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}, metav1.ListOptions{})
+		if err := client.CoreV1().Nodes().DeleteCollection(c, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelBatch + "=" + batch}); err != nil {
+			t.Errorf("delete the nodes of batch %s: %v", batch, err)
+		}
+	})
+	if err := forEach(nodes, func(n *corev1.Node) error {
+		_, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		t.Fatalf("create nodes: %v", err)
+	}
+	cp.WaitFor(t, 3*time.Minute, fmt.Sprintf("%d nodes Ready", len(nodes)), func(ctx context.Context) (bool, error) {
+		l, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labelBatch + "=" + batch})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range l.Items {
+			if usable(&l.Items[i]) {
+				ready++
+			}
+		}
+		return ready == len(nodes), nil
+	})
+	strip := func(p corev1.Pod) *corev1.Pod {
+		p.Status = corev1.PodStatus{}
+		p.CreationTimestamp = metav1.Time{}
+		return &p
+	}
+	if err := forEach(bound, func(p corev1.Pod) error {
+		_, err := client.CoreV1().Pods(ns).Create(ctx, strip(p), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		t.Fatalf("create bound pods: %v", err)
+	}
+	if err := forEach(fit, func(p corev1.Pod) error {
+		_, err := client.CoreV1().Pods(ns).Create(ctx, strip(p), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		t.Fatalf("create pending pods: %v", err)
+	}
+
+	// Settled: every pod bound or marked unschedulable, and no binding for
+	// longer than the scheduler's longest retry backoff.
+	var got map[string]string
+	last, lastChange := "", time.Now()
+	cp.WaitFor(t, 5*time.Minute, "the scheduler to settle", func(ctx context.Context) (bool, error) {
+		l, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = map[string]string{}
+		decided := 0
+		var sig []string
+		for i := range l.Items {
+			p := &l.Items[i]
+			got[p.Name] = p.Spec.NodeName
+			if p.Spec.NodeName != "" || unschedulable(p) {
+				decided++
+			}
+			sig = append(sig, p.Name+"@"+p.Spec.NodeName)
+		}
+		slices.Sort(sig)
+		s := strings.Join(sig, ",")
+		if s != last {
+			last, lastChange = s, time.Now()
+		}
+		return decided == len(l.Items) && len(l.Items) == len(bound)+len(fit) && time.Since(lastChange) > 12*time.Second, nil
+	})
+
+	var planned, declared, moved int
+	uses := map[string]int{}
+	for i, o := range outs {
+		tr := &trs[i]
+		for _, p := range append(slices.Clone(o.fit), o.stay...) {
+			for _, f := range featuresOf(&p) {
+				uses[f]++
+			}
+		}
+		// Pods of one app are interchangeable: the scheduler cannot know
+		// which of them the plan meant, so compare how many it placed.
+		want, placed := map[string]int{}, map[string]int{}
+		var apps []string
+		for _, p := range o.fit {
+			app := p.Labels["app"]
+			if _, seen := want[app]; !seen {
+				apps = append(apps, app)
+			}
+			want[app]++
+			if got[p.Name] != "" {
+				placed[app]++
+			}
+		}
+		for _, p := range o.stay {
+			app := p.Labels["app"]
+			if _, seen := want[app]; !seen {
+				apps = append(apps, app)
+				want[app] = 0
+			}
+			if got[p.Name] != "" {
+				placed[app]++
+			}
+		}
+		var bad []string
+		for _, app := range apps {
+			if placed[app] < want[app] {
+				bad = append(bad, fmt.Sprintf("%s: planned %d to fit, the scheduler placed %d", app, want[app], placed[app]))
+			}
+			if placed[app] > want[app] {
+				bad = append(bad, fmt.Sprintf("%s: the scheduler placed %d, more than the %d the plan said fit", app, placed[app], want[app]))
+			}
+		}
+		if len(bad) > 0 {
+			var where []string
+			for name, n := range got {
+				if strings.HasPrefix(name, tr.id+"-") {
+					where = append(where, name+"@"+n)
+				}
+			}
+			slices.Sort(where)
+			bad = append(bad, "placements: "+strings.Join(where, " "))
+		}
+		if tr.down {
+			moved += len(o.fit)
+		} else {
+			planned += len(o.fit)
+		}
+		declared += len(o.stay)
+		if len(bad) > 0 {
+			t.Errorf("trial %s (%s):\n  %s\n  plan: up %+v down %+v unschedulable %+v", tr.id, kind(tr.down), strings.Join(bad, "\n  "), o.plan.ScaleUp, o.plan.ScaleDown, o.plan.Unschedulable)
+		}
+	}
+	t.Logf("batch %s: %d trials, %d nodes, %d pods planned to fit, %d declared unschedulable, %d moved by scale-down; pods using %v",
+		batch, len(trs), len(nodes), planned, declared, moved, uses)
+}
+
+// featuresOf names the pod-dependent rules a pod uses.
+func featuresOf(p *corev1.Pod) []string {
+	var out []string
+	for _, c := range p.Spec.TopologySpreadConstraints {
+		out = append(out, "spread:"+c.TopologyKey)
+		if c.MinDomains != nil {
+			out = append(out, "minDomains")
+		}
+	}
+	if a := p.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil {
+			out = append(out, "affinity")
+		}
+		if a.PodAntiAffinity != nil {
+			out = append(out, "anti-affinity")
+		}
+	}
+	if len(p.Spec.Containers[0].Ports) > 0 {
+		out = append(out, "hostPort")
+	}
+	return out
+}
+
+func kind(down bool) string {
+	if down {
+		return "scale-down"
+	}
+	return "scale-up"
+}
+
+func usable(n *corev1.Node) bool {
+	for _, tn := range n.Spec.Taints {
+		if tn.Key == corev1.TaintNodeNotReady || tn.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func unschedulable(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}

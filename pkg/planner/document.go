@@ -143,16 +143,15 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case err == errPodsEnded:
+		// The compact form's pods parser has read to the end.
+	case err != nil:
 		return Snapshot{}, err
-	}
-	mark := d.mark()
-	if _, err := d.dec.Token(); err != io.EOF {
-		var de *DocumentError
-		if errors.As(err, &de) {
+	default:
+		if err := d.end(); err != nil {
 			return Snapshot{}, err
 		}
-		return Snapshot{}, d.fail("", mark, errors.New("unexpected data after the document"))
 	}
 	if form == FormatCompact {
 		if err := c.checkCounts(&s); err != nil {
@@ -167,6 +166,19 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	return s, nil
+}
+
+// end checks that nothing follows the document.
+func (d *docDecoder) end() error {
+	mark := d.mark()
+	if _, err := d.dec.Token(); err != io.EOF {
+		var de *DocumentError
+		if errors.As(err, &de) {
+			return err
+		}
+		return d.fail("", mark, errors.New("unexpected data after the document"))
+	}
+	return nil
 }
 
 // WriteSnapshot writes s as the indented full-object document ReadSnapshot
@@ -792,12 +804,11 @@ func validateSnapshot(s *Snapshot, podName string) error {
 	checked := map[*corev1.Container]bool{}
 	for i := range s.Pods {
 		k := nsName{s.Pods[i].Namespace, s.Pods[i].Name}
-		p := "pods[" + strconv.Itoa(i) + "]" + podName
 		if k.name == "" {
-			return bad(p, "must not be empty")
+			return bad("pods["+strconv.Itoa(i)+"]"+podName, "must not be empty")
 		}
 		if j, dup := podAt[k]; dup {
-			return bad(p, "duplicate pod %s/%s (also pods[%d])", k.ns, k.name, j)
+			return bad("pods["+strconv.Itoa(i)+"]"+podName, "duplicate pod %s/%s (also pods[%d])", k.ns, k.name, j)
 		}
 		podAt[k] = i
 		spec := &s.Pods[i].Spec

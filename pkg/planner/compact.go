@@ -73,6 +73,7 @@ type compactPodOut struct {
 	CreationTimestamp *metav1.Time     `json:"creationTimestamp,omitempty"`
 	DeletionTimestamp *metav1.Time     `json:"deletionTimestamp,omitempty"`
 	Scheduled         *compactSchedule `json:"scheduled,omitempty"`
+	PinnedNode        string           `json:"pinnedNode,omitempty"`
 }
 
 type compactSchedule struct {
@@ -93,7 +94,13 @@ func WriteCompactSnapshot(w io.Writer, s Snapshot) error {
 	var shapes []*podShape
 	podShape := make([]int32, len(s.Pods))
 	for i := range s.Pods {
-		_, sh := tr.pod(&s.Pods[i])
+		p := &s.Pods[i]
+		if node := pinnedNode(p.Spec.Affinity); node != "" {
+			unpinned := *p
+			unpinned.Spec.Affinity = pinAffinity(p.Spec.Affinity, "")
+			p = &unpinned
+		}
+		_, sh := tr.pod(p)
 		at, ok := shapeAt[sh]
 		if !ok {
 			at = len(shapes)
@@ -128,7 +135,7 @@ func WriteCompactSnapshot(w io.Writer, s Snapshot) error {
 		out := compactPodOut{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, Shape: int(podShape[i]),
 			NodeName: p.Spec.NodeName, Phase: p.Status.Phase, NominatedNodeName: p.Status.NominatedNodeName,
-			DeletionTimestamp: p.DeletionTimestamp,
+			DeletionTimestamp: p.DeletionTimestamp, PinnedNode: pinnedNode(p.Spec.Affinity),
 		}
 		if !p.CreationTimestamp.IsZero() {
 			out.CreationTimestamp = &p.CreationTimestamp

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func writeForm(t testing.TB, s Snapshot, compact bool) []byte {
@@ -124,9 +127,9 @@ func TestCompactSharesShapes(t *testing.T) {
 	if err := json.Unmarshal(compact, &doc); err != nil {
 		t.Fatal(err)
 	}
-	// 81 workloads, one shape per DaemonSet pod (each has its node's
-	// affinity), a few bare and local-storage pods.
-	if doc.Counts.Pods != len(s.Pods) || len(doc.PodShapes) != doc.Counts.PodShapes || doc.Counts.PodShapes > 81+2*50+len(s.Pods)/50 {
+	// 81 workloads and 2 DaemonSets (whose pods' node affinity differs only
+	// in the node they are pinned to), a few bare and local-storage pods.
+	if doc.Counts.Pods != len(s.Pods) || len(doc.PodShapes) != doc.Counts.PodShapes || doc.Counts.PodShapes > 81+2+len(s.Pods)/50 {
 		t.Errorf("counts %+v for %d pods, %d shapes: pods of one controller do not share a shape", doc.Counts, len(s.Pods), len(doc.PodShapes))
 	}
 	full := writeForm(t, s, false)
@@ -172,6 +175,8 @@ func TestReadCompactErrors(t *testing.T) {
 		{"unknown count", doc(`, "counts": {"shapes": 1}`), "counts.shapes: unknown key"},
 		{"trailing data", doc(pods(ok)) + ` {}`, "unexpected data after the document"},
 		{"truncated", head + pods(ok)[:40], "unexpected end of document"},
+		{"keys after pods", doc(pods(ok) + `, "counts": {}`), "line 1:265: more keys after pods: pods must be the compact form's last key"},
+		{"pinned to nothing", doc(pods(`{"name": "b", "shape": 0, "pinnedNode": "n1"}`)), `pods[0].pinnedNode: podShapes[0] has no required node affinity`},
 		{"node with a bad quantity", doc(`, "nodes": [{"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e309"}}}]`), "nodes[0].status.allocatable.cpu: is too large"},
 	}
 	for _, tc := range cases {
@@ -239,5 +244,40 @@ func TestReadSnapshotStreams(t *testing.T) {
 		if m.max > 64<<10 || m.max*10 > len(doc) {
 			t.Errorf("compact %v: a read of %d bytes for a document of %d", compact, m.max, len(doc))
 		}
+	}
+}
+
+func TestFirstDuplicate(t *testing.T) {
+	mk := func(keys ...string) []corev1.Pod {
+		var out []corev1.Pod
+		for _, k := range keys {
+			ns, name, _ := strings.Cut(k, "/")
+			out = append(out, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+		}
+		return out
+	}
+	cases := []struct {
+		pods      []corev1.Pod
+		dup, also int
+	}{
+		{mk(), -1, -1},
+		{mk("a/x", "b/x", "a/y"), -1, -1},
+		{mk("a/x", "a/y", "a/x"), 2, 0},
+		{mk("b/z", "a/x", "b/z", "a/x", "a/x"), 2, 0},
+		{mk("a/y", "a/x", "a/y", "a/x"), 2, 0},
+		{mk("a/q", "a/x", "a/x", "a/q"), 2, 1},
+	}
+	for i, c := range cases {
+		if dup, also := firstDuplicate(c.pods); dup != c.dup || also != c.also {
+			t.Errorf("case %d: got %d (also %d), want %d (also %d)", i, dup, also, c.dup, c.also)
+		}
+	}
+	// 100,000 pods of one name take no quadratic time.
+	same := make([]corev1.Pod, 100000)
+	for i := range same {
+		same[i].Name = "p"
+	}
+	if dup, also := firstDuplicate(same); dup != 1 || also != 0 {
+		t.Errorf("got %d (also %d), want 1 (also 0)", dup, also)
 	}
 }

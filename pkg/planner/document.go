@@ -797,21 +797,19 @@ func validateSnapshot(s *Snapshot, podName string) error {
 			return err
 		}
 	}
-	type nsName struct{ ns, name string }
-	podAt := make(map[nsName]int, len(s.Pods))
+	dup, also := firstDuplicate(s.Pods)
 	// Pods of one controller share their trimmed spec: its quantities are
 	// checked once, at the first pod that has it.
 	checked := map[*corev1.Container]bool{}
 	for i := range s.Pods {
-		k := nsName{s.Pods[i].Namespace, s.Pods[i].Name}
-		if k.name == "" {
+		p := &s.Pods[i]
+		if p.Name == "" {
 			return bad("pods["+strconv.Itoa(i)+"]"+podName, "must not be empty")
 		}
-		if j, dup := podAt[k]; dup {
-			return bad("pods["+strconv.Itoa(i)+"]"+podName, "duplicate pod %s/%s (also pods[%d])", k.ns, k.name, j)
+		if i == dup {
+			return bad("pods["+strconv.Itoa(i)+"]"+podName, "duplicate pod %s/%s (also pods[%d])", p.Namespace, p.Name, also)
 		}
-		podAt[k] = i
-		spec := &s.Pods[i].Spec
+		spec := &p.Spec
 		if len(spec.Containers) > 0 {
 			if checked[&spec.Containers[0]] {
 				continue
@@ -823,6 +821,41 @@ func validateSnapshot(s *Snapshot, podName string) error {
 		}
 	}
 	return nil
+}
+
+// firstDuplicate returns the first pod (by index) whose namespace and name
+// an earlier pod has, and that earlier pod's index; -1, -1 when there is
+// none. It sorts indices rather than filling a map: a map of 150,000 names
+// would cost a plan tens of megabytes at its peak.
+func firstDuplicate(pods []corev1.Pod) (int, int) {
+	order := make([]int32, len(pods))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		pa, pb := &pods[a], &pods[b]
+		if c := strings.Compare(pa.Namespace, pb.Namespace); c != 0 {
+			return c
+		}
+		if c := strings.Compare(pa.Name, pb.Name); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	dup, also := -1, -1
+	same := func(a, b int32) bool { return pods[a].Namespace == pods[b].Namespace && pods[a].Name == pods[b].Name }
+	for k := 0; k < len(order); {
+		j := k + 1
+		for j < len(order) && same(order[k], order[j]) {
+			j++
+		}
+		// A run is in index order: its second is the first repeat.
+		if j-k > 1 && (dup < 0 || int(order[k+1]) < dup) {
+			dup, also = int(order[k+1]), int(order[k])
+		}
+		k = j
+	}
+	return dup, also
 }
 
 // checkPodResources checks every quantity of a pod the planner adds up:

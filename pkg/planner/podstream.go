@@ -36,7 +36,7 @@ var errPodsEnded = errors.New("pods ended the document")
 var errShort = errors.New("short buffer")
 
 var (
-	compactPodKeys      = []string{"name", "namespace", "uid", "shape", "nodeName", "phase", "nominatedNodeName", "creationTimestamp", "deletionTimestamp", "scheduled"}
+	compactPodKeys      = []string{"name", "namespace", "uid", "shape", "nodeName", "phase", "nominatedNodeName", "creationTimestamp", "deletionTimestamp", "scheduled", "pinnedNode"}
 	compactScheduleKeys = []string{"status", "reason", "lastTransitionTime"}
 )
 
@@ -51,6 +51,7 @@ type compactPod struct {
 	scheduled                                        bool
 	schedStatus, schedReason                         string
 	schedTime                                        time.Time
+	pinnedNode                                       string
 }
 
 // podStream parses the pods array from the stream: buf[pos:] is input not
@@ -206,6 +207,12 @@ func (c *compactReader) addPod(ps *podStream, p *compactPod, pods *[]corev1.Pod)
 	q.Labels, q.Annotations, q.OwnerReferences = sh.labels, sh.annotations, sh.owners
 	q.Spec = sh.spec
 	q.Spec.NodeName = p.nodeName
+	if p.pinnedNode != "" {
+		if !pinnable(sh.spec.Affinity) {
+			return &DocumentError{Path: ps.at("pinnedNode"), Err: fmt.Errorf("podShapes[%d] has no required node affinity whose terms all match metadata.name In [\"\"] to pin", p.shape)}
+		}
+		q.Spec.Affinity = pinAffinity(sh.spec.Affinity, p.pinnedNode)
+	}
 	q.Status.Phase = corev1.PodPhase(p.phase)
 	q.Status.NominatedNodeName = p.nominated
 	if p.scheduled {
@@ -568,6 +575,8 @@ func (p *podStream) pod(cp *compactPod) error {
 			cp.created, err = p.timeValue(path)
 		case "deletionTimestamp":
 			cp.deleted, err = p.timeValue(path)
+		case "pinnedNode":
+			cp.pinnedNode, err = p.stringValue(path, true)
 		case "scheduled":
 			if p.buf[p.pos] == 'n' {
 				return p.literal("null")

@@ -10,41 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// The compact form (FormatCompact) holds only what the planner reads. Pods
-// of one controller share their labels, kept annotations, owner references
-// and trimmed spec: the form writes each such "shape" once, under
-// podShapes, and per pod only what is its own plus the index of its shape:
-//
-//	{
-//	  "format": "nodetide.io/snapshot-compact/v1",
-//	  "capturedAt": "2026-11-30T10:00:00Z",
-//	  "counts": {"nodes": 1, "podShapes": 1, "pods": 2, "podDisruptionBudgets": 0},
-//	  "nodeGroups": [
-//	    {"name": "workers", "provider": "aws", "minSize": 1, "maxSize": 10, "targetSize": 1, "template": {…}, "instances": ["aws:///eu-west-1a/i-0abc"]}
-//	  ],
-//	  "state": {"unneededSince": {}, "lastScaleUp": {}},
-//	  "nodes": [
-//	    {"metadata": {"name": "node-a", …}, "spec": {"providerID": "aws:///eu-west-1a/i-0abc"}, "status": {"allocatable": {…}, …}}
-//	  ],
-//	  "podDisruptionBudgets": [],
-//	  "podShapes": [
-//	    {"labels": {"app": "web"}, "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9", "uid": "…", "controller": true}],
-//	     "spec": {"containers": [{"name": "web", "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}]}}
-//	  ],
-//	  "pods": [
-//	    {"name": "web-5d9-abcde", "namespace": "shop", "uid": "…", "shape": 0, "nodeName": "node-a", "phase": "Running", "creationTimestamp": "2026-11-30T09:00:00Z"},
-//	    {"name": "web-5d9-fghij", "namespace": "shop", "uid": "…", "shape": 0, "phase": "Pending", "creationTimestamp": "2026-11-30T09:59:00Z",
-//	     "scheduled": {"status": "False", "reason": "Unschedulable", "lastTransitionTime": "2026-11-30T09:59:01Z"}}
-//	  ]
-//	}
-//
-// format must be the first key. Nodes and PDBs are Kubernetes objects
-// trimmed as the Trimmer trims them; a shape's ownerReferences and spec are
-// Kubernetes fields too (unknown fields in them are tolerated, as newer
-// clusters add some). Every other key is nodetide's and must be known.
-// podShapes must come before pods; counts, when given, must match the lists
-// (they let the reader size them up front).
-
 // compactCounts is the compact form's counts object.
 type compactCounts struct {
 	Nodes                int `json:"nodes"`
@@ -85,6 +50,45 @@ type compactSchedule struct {
 // WriteCompactSnapshot writes s in the compact form (FormatCompact), after
 // the checks WriteSnapshot makes. It trims what s holds (s itself is not
 // changed) and streams: one object is encoded at a time.
+//
+// The compact form holds only what the planner reads. Pods
+// of one controller share their labels, kept annotations, owner references
+// and trimmed spec: the form writes each such "shape" once, under
+// podShapes, and per pod only what is its own plus the index of its shape:
+//
+//	{
+//	  "format": "nodetide.io/snapshot-compact/v1",
+//	  "capturedAt": "2026-11-30T10:00:00Z",
+//	  "counts": {"nodes": 1, "podShapes": 1, "pods": 2, "podDisruptionBudgets": 0},
+//	  "nodeGroups": [
+//	    {"name": "workers", "provider": "aws", "minSize": 1, "maxSize": 10, "targetSize": 1, "template": {…}, "instances": ["aws:///eu-west-1a/i-0abc"]}
+//	  ],
+//	  "state": {"unneededSince": {}, "lastScaleUp": {}},
+//	  "nodes": [
+//	    {"metadata": {"name": "node-a", …}, "spec": {"providerID": "aws:///eu-west-1a/i-0abc"}, "status": {"allocatable": {…}, …}}
+//	  ],
+//	  "podDisruptionBudgets": [],
+//	  "podShapes": [
+//	    {"labels": {"app": "web"}, "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9", "uid": "…", "controller": true}],
+//	     "spec": {"containers": [{"name": "web", "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}]}}
+//	  ],
+//	  "pods": [
+//	    {"name": "web-5d9-abcde", "namespace": "shop", "uid": "…", "shape": 0, "nodeName": "node-a", "phase": "Running", "creationTimestamp": "2026-11-30T09:00:00Z"},
+//	    {"name": "web-5d9-fghij", "namespace": "shop", "uid": "…", "shape": 0, "phase": "Pending", "creationTimestamp": "2026-11-30T09:59:00Z",
+//	     "scheduled": {"status": "False", "reason": "Unschedulable", "lastTransitionTime": "2026-11-30T09:59:01Z"}}
+//	  ]
+//	}
+//
+// A DaemonSet pod's pin to its node (required node affinity whose terms
+// all match metadata.name In [node]) is written per pod as pinnedNode, its
+// shape holding the affinity with the name left empty, so a DaemonSet's
+// pods share one shape. format must be the first key. Nodes and PDBs are Kubernetes objects
+// trimmed as the Trimmer trims them; a shape's ownerReferences and spec are
+// Kubernetes fields too (unknown fields in them are tolerated, as newer
+// clusters add some). Every other key is nodetide's and must be known.
+// podShapes must come before pods, and pods must be the last key (its
+// entries are parsed straight from the stream); counts, when given, must
+// match the lists (they let the reader size them up front).
 func WriteCompactSnapshot(w io.Writer, s Snapshot) error {
 	if err := validateSnapshot(&s, ".metadata.name"); err != nil {
 		return err
@@ -161,8 +165,16 @@ type compactReader struct {
 	shapes    []*podShape
 }
 
-// hint is a capacity for a list the counts say has n elements.
-func (c *compactReader) hint(n int) int { return min(max(n, 0), maxPrealloc) }
+// hint is a capacity for a list the counts say has n elements, each at
+// least minBytes long in the document: no more than the input can hold, so
+// a small document cannot make the reader allocate much.
+func (c *compactReader) hint(n, minBytes int) int {
+	limit := int64(maxPreallocUnknown)
+	if size := c.d.src.size; size >= 0 {
+		limit = size / int64(minBytes)
+	}
+	return int(min(int64(max(n, 0)), limit, maxPrealloc))
+}
 
 func (c *compactReader) readCounts(path string) error {
 	c.hasCounts = true
@@ -211,7 +223,7 @@ func (c *compactReader) checkCounts(s *Snapshot) error {
 
 func (c *compactReader) readShapes(path string) error {
 	if c.shapes == nil {
-		c.shapes = make([]*podShape, 0, c.hint(c.counts.PodShapes))
+		c.shapes = make([]*podShape, 0, c.hint(c.counts.PodShapes, len(`{},`)))
 	}
 	tr := c.d.tr
 	return c.d.array(path, func(i int, path string) error {

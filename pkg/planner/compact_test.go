@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -175,6 +176,9 @@ func TestReadCompactErrors(t *testing.T) {
 		{"unknown count", doc(`, "counts": {"shapes": 1}`), "counts.shapes: unknown key"},
 		{"trailing data", doc(pods(ok)) + ` {}`, "unexpected data after the document"},
 		{"truncated", head + pods(ok)[:40], "unexpected end of document"},
+		{"truncated in a pod", doc(pods(ok, ok))[:279], "pods[1] (line 2:15): unexpected end of document"},
+		{"truncated in a pod's string", doc(pods(ok, ok))[:285], "pods[1] (line 2:21): unexpected end of document"},
+		{"truncated after the pods", doc(pods(ok))[:264], "line 1:265: unexpected end of document"},
 		{"keys after pods", doc(pods(ok) + `, "counts": {}`), "line 1:265: more keys after pods: pods must be the compact form's last key"},
 		{"pinned to nothing", doc(pods(`{"name": "b", "shape": 0, "pinnedNode": "n1"}`)), `pods[0].pinnedNode: podShapes[0] has no required node affinity`},
 		{"node with a bad quantity", doc(`, "nodes": [{"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e309"}}}]`), "nodes[0].status.allocatable.cpu: is too large"},
@@ -279,5 +283,34 @@ func TestFirstDuplicate(t *testing.T) {
 	}
 	if dup, also := firstDuplicate(same); dup != 1 || also != 0 {
 		t.Errorf("got %d (also %d), want 1 (also 0)", dup, also)
+	}
+}
+
+// TestReadFullFormWithFormat: the full form may name itself.
+func TestReadFullFormWithFormat(t *testing.T) {
+	s := syntheticCluster(5, 10, 0.2, 6)
+	doc := writeForm(t, s, false)
+	named := append([]byte(`{"format": "`+FormatFull+`",`), bytes.TrimPrefix(doc, []byte("{"))...)
+	if got, want := planJSON(t, readDoc(t, named), DefaultSettings()), planJSON(t, readDoc(t, doc), DefaultSettings()); got != want {
+		t.Errorf("a full form that names itself plans differently:\n%s\n---\n%s", got, want)
+	}
+}
+
+// TestCountsCannotMakeReadingAllocate: a small document claiming a million
+// pods does not make the reader allocate for them.
+func TestCountsCannotMakeReadingAllocate(t *testing.T) {
+	doc := `{"format": "nodetide.io/snapshot-compact/v1", "capturedAt": "2026-11-30T10:00:00Z",
+	  "counts": {"nodes": 1000000, "podShapes": 1000000, "pods": 1000000, "podDisruptionBudgets": 1000000}, "pods": []}`
+	for _, r := range []io.Reader{strings.NewReader(doc), iotest.HalfReader(strings.NewReader(doc))} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := ReadSnapshot(r)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), "counts.nodes: says 1000000, but the document has 0") {
+			t.Errorf("error %v, want the counts refused", err)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 40<<20 {
+			t.Errorf("reading allocated %d MB", alloc>>20)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"slices"
 	"strconv"
@@ -82,6 +83,7 @@ var (
 // them. Errors are *DocumentError values naming the JSON path.
 func ReadSnapshot(r io.Reader) (Snapshot, error) {
 	src := newStreamReader(r)
+	src.size = inputSize(r)
 	d := &docDecoder{src: src, dec: json.NewDecoder(src), tr: NewTrimmer()}
 	c := &compactReader{d: d}
 	var s Snapshot
@@ -118,7 +120,7 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 				return d.nodeGroup(path, &s.NodeGroups[len(s.NodeGroups)-1])
 			})
 		case "nodes":
-			return decodeObjects(d, path, c.hint(c.counts.Nodes), &s.Nodes, func(_ string, n *corev1.Node) (corev1.Node, error) {
+			return decodeObjects(d, path, c.hint(c.counts.Nodes, len(`{},`)), &s.Nodes, func(_ string, n *corev1.Node) (corev1.Node, error) {
 				return d.tr.Node(n), nil
 			})
 		case "pods":
@@ -133,7 +135,7 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 				return d.tr.Pod(p), nil
 			})
 		case "podDisruptionBudgets":
-			return decodeObjects(d, path, c.hint(c.counts.PodDisruptionBudgets), &s.PodDisruptionBudgets, func(_ string, b *policyv1.PodDisruptionBudget) (policyv1.PodDisruptionBudget, error) {
+			return decodeObjects(d, path, c.hint(c.counts.PodDisruptionBudgets, len(`{},`)), &s.PodDisruptionBudgets, func(_ string, b *policyv1.PodDisruptionBudget) (policyv1.PodDisruptionBudget, error) {
 				return d.tr.PDB(b), nil
 			})
 		case "podShapes":
@@ -179,6 +181,20 @@ func (d *docDecoder) end() error {
 		return d.fail("", mark, errors.New("unexpected data after the document"))
 	}
 	return nil
+}
+
+// inputSize is the length of what r will yield when r knows it (files,
+// in-memory readers), or -1.
+func inputSize(r io.Reader) int64 {
+	switch v := r.(type) {
+	case interface{ Len() int }:
+		return int64(v.Len())
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if fi, err := v.Stat(); err == nil && fi.Mode().IsRegular() {
+			return fi.Size()
+		}
+	}
+	return -1
 }
 
 // WriteSnapshot writes s as the indented full-object document ReadSnapshot
@@ -552,8 +568,12 @@ func bigExponent(tok []byte) bool {
 }
 
 // maxPrealloc bounds how many list elements a count in the document can
-// make the reader allocate before it has read them.
-const maxPrealloc = 1 << 20
+// make the reader allocate before it has read them; maxPreallocUnknown is
+// the bound when the input's size is not known (a pipe).
+const (
+	maxPrealloc        = 1 << 20
+	maxPreallocUnknown = 1 << 14
+)
 
 // decodeObjects reads a list of Kubernetes objects, tolerating unknown
 // fields, and keeps of each what keep returns (or stops at its error). Elements are collected in

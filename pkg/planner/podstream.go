@@ -93,7 +93,7 @@ func (c *compactReader) readPods(path string, out *[]corev1.Pod) error {
 	rest, _ := io.ReadAll(c.d.dec.Buffered())
 	p := &podStream{src: c.d.src, tr: c.d.tr, base: c.d.dec.InputOffset(), list: path, entry: -1}
 	p.buf = append(make([]byte, 0, max(64<<10, 2*len(rest))), rest...)
-	pods := make([]corev1.Pod, 0, c.hint(c.counts.Pods))
+	pods := make([]corev1.Pod, 0, c.hint(c.counts.Pods, len(`{"shape":0},`)))
 	err := p.read(c, &pods)
 	*out = pods
 	if err != nil {
@@ -145,6 +145,9 @@ func (p *podStream) read(c *compactReader, pods *[]corev1.Pod) error {
 				}
 				if err != errShort {
 					return err
+				}
+				if p.eof {
+					return p.fieldErr("", len(p.buf), errors.New("unexpected end of document"))
 				}
 				p.pos = start
 				if err := p.more(start); err != nil {

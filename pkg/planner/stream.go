@@ -18,6 +18,7 @@ const tailKeep = 1 << 20
 type streamReader struct {
 	r    io.Reader
 	read int64 // bytes handed out so far
+	size int64 // of the whole input, -1 when not known
 
 	tail      []byte // the last bytes read; tail[0] is at offset tailStart
 	tailStart int64
@@ -31,7 +32,7 @@ type streamReader struct {
 }
 
 func newStreamReader(r io.Reader) *streamReader {
-	return &streamReader{r: r, lastNLBefore: -1, tail: make([]byte, 0, 64<<10)}
+	return &streamReader{r: r, size: -1, lastNLBefore: -1, tail: make([]byte, 0, 64<<10)}
 }
 
 func (s *streamReader) Read(p []byte) (int, error) {

@@ -149,6 +149,7 @@ func TestReadCompactErrors(t *testing.T) {
 	const ok = `{"name": "ok", "namespace": "d", "shape": 0}`
 	cases := []struct{ name, doc, want string }{
 		{"unknown format", `{"format": "nodetide.io/snapshot-compact/v9"}`, `format (line 1:12): unknown format "nodetide.io/snapshot-compact/v9" (this build reads nodetide.io/snapshot-full/v1 and nodetide.io/snapshot-compact/v1)`},
+		{"null format", `{"format": null}`, `format (line 1:12): unknown format ""`},
 		{"format not first", `{"capturedAt": "2026-11-30T10:00:00Z", "format": "nodetide.io/snapshot-compact/v1"}`, "format: must be the document's first key"},
 		{"compact key in the full form", `{"capturedAt": "2026-11-30T10:00:00Z", "podShapes": []}`, "podShapes: unknown key (known: format, capturedAt, nodeGroups, nodes, pods, podDisruptionBudgets, state)"},
 		{"unknown top-level key", doc(`, "shapes": []`), "shapes: unknown key (known: format, capturedAt, counts, nodeGroups, state, nodes, podDisruptionBudgets, podShapes, pods)"},

@@ -98,6 +98,7 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 				return &DocumentError{Path: path, Err: errors.New("must be the document's first key: it decides how the rest is read")}
 			}
 			mark := d.mark()
+			form = "" // null decodes to nothing: an unknown format
 			if err := d.value(path, &form); err != nil {
 				return err
 			}

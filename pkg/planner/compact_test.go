@@ -315,3 +315,21 @@ func TestCountsCannotMakeReadingAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCompactFromAPipe: read from a reader of unknown size, the pods
+// list grows towards what counts says and ends exactly that long, and the
+// plan is the same.
+func TestReadCompactFromAPipe(t *testing.T) {
+	s := syntheticCluster(600, 30, 0.05, 8)
+	doc := writeForm(t, s, true)
+	fromPipe, err := ReadSnapshot(struct{ io.Reader }{bytes.NewReader(doc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fromPipe.Pods) <= maxPreallocUnknown || cap(fromPipe.Pods) != len(fromPipe.Pods) {
+		t.Errorf("%d pods in a list of capacity %d: want more than %d, sized exactly", len(fromPipe.Pods), cap(fromPipe.Pods), maxPreallocUnknown)
+	}
+	if planJSON(t, fromPipe, DefaultSettings()) != planJSON(t, readDoc(t, doc), DefaultSettings()) {
+		t.Error("read from a pipe, the snapshot plans differently")
+	}
+}

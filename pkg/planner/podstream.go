@@ -197,6 +197,9 @@ func (c *compactReader) addPod(ps *podStream, p *compactPod, pods *[]corev1.Pod)
 		return &DocumentError{Path: ps.at("shape"), Err: fmt.Errorf("no podShapes[%d]: %d shapes come before the pods (podShapes must come first)", p.shape, len(c.shapes))}
 	}
 	sh := c.shapes[p.shape]
+	if len(*pods) == cap(*pods) {
+		*pods = c.growPods(*pods)
+	}
 	*pods = append(*pods, corev1.Pod{})
 	q := &(*pods)[len(*pods)-1]
 	q.Name = p.name
@@ -225,6 +228,20 @@ func (c *compactReader) addPod(ps *podStream, p *compactPod, pods *[]corev1.Pod)
 		}}
 	}
 	return nil
+}
+
+// growPods makes room for more pods when the input's size did not let the
+// counts size the list (a pipe): towards what counts says, four times
+// larger a step, so a list of a kilobyte and more per pod does not end at
+// up to twice its length, as appending would leave it.
+func (c *compactReader) growPods(pods []corev1.Pod) []corev1.Pod {
+	n := max(4*cap(pods), 1024)
+	if c.hasCounts && c.counts.Pods > cap(pods) {
+		n = min(n, c.counts.Pods)
+	}
+	grown := make([]corev1.Pod, len(pods), n)
+	copy(grown, pods)
+	return grown
 }
 
 // more reads more input, keeping buf[keep:] (pos stays on the same byte).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -86,24 +87,43 @@ nodeGroups:
 		return running == 1 && unschedulable == 1, nil
 	})
 
+	// The compact form by default, the full one with --full: both read
+	// back to the same cluster.
 	snapPath := filepath.Join(t.TempDir(), "snap.json")
+	fullPath := filepath.Join(t.TempDir(), "full.json")
 	if _, errOut, code := nodetide(t, "snapshot", "--config", cfg, "--kubeconfig", cp.KubeconfigPath, "-o", snapPath); code != 0 {
 		t.Fatalf("snapshot: exit %d: %s", code, errOut)
 	}
-	f, err := os.Open(snapPath)
+	if _, errOut, code := nodetide(t, "snapshot", "--full", "--config", cfg, "--kubeconfig", cp.KubeconfigPath, "-o", fullPath); code != 0 {
+		t.Fatalf("snapshot --full: exit %d: %s", code, errOut)
+	}
+	compactDoc, err := os.ReadFile(snapPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := planner.ReadSnapshot(f)
-	f.Close()
+	fullDoc, err := os.ReadFile(fullPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(compactDoc[:min(len(compactDoc), 100)], []byte(`"format": "`+planner.FormatCompact+`"`)) || bytes.Contains(fullDoc, []byte(`"format"`)) {
+		t.Errorf("snapshot writes the compact form by default and the full one with --full; got\n%.300s\n---\n%.300s", compactDoc, fullDoc)
+	}
+	if !bytes.Contains(fullDoc, []byte(`"kind": "Pod"`)) || !bytes.Contains(fullDoc, []byte(`"managedFields"`)) {
+		t.Errorf("--full does not hold the objects as the API serves them:\n%.2000s", fullDoc)
+	}
+	snap, err := planner.ReadSnapshot(bytes.NewReader(compactDoc))
 	if err != nil {
 		t.Fatalf("the recorded snapshot does not read back: %v", err)
+	}
+	fromFull, err := planner.ReadSnapshot(bytes.NewReader(fullDoc))
+	if err != nil {
+		t.Fatalf("the recorded full snapshot does not read back: %v", err)
 	}
 	if len(snap.NodeGroups) != 1 || snap.NodeGroups[0].TargetSize != 1 || len(snap.NodeGroups[0].Instances) != 1 {
 		t.Errorf("node groups = %+v", snap.NodeGroups)
 	}
-	if snap.Pods[0].Kind != "Pod" || snap.Nodes[0].APIVersion != "v1" {
-		t.Errorf("objects lack their API type: %q %q", snap.Pods[0].Kind, snap.Nodes[0].APIVersion)
+	if len(snap.Pods) != len(fromFull.Pods) || len(snap.Nodes) != len(fromFull.Nodes) {
+		t.Errorf("compact snapshot has %d pods and %d nodes, full %d and %d", len(snap.Pods), len(snap.Nodes), len(fromFull.Pods), len(fromFull.Nodes))
 	}
 
 	// Plan it offline, as of a minute later so the pod counts as pending.
@@ -113,7 +133,7 @@ nodeGroups:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := planner.WriteSnapshot(lf, snap); err != nil {
+	if err := planner.WriteCompactSnapshot(lf, snap); err != nil {
 		t.Fatal(err)
 	}
 	lf.Close()

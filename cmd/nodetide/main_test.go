@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // nodetide runs one command line in-process.
@@ -54,6 +56,11 @@ func TestPlanFixtures(t *testing.T) {
 			if _, errOut, code := nodetide(t, "plan", "--snapshot", snap); code != 0 {
 				t.Errorf("table output: exit %d: %s", code, errOut)
 			}
+			// The compact form of the same snapshot plans byte for byte alike.
+			compact := compactCopy(t, snap)
+			if got, errOut, code := nodetide(t, "plan", "--snapshot", compact, "-o", "json"); code != 0 || got != out {
+				t.Errorf("compact form: exit %d: %s\n%s", code, errOut, got)
+			}
 		})
 	}
 }
@@ -84,12 +91,34 @@ func TestPlanTable(t *testing.T) {
 	}
 }
 
+// compactCopy writes the snapshot at path in the compact form to a
+// temporary file.
+func compactCopy(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := planner.ReadSnapshot(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := planner.WriteCompactSnapshot(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, "compact-"+filepath.Base(filepath.Dir(path))+".json", b.String())
+}
+
 func TestBadInputs(t *testing.T) {
 	badJSON := writeFile(t, "bad.json", `{"capturedAt": "2026-11-30T10:00:00Z", "nodeGroups": [`)
 	badQty := writeFile(t, "qty.json", `{"capturedAt":"2026-11-30T10:00:00Z","nodeGroups":[{"name":"g","provider":"kwok","minSize":0,"maxSize":1,"targetSize":0,"template":{"allocatable":{"cpu":"four"},"labels":{},"taints":[]},"instances":[]}],"nodes":[],"pods":[],"podDisruptionBudgets":[],"state":{"unneededSince":{},"lastScaleUp":{}}}`)
 	minMax := writeFile(t, "minmax.json", `{"capturedAt":"2026-11-30T10:00:00Z","nodeGroups":[{"name":"g","provider":"kwok","minSize":3,"maxSize":1,"targetSize":0,"template":{"allocatable":{"cpu":"4"},"labels":{},"taints":[]},"instances":[]}],"nodes":[],"pods":[],"podDisruptionBudgets":[],"state":{"unneededSince":{},"lastScaleUp":{}}}`)
 	negative := writeFile(t, "neg.json", `{"capturedAt":"2026-11-30T10:00:00Z","nodeGroups":[{"name":"g","provider":"kwok","minSize":0,"maxSize":1,"targetSize":-1,"template":{"allocatable":{"cpu":"4"},"labels":{},"taints":[]},"instances":[]}],"nodes":[],"pods":[],"podDisruptionBudgets":[],"state":{"unneededSince":{},"lastScaleUp":{}}}`)
 	badConfig := writeFile(t, "nodetide.yaml", "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 2, kwok: {template: {allocatable: {cpu: 2, memory: 1Gi}}}}]\nscaleDown: {unneededTme: 5m}\n")
+	badCompact := writeFile(t, "compact.json", `{"format": "nodetide.io/snapshot-compact/v1", "capturedAt": "2026-11-30T10:00:00Z", "podShapes": [],
+  "pods": [{"name": "a", "shape": 3}]}`)
 	good := writeFile(t, "good.json", `{"capturedAt":"2026-11-30T10:00:00Z","nodeGroups":[],"nodes":[],"pods":[],"podDisruptionBudgets":[],"state":{"unneededSince":{},"lastScaleUp":{}}}`)
 
 	cases := []struct {
@@ -102,6 +131,7 @@ func TestBadInputs(t *testing.T) {
 		{"bad JSON", []string{"plan", "--snapshot", badJSON}, badJSON},
 		{"bad quantity", []string{"plan", "--snapshot", badQty}, "nodeGroups[0].template.allocatable.cpu"},
 		{"min above max", []string{"plan", "--snapshot", minMax}, "nodeGroups[0]"},
+		{"bad compact pod", []string{"plan", "--snapshot", badCompact}, "pods[0].shape: no podShapes[3]"},
 		{"negative size", []string{"plan", "--snapshot", negative}, "targetSize"},
 		{"bad output", []string{"plan", "--snapshot", good, "-o", "xml"}, `--output "xml"`},
 		{"bad config", []string{"plan", "--snapshot", good, "--config", badConfig}, "scaleDown.unneededTme: unknown field"},

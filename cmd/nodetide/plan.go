@@ -42,7 +42,7 @@ func newPlanCmd(g *globals) *cobra.Command {
 			return writePlanTable(g.stdout, plan)
 		},
 	}
-	cmd.Flags().StringVar(&snapshotPath, "snapshot", "", "snapshot file (JSON, as nodetide snapshot writes it); - for stdin")
+	cmd.Flags().StringVar(&snapshotPath, "snapshot", "", "snapshot file (JSON, compact or full form, as nodetide snapshot writes it); - for stdin")
 	addOutputFlag(cmd, g, "table", "table", "json")
 	return cmd
 }

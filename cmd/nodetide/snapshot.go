@@ -12,10 +12,16 @@ import (
 
 func newSnapshotCmd(g *globals) *cobra.Command {
 	var out string
+	var full bool
 	cmd := &cobra.Command{
-		Use:   "snapshot [-o FILE]",
+		Use:   "snapshot [-o FILE] [--full]",
 		Short: "Record a snapshot of the live cluster, its node groups and the stored state",
-		Args:  cobra.NoArgs,
+		Long: `Record a snapshot of the live cluster, its node groups and the stored state.
+
+The snapshot is written in the compact form (` + planner.FormatCompact + `): only what
+the planner reads, with what the pods of one controller share written once. --full writes
+nodes, pods and PDBs as the API serves them instead. plan --snapshot reads both.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig()
 			if err != nil {
@@ -30,18 +36,28 @@ func newSnapshotCmd(g *globals) *cobra.Command {
 				return err
 			}
 			var w io.Writer = g.stdout
+			var f *os.File
 			if out != "" && out != "-" {
-				f, err := os.Create(out)
-				if err != nil {
+				if f, err = os.Create(out); err != nil {
 					return fmt.Errorf("write snapshot: %w", err)
 				}
 				defer f.Close()
 				w = f
 			}
-			if err := planner.WriteSnapshot(w, snap); err != nil {
-				return fmt.Errorf("write snapshot: %w", err)
+			write := planner.WriteSnapshot
+			if !full {
+				// Trimming now lets the full objects go before writing.
+				planner.NewTrimmer().Snapshot(&snap)
+				write = planner.WriteCompactSnapshot
 			}
-			if out != "" && out != "-" {
+			if err := write(w, snap); err != nil {
+				return err
+			}
+			if f != nil {
+				// A full disk may only show when the file is closed.
+				if err := f.Close(); err != nil {
+					return fmt.Errorf("write snapshot: %w", err)
+				}
 				fmt.Fprintf(g.stderr, "snapshot: %d node groups, %d nodes, %d pods, %d PDBs written to %s\n",
 					len(snap.NodeGroups), len(snap.Nodes), len(snap.Pods), len(snap.PodDisruptionBudgets), out)
 			}
@@ -49,5 +65,6 @@ func newSnapshotCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: standard output)")
+	cmd.Flags().BoolVar(&full, "full", false, "write nodes, pods and PDBs as the API serves them (the full form) instead of the compact form")
 	return cmd
 }

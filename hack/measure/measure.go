@@ -175,7 +175,14 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 
 	rows := summarizeRows(samples, o.Memories, o.Net)
 	m := newMeta(o, p, b.Drains, time.Since(began))
-	if err := writeOut(o.Out, func(w io.Writer) error { return writeMarkdown(w, m, rows) }); err != nil {
+	kept := keptSection(o.Out)
+	if err := writeOut(o.Out, func(w io.Writer) error {
+		if err := writeMarkdown(w, m, rows); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, kept)
+		return err
+	}); err != nil {
 		return err
 	}
 	log.Info("done", "wrote", o.Out, "took", time.Since(began).Round(time.Second))
@@ -727,4 +734,21 @@ func countHistory(ctx context.Context, client *sfn.Client, arn string) (drainCou
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// snapshotFileSection heads the section of the measurements that make
+// bench measures (the snapshot file); a run of measure keeps it as it is.
+const snapshotFileSection = "\n## Snapshot file"
+
+// keptSection is the snapshot file section of the measurements at path,
+// or "".
+func keptSection(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if i := strings.Index(string(data), snapshotFileSection); i >= 0 {
+		return string(data[i:])
+	}
+	return ""
 }

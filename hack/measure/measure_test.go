@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -272,5 +274,21 @@ func TestDrainCandidates(t *testing.T) {
 	}
 	if got := drainCandidates(p, 3); !slices.Equal(got, []string{"worker-002", "worker-003", "worker-001"}) {
 		t.Errorf("got %v: want nodes with a single-replica pod first, busiest first", got)
+	}
+}
+
+// TestKeptSection: a run of measure keeps the snapshot file section that
+// make bench's figures fill in, and only that.
+func TestKeptSection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "measurements.md")
+	if got := keptSection(path); got != "" {
+		t.Errorf("no file: kept %q", got)
+	}
+	doc := "# Measured function sizes\n\n## Measured\n\n| a |\n\n## Snapshot file\n\nfigures\n"
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keptSection(path), "\n## Snapshot file\n\nfigures\n"; got != want {
+		t.Errorf("kept %q, want %q", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -55,63 +57,170 @@ var (
 	ErrDuplicateKey = errors.New("duplicate key")
 )
 
-// ReadSnapshot decodes and checks a snapshot document. Keys nodetide defines
-// (the top level, node groups, templates, state) must be known; Kubernetes
+// The snapshot document's forms. A document without a format field is the
+// full form.
+const (
+	// FormatFull is the full-object form: nodes, pods and PDBs as the API
+	// serves them. It stays readable for ever.
+	FormatFull = "nodetide.io/snapshot-full/v1"
+	// FormatCompact holds only what the planner reads, with what the pods of
+	// one controller share written once (see WriteCompactSnapshot).
+	FormatCompact = "nodetide.io/snapshot-compact/v1"
+)
+
+var (
+	fullKeys    = []string{"format", "capturedAt", "nodeGroups", "nodes", "pods", "podDisruptionBudgets", "state"}
+	compactKeys = []string{"format", "capturedAt", "counts", "nodeGroups", "state", "nodes", "podDisruptionBudgets", "podShapes", "pods"}
+)
+
+// ReadSnapshot decodes and checks a snapshot document in either form (the
+// full one, or FormatCompact). It streams: one object is decoded at a time,
+// and nodes, pods and PDBs are trimmed to what the planner reads as they
+// arrive (see Trimmer), so the objects it returns share memory and are
+// read-only. Keys nodetide defines (the top level, node groups, templates,
+// state, and the compact form's pods and shapes) must be known; Kubernetes
 // objects may carry fields this build does not know, as newer clusters add
 // them. Errors are *DocumentError values naming the JSON path.
 func ReadSnapshot(r io.Reader) (Snapshot, error) {
-	data, err := readAll(r)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("read snapshot: %w", err)
-	}
-	d := &docDecoder{data: data, dec: json.NewDecoder(bytes.NewReader(data))}
-	if off, tok := hugeExponent(data); off >= 0 {
-		line, col := d.position(int64(off))
-		return Snapshot{}, &DocumentError{Line: line, Column: col,
-			Err: fmt.Errorf("quantity %q: its exponent is beyond ±%d", tok, maxExponent)}
-	}
+	src := newStreamReader(r)
+	src.size = inputSize(r)
+	d := &docDecoder{src: src, dec: json.NewDecoder(src), tr: NewTrimmer()}
+	c := &compactReader{d: d}
 	var s Snapshot
-	err = d.object("", []string{"capturedAt", "nodeGroups", "nodes", "pods", "podDisruptionBudgets", "state"}, func(key, path string) error {
+	form, keys := FormatFull, fullKeys
+	first := true
+	err := d.objectKeys("", func() []string { return keys }, func(key, path string) error {
+		isFirst := first
+		first = false
 		switch key {
+		case "format":
+			if !isFirst {
+				return &DocumentError{Path: path, Err: errors.New("must be the document's first key: it decides how the rest is read")}
+			}
+			mark := d.mark()
+			form = "" // null decodes to nothing: an unknown format
+			if err := d.value(path, &form); err != nil {
+				return err
+			}
+			switch form {
+			case FormatFull:
+			case FormatCompact:
+				keys = compactKeys
+			default:
+				line, col := d.src.position(d.src.skipSeparators(mark))
+				return &DocumentError{Path: path, Line: line, Column: col,
+					Err: fmt.Errorf("unknown format %q (this build reads %s and %s)", form, FormatFull, FormatCompact)}
+			}
 		case "capturedAt":
 			return d.value(path, &s.CapturedAt)
+		case "counts":
+			return c.readCounts(path)
 		case "nodeGroups":
 			return d.array(path, func(i int, path string) error {
 				s.NodeGroups = append(s.NodeGroups, NodeGroup{})
 				return d.nodeGroup(path, &s.NodeGroups[len(s.NodeGroups)-1])
 			})
 		case "nodes":
-			return decodeList(d, path, &s.Nodes)
+			return decodeObjects(d, path, c.hint(c.counts.Nodes, len(`{},`)), &s.Nodes, func(_ string, n *corev1.Node) (corev1.Node, error) {
+				return d.tr.Node(n), nil
+			})
 		case "pods":
-			return decodeList(d, path, &s.Pods)
+			if form == FormatCompact {
+				return c.readPods(path, &s.Pods)
+			}
+			// Limits are checked before trimming drops them.
+			return decodeObjects(d, path, 0, &s.Pods, func(path string, p *corev1.Pod) (corev1.Pod, error) {
+				if err := checkPodResources(path+".spec", &p.Spec); err != nil {
+					return corev1.Pod{}, err
+				}
+				return d.tr.Pod(p), nil
+			})
 		case "podDisruptionBudgets":
-			return decodeList(d, path, &s.PodDisruptionBudgets)
+			return decodeObjects(d, path, c.hint(c.counts.PodDisruptionBudgets, len(`{},`)), &s.PodDisruptionBudgets, func(_ string, b *policyv1.PodDisruptionBudget) (policyv1.PodDisruptionBudget, error) {
+				return d.tr.PDB(b), nil
+			})
+		case "podShapes":
+			return c.readShapes(path)
 		case "state":
 			return d.state(path, &s.State)
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case err == errPodsEnded:
+		// The compact form's pods parser has read to the end.
+	case err != nil:
 		return Snapshot{}, err
+	default:
+		if err := d.end(); err != nil {
+			return Snapshot{}, err
+		}
 	}
-	if _, err := d.dec.Token(); err != io.EOF {
-		return Snapshot{}, d.fail("", d.start(), errors.New("unexpected data after the document"))
+	if form == FormatCompact {
+		if err := c.checkCounts(&s); err != nil {
+			return Snapshot{}, err
+		}
 	}
-	if err := validateSnapshot(&s); err != nil {
+	podName := ".metadata.name"
+	if form == FormatCompact {
+		podName = ".name"
+	}
+	if err := validateSnapshot(&s, podName); err != nil {
 		return Snapshot{}, err
 	}
 	return s, nil
 }
 
-// WriteSnapshot writes s as the indented document ReadSnapshot reads,
-// after the same checks; empty lists are written as [] and maps as {}.
+// end checks that nothing follows the document.
+func (d *docDecoder) end() error {
+	mark := d.mark()
+	if _, err := d.dec.Token(); err != io.EOF {
+		var de *DocumentError
+		if errors.As(err, &de) {
+			return err
+		}
+		return d.fail("", mark, errors.New("unexpected data after the document"))
+	}
+	return nil
+}
+
+// inputSize is the length of what r will yield when r knows it (files,
+// in-memory readers), or -1.
+func inputSize(r io.Reader) int64 {
+	switch v := r.(type) {
+	case interface{ Len() int }:
+		return int64(v.Len())
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if fi, err := v.Stat(); err == nil && fi.Mode().IsRegular() {
+			return fi.Size()
+		}
+	}
+	return -1
+}
+
+// WriteSnapshot writes s as the indented full-object document ReadSnapshot
+// reads, after the same checks; empty lists are written as [] and maps as {}.
+// It streams: one object is encoded at a time.
 func WriteSnapshot(w io.Writer, s Snapshot) error {
-	if err := validateSnapshot(&s); err != nil {
+	if err := validateSnapshot(&s, ".metadata.name"); err != nil {
 		return err
 	}
-	s.CapturedAt = s.CapturedAt.UTC()
-	groups := make([]NodeGroup, len(s.NodeGroups))
-	for i, g := range s.NodeGroups {
+	sw := newSnapWriter(w, "  ")
+	sw.raw("{\n")
+	sw.field("capturedAt", s.CapturedAt.UTC())
+	sw.field("nodeGroups", normalGroups(s.NodeGroups))
+	writeList(sw, "nodes", s.Nodes)
+	writeList(sw, "pods", s.Pods)
+	writeList(sw, "podDisruptionBudgets", s.PodDisruptionBudgets)
+	sw.field("state", normalState(s.State))
+	sw.raw("\n}\n")
+	return sw.flush()
+}
+
+// normalGroups copies groups with empty lists and maps instead of nil.
+func normalGroups(in []NodeGroup) []NodeGroup {
+	groups := make([]NodeGroup, len(in))
+	for i, g := range in {
 		g.Instances = orEmpty(g.Instances)
 		g.Template.Taints = orEmpty(g.Template.Taints)
 		if g.Template.Labels == nil {
@@ -122,12 +231,107 @@ func WriteSnapshot(w io.Writer, s Snapshot) error {
 		}
 		groups[i] = g
 	}
-	s.NodeGroups = groups
-	s.Nodes = orEmpty(s.Nodes)
-	s.Pods = orEmpty(s.Pods)
-	s.PodDisruptionBudgets = orEmpty(s.PodDisruptionBudgets)
-	s.State = normalState(s.State)
-	return writeJSON(w, "snapshot", s)
+	return groups
+}
+
+// snapWriter writes a document a value at a time through a buffer, keeping
+// the first error.
+type snapWriter struct {
+	w       *bufio.Writer
+	scratch bytes.Buffer
+	enc     *json.Encoder
+	// indent is the unit of indentation; elements of top-level lists are
+	// indented twice, one per line. An empty indent writes each list element
+	// on one line.
+	indent string
+	fields int
+	err    error
+}
+
+func newSnapWriter(w io.Writer, indent string) *snapWriter {
+	sw := &snapWriter{w: bufio.NewWriterSize(w, 256<<10), indent: indent}
+	sw.enc = json.NewEncoder(&sw.scratch)
+	sw.enc.SetEscapeHTML(false)
+	return sw
+}
+
+func (sw *snapWriter) raw(s string) {
+	if sw.err == nil {
+		_, sw.err = sw.w.WriteString(s)
+	}
+}
+
+// encode writes v, indented as a value that starts at depth levels.
+func (sw *snapWriter) encode(v any, depth int, pretty bool) {
+	if sw.err != nil {
+		return
+	}
+	sw.scratch.Reset()
+	if pretty {
+		sw.enc.SetIndent(strings.Repeat(sw.indent, depth), sw.indent)
+	} else {
+		sw.enc.SetIndent("", "")
+	}
+	if sw.err = sw.enc.Encode(v); sw.err != nil {
+		return
+	}
+	_, sw.err = sw.w.Write(bytes.TrimSuffix(sw.scratch.Bytes(), []byte{'\n'}))
+}
+
+func (sw *snapWriter) key(name string) {
+	if sw.fields > 0 {
+		sw.raw(",\n")
+	}
+	sw.fields++
+	sw.raw("  \"" + name + "\": ")
+}
+
+// field writes a top-level key and its value (indented when the writer is).
+func (sw *snapWriter) field(name string, v any) {
+	sw.key(name)
+	sw.encode(v, 1, sw.indent != "")
+}
+
+// compactField writes a top-level key and its value on one line.
+func (sw *snapWriter) compactField(name string, v any) {
+	sw.key(name)
+	sw.encode(v, 1, false)
+}
+
+// list writes a top-level key and an array of n elements, each written by
+// elem.
+func (sw *snapWriter) list(name string, n int, elem func(i int)) {
+	sw.key(name)
+	if n == 0 {
+		sw.raw("[]")
+		return
+	}
+	sw.raw("[")
+	for i := range n {
+		if i > 0 {
+			sw.raw(",")
+		}
+		sw.raw("\n    ")
+		elem(i)
+		if sw.err != nil {
+			return
+		}
+	}
+	sw.raw("\n  ]")
+}
+
+func writeList[T any](sw *snapWriter, name string, items []T) {
+	sw.list(name, len(items), func(i int) { sw.encode(&items[i], 2, sw.indent != "") })
+}
+
+func (sw *snapWriter) flush() error {
+	if sw.err == nil {
+		sw.err = sw.w.Flush()
+	}
+	if sw.err != nil {
+		return fmt.Errorf("write snapshot: %w", sw.err)
+	}
+	return nil
 }
 
 // WritePlan writes p as the indented `nodetide plan -o json` document.
@@ -174,62 +378,46 @@ func normalState(s State) State {
 
 // docDecoder streams the document: lists of Kubernetes objects are decoded
 // one element at a time, so an error names its index and the document is
-// not copied.
+// never held whole.
 type docDecoder struct {
-	data []byte
-	dec  *json.Decoder
+	src *streamReader
+	dec *json.Decoder
+	tr  *Trimmer
 }
 
-// start is the offset of the next value (after separators).
-func (d *docDecoder) start() int64 {
-	off := d.dec.InputOffset()
-	for off < int64(len(d.data)) {
-		switch d.data[off] {
-		case ' ', '\t', '\r', '\n', ',', ':':
-			off++
-			continue
-		}
-		break
-	}
-	return off
-}
+// mark is the input offset the decoder has reached; the next value starts
+// after separators (see streamReader.skipSeparators).
+func (d *docDecoder) mark() int64 { return d.dec.InputOffset() }
 
-func (d *docDecoder) position(off int64) (line, col int) {
-	off = min(max(off, 0), int64(len(d.data)))
-	before := d.data[:off]
-	line = bytes.Count(before, []byte{'\n'}) + 1
-	col = int(off) - (bytes.LastIndexByte(before, '\n') + 1) + 1
-	return line, col
-}
-
-// fail turns a decoding error at offset off (where the value at path
-// starts) into a DocumentError.
-func (d *docDecoder) fail(path string, off int64, err error) error {
+// fail turns a decoding error of the value at path, decoded from mark,
+// into a DocumentError.
+func (d *docDecoder) fail(path string, mark int64, err error) error {
 	var de *DocumentError
 	if errors.As(err, &de) {
 		return err
 	}
+	off := d.src.skipSeparators(mark)
 	e := &DocumentError{Path: path, Err: err}
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		e.Line, e.Column = d.position(syn.Offset)
+		e.Line, e.Column = d.src.position(syn.Offset)
 		e.Err = errors.New(syn.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		e.Line, e.Column = d.position(int64(len(d.data)))
+		e.Line, e.Column = d.src.position(d.src.read)
 		e.Err = errors.New("unexpected end of document")
 	case errors.As(err, &typ):
 		// Inside an object the offset locates the field; for a plain value
 		// the value's own start is the clearer place to point at.
-		e.Line, e.Column = d.position(off)
+		e.Line, e.Column = d.src.position(off)
 		if typ.Field != "" {
 			e.Path = joinPath(path, typ.Field)
-			e.Line, e.Column = d.position(off + typ.Offset)
+			e.Line, e.Column = d.src.position(off + typ.Offset)
 		}
 		e.Err = fmt.Errorf("expected %s, got %s", typ.Type, typ.Value)
 	default:
-		e.Line, e.Column = d.position(off)
+		e.Line, e.Column = d.src.position(off)
 	}
 	return e
 }
@@ -242,9 +430,9 @@ func joinPath(path, key string) string {
 }
 
 func (d *docDecoder) value(path string, v any) error {
-	off := d.start()
+	mark := d.mark()
 	if err := d.dec.Decode(v); err != nil {
-		return d.fail(path, off, err)
+		return d.fail(path, mark, err)
 	}
 	return nil
 }
@@ -252,7 +440,7 @@ func (d *docDecoder) value(path string, v any) error {
 // open reads the opening delimiter of an object or array, or null
 // (reported as false: an absent list).
 func (d *docDecoder) open(path string, want json.Delim) (bool, error) {
-	off := d.start()
+	off := d.mark()
 	tok, err := d.dec.Token()
 	if err != nil {
 		return false, d.fail(path, off, err)
@@ -290,20 +478,26 @@ func describe(tok json.Token) string {
 // object reads an object whose keys must be among known, calling each for
 // its value.
 func (d *docDecoder) object(path string, known []string, each func(key, path string) error) error {
+	return d.objectKeys(path, func() []string { return known }, each)
+}
+
+// objectKeys is object with known keys that may change as the object is
+// read (a document's format decides its keys).
+func (d *docDecoder) objectKeys(path string, knownKeys func() []string, each func(key, path string) error) error {
 	ok, err := d.open(path, '{')
 	if err != nil || !ok {
 		return err
 	}
 	seen := map[string]bool{}
 	for d.dec.More() {
-		off := d.start()
+		off := d.mark()
 		tok, err := d.dec.Token()
 		if err != nil {
 			return d.fail(path, off, err)
 		}
 		key := tok.(string)
 		kp := joinPath(path, key)
-		if !slices.Contains(known, key) {
+		if known := knownKeys(); !slices.Contains(known, key) {
 			return &DocumentError{Path: kp, Err: fmt.Errorf("%w (known: %s)", ErrUnknownKey, strings.Join(known, ", "))}
 		}
 		if seen[key] {
@@ -314,7 +508,7 @@ func (d *docDecoder) object(path string, known []string, each func(key, path str
 			return err
 		}
 	}
-	off := d.start()
+	off := d.mark()
 	if _, err := d.dec.Token(); err != nil {
 		return d.fail(path, off, err)
 	}
@@ -332,7 +526,7 @@ func (d *docDecoder) array(path string, each func(i int, path string) error) err
 			return err
 		}
 	}
-	off := d.start()
+	off := d.mark()
 	if _, err := d.dec.Token(); err != nil {
 		return d.fail(path, off, err)
 	}
@@ -343,44 +537,13 @@ func (d *docDecoder) array(path string, each func(i int, path string) error) err
 // document. Kubernetes' quantity parser rounds 1e-9999999 to nano-units by
 // computing 10^9999999, which takes seconds per value (it stalled fuzzing
 // at a few executions a minute); no countable quantity comes near the bound.
+// The reader refuses such a number as it streams past (see exponentScan):
+// only a whole JSON string or number in number form counts, so a UID such
+// as "3e12345-…" does not.
 const maxExponent = 999
 
-// hugeExponent finds the first JSON string or number that is a number
-// whose exponent is beyond maxExponent (e.g. "1e-5000"), returning its
-// offset and text, or -1. Only a whole token in number form counts, so a
-// UID such as "3e12345-…" does not.
-func hugeExponent(data []byte) (int, string) {
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		var start, end int
-		switch {
-		case c == '"':
-			start = i + 1
-			end = start
-			for end < len(data) && data[end] != '"' {
-				if data[end] == '\\' {
-					end++
-				}
-				end++
-			}
-			i = end
-		case c == '-' || (c >= '0' && c <= '9'):
-			start, end = i, i
-			for end < len(data) && bytes.IndexByte([]byte("+-.eE0123456789"), data[end]) >= 0 {
-				end++
-			}
-			i = end - 1
-		default:
-			continue
-		}
-		if end > len(data) {
-			end = len(data)
-		}
-		if tok := data[start:end]; bigExponent(tok) {
-			return start, string(tok)
-		}
-	}
-	return -1, ""
+func errHugeExponent(tok string) error {
+	return fmt.Errorf("quantity %q: its exponent is beyond ±%d", tok, maxExponent)
 }
 
 // bigExponent reports whether tok is [sign]digits[.digits]e[sign]exponent
@@ -405,80 +568,77 @@ func bigExponent(tok []byte) bool {
 	return len(exp) > len(strconv.Itoa(maxExponent)) || (len(exp) == len(strconv.Itoa(maxExponent)) && string(exp) > strconv.Itoa(maxExponent))
 }
 
-// decodeList reads a list of Kubernetes objects, tolerating unknown fields.
-// The list is sized up front: a Pod is over a kilobyte, and growing a slice
-// of 150,000 of them by appending allocates several times the final size.
-func decodeList[T any](d *docDecoder, path string, out *[]T) error {
-	*out = make([]T, 0, countElements(d.data[d.start():]))
-	return d.array(path, func(i int, path string) error {
+// maxPrealloc bounds how many list elements a count in the document can
+// make the reader allocate before it has read them; maxPreallocUnknown is
+// the bound when the input's size is not known (a pipe).
+const (
+	maxPrealloc        = 1 << 20
+	maxPreallocUnknown = 1 << 14
+)
+
+// decodeObjects reads a list of Kubernetes objects, tolerating unknown
+// fields, and keeps of each what keep returns (or stops at its error). Elements are collected in
+// chunks joined once at the end (unless hint, a expected length, sizes the
+// list up front): a Pod is over a kilobyte, and growing a slice of 150,000
+// of them by appending allocates several times the final size.
+func decodeObjects[T any](d *docDecoder, path string, hint int, out *[]T, keep func(path string, v *T) (T, error)) error {
+	var list chunkList[T]
+	if hint > 0 {
+		list.cur = make([]T, 0, hint)
+	}
+	var v T
+	err := d.array(path, func(i int, path string) error {
 		var zero T
-		*out = append(*out, zero)
-		return d.value(path, &(*out)[i])
+		v = zero
+		if err := d.value(path, &v); err != nil {
+			return err
+		}
+		kept, err := keep(path, &v)
+		if err != nil {
+			return err
+		}
+		*list.add() = kept
+		return nil
 	})
+	*out = list.slice()
+	return err
 }
 
-// countElements counts the elements of the array data starts with. It is a
-// capacity hint only: malformed input is left to the decoder to report.
-func countElements(data []byte) int {
-	if len(data) == 0 || data[0] != '[' {
-		return 0
-	}
-	depth, n := 0, 0
-	inString, escaped, empty := false, false, true
-	for _, c := range data {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '"':
-			inString = true
-		case '[', '{':
-			depth++
-		case ']', '}':
-			depth--
-			if depth == 0 {
-				if empty {
-					return 0
-				}
-				return n + 1
-			}
-		case ',':
-			if depth == 1 {
-				n++
-			}
-		}
-		if depth > 1 || c != '[' {
-			empty = false
-		}
-	}
-	return 0
+// chunkList collects elements of an unknown count in chunks.
+type chunkList[T any] struct {
+	done [][]T
+	cur  []T
+	n    int
 }
 
-// readAll reads the document into one buffer, sized up front when the
-// reader knows its length (files, in-memory readers).
-func readAll(r io.Reader) ([]byte, error) {
-	size := 0
-	switch v := r.(type) {
-	case interface{ Len() int }:
-		size = v.Len()
-	case interface{ Stat() (fs.FileInfo, error) }:
-		if fi, err := v.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = int(fi.Size())
+func (c *chunkList[T]) add() *T {
+	if len(c.cur) == cap(c.cur) {
+		if c.cur != nil {
+			c.done = append(c.done, c.cur)
 		}
+		c.cur = make([]T, 0, max(64, c.n/2))
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
-	_, err := buf.ReadFrom(r)
-	return buf.Bytes(), err
+	var zero T
+	c.cur = append(c.cur, zero)
+	c.n++
+	return &c.cur[len(c.cur)-1]
+}
+
+// slice returns the elements as one slice (nil when there are none).
+func (c *chunkList[T]) slice() []T {
+	if len(c.done) == 0 {
+		if len(c.cur) == 0 {
+			return nil
+		}
+		return c.cur
+	}
+	out := make([]T, 0, c.n)
+	for _, ch := range c.done {
+		out = append(out, ch...)
+	}
+	out = append(out, c.cur...)
+	c.done, c.cur = nil, nil
+	return out
 }
 
 func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
@@ -512,7 +672,7 @@ func (d *docDecoder) template(path string, t *Template) error {
 		case "labels":
 			return d.value(path, &t.Labels)
 		case "taints":
-			return decodeList(d, path, &t.Taints)
+			return decodeObjects(d, path, 0, &t.Taints, func(_ string, t *corev1.Taint) (corev1.Taint, error) { return *t, nil })
 		case "allocatable":
 			var raw map[string]json.RawMessage
 			if err := d.value(path, &raw); err != nil {
@@ -584,7 +744,7 @@ func (d *docDecoder) state(path string, s *State) error {
 // validateSnapshot checks what JSON syntax cannot: sizes, names, instances,
 // quantities, taints. ReadSnapshot and WriteSnapshot share it, so a document
 // nodetide writes is one it reads back.
-func validateSnapshot(s *Snapshot) error {
+func validateSnapshot(s *Snapshot, podName string) error {
 	bad := func(path, format string, args ...any) error {
 		return &DocumentError{Path: path, Err: fmt.Errorf(format, args...)}
 	}
@@ -658,23 +818,65 @@ func validateSnapshot(s *Snapshot) error {
 			return err
 		}
 	}
-	type nsName struct{ ns, name string }
-	podAt := make(map[nsName]int, len(s.Pods))
+	dup, also := firstDuplicate(s.Pods)
+	// Pods of one controller share their trimmed spec: its quantities are
+	// checked once, at the first pod that has it.
+	checked := map[*corev1.Container]bool{}
 	for i := range s.Pods {
-		k := nsName{s.Pods[i].Namespace, s.Pods[i].Name}
-		p := "pods[" + strconv.Itoa(i) + "].metadata.name"
-		if k.name == "" {
-			return bad(p, "must not be empty")
+		p := &s.Pods[i]
+		if p.Name == "" {
+			return bad("pods["+strconv.Itoa(i)+"]"+podName, "must not be empty")
 		}
-		if j, dup := podAt[k]; dup {
-			return bad(p, "duplicate pod %s/%s (also pods[%d])", k.ns, k.name, j)
+		if i == dup {
+			return bad("pods["+strconv.Itoa(i)+"]"+podName, "duplicate pod %s/%s (also pods[%d])", p.Namespace, p.Name, also)
 		}
-		podAt[k] = i
-		if err := checkPodResources("pods["+strconv.Itoa(i)+"].spec", &s.Pods[i].Spec); err != nil {
+		spec := &p.Spec
+		if len(spec.Containers) > 0 {
+			if checked[&spec.Containers[0]] {
+				continue
+			}
+			checked[&spec.Containers[0]] = true
+		}
+		if err := checkPodResources("pods["+strconv.Itoa(i)+"].spec", spec); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// firstDuplicate returns the first pod (by index) whose namespace and name
+// an earlier pod has, and that earlier pod's index; -1, -1 when there is
+// none. It sorts indices rather than filling a map: a map of 150,000 names
+// would cost a plan tens of megabytes at its peak.
+func firstDuplicate(pods []corev1.Pod) (int, int) {
+	order := make([]int32, len(pods))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		pa, pb := &pods[a], &pods[b]
+		if c := strings.Compare(pa.Namespace, pb.Namespace); c != 0 {
+			return c
+		}
+		if c := strings.Compare(pa.Name, pb.Name); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	dup, also := -1, -1
+	same := func(a, b int32) bool { return pods[a].Namespace == pods[b].Namespace && pods[a].Name == pods[b].Name }
+	for k := 0; k < len(order); {
+		j := k + 1
+		for j < len(order) && same(order[k], order[j]) {
+			j++
+		}
+		// A run is in index order: its second is the first repeat.
+		if j-k > 1 && (dup < 0 || int(order[k+1]) < dup) {
+			dup, also = int(order[k+1]), int(order[k])
+		}
+		k = j
+	}
+	return dup, also
 }
 
 // checkPodResources checks every quantity of a pod the planner adds up:

@@ -10,8 +10,9 @@ import (
 )
 
 // FuzzReadSnapshot: ReadSnapshot never panics, and a snapshot it accepts
-// is one nodetide can write, whose quantities the planner can count, and
-// which reads back to the same document.
+// (in either form) is one nodetide can write, whose quantities the planner
+// can count, which reads back to the same document, and whose compact form
+// plans alike.
 func FuzzReadSnapshot(f *testing.F) {
 	seeds, _ := filepath.Glob(filepath.Join("testdata", "*", "snapshot.json"))
 	for _, p := range seeds {
@@ -20,6 +21,15 @@ func FuzzReadSnapshot(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(data)
+		s, err := ReadSnapshot(bytes.NewReader(data))
+		if err != nil {
+			f.Fatal(err)
+		}
+		var compact bytes.Buffer
+		if err := WriteCompactSnapshot(&compact, s); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(compact.Bytes())
 	}
 	f.Add([]byte(`{"capturedAt": "2026-11-30T10:00:00Z", "pods": [{"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e309"}}}]}}]}`))
 	f.Add([]byte(`{"capturedAt": "2026-11-30T10:00:00Z", "nodeGroups": [{"name": "g", "maxSize": 2, "template": {"allocatable": {"cpu": 4}}}]}`))
@@ -43,6 +53,17 @@ func FuzzReadSnapshot(f *testing.F) {
 		}
 		if !bytes.Equal(first.Bytes(), second.Bytes()) {
 			t.Fatalf("write, read, write differs:\n%s\n---\n%s", first.String(), second.String())
+		}
+		var compact bytes.Buffer
+		if err := WriteCompactSnapshot(&compact, s); err != nil {
+			t.Fatalf("accepted snapshot cannot be written compact: %v", err)
+		}
+		fromCompact, err := ReadSnapshot(bytes.NewReader(compact.Bytes()))
+		if err != nil {
+			t.Fatalf("compact form does not read back: %v\n%s", err, compact.String())
+		}
+		if got, want := planJSON(t, fromCompact, DefaultSettings()), planJSON(t, s, DefaultSettings()); got != want {
+			t.Fatalf("compact form plans differently:\n--- got\n%s\n--- want\n%s", got, want)
 		}
 	})
 }

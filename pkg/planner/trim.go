@@ -76,6 +76,13 @@ func (t *Trimmer) strMap(m map[string]string, keep func(string) bool) map[string
 
 // Pod returns p with only what the planner reads.
 func (t *Trimmer) Pod(p *corev1.Pod) corev1.Pod {
+	out, _ := t.pod(p)
+	return out
+}
+
+// pod is Pod, also returning the shape the trimmed pod shares with the
+// other pods of its controller (a pod of no controller has its own).
+func (t *Trimmer) pod(p *corev1.Pod) (corev1.Pod, *podShape) {
 	out := corev1.Pod{TypeMeta: p.TypeMeta}
 	out.Name = p.Name
 	out.Namespace = t.str(p.Namespace)
@@ -110,19 +117,27 @@ func (t *Trimmer) Pod(p *corev1.Pod) corev1.Pod {
 
 	out.Status.Phase = p.Status.Phase
 	out.Status.NominatedNodeName = t.str(p.Status.NominatedNodeName)
-	if p.Spec.NodeName == "" {
-		// Only an unbound pod's scheduling condition is read.
-		for i := range p.Status.Conditions {
-			if c := p.Status.Conditions[i]; c.Type == corev1.PodScheduled {
-				out.Status.Conditions = []corev1.PodCondition{{
-					Type: c.Type, Status: c.Status, Reason: t.str(c.Reason),
-					LastTransitionTime: c.LastTransitionTime,
-				}}
-				break
-			}
+	if c := scheduledCondition(p); c != nil {
+		out.Status.Conditions = []corev1.PodCondition{{
+			Type: c.Type, Status: c.Status, Reason: t.str(c.Reason),
+			LastTransitionTime: c.LastTransitionTime,
+		}}
+	}
+	return out, prev
+}
+
+// scheduledCondition is the PodScheduled condition of an unbound pod: only
+// an unbound pod's scheduling condition is read.
+func scheduledCondition(p *corev1.Pod) *corev1.PodCondition {
+	if p.Spec.NodeName != "" {
+		return nil
+	}
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.PodScheduled {
+			return c
 		}
 	}
-	return out
+	return nil
 }
 
 // matches reports whether p's kept fields equal the shape's, so p can share

@@ -2,6 +2,12 @@
 // node groups, plus Settings and the current instant, in; a Plan, carrying the
 // next State, out. It does no I/O and reads no clock, so every decision can be
 // replayed from a recorded snapshot (`nodetide plan --snapshot`).
+//
+// A snapshot's JSON document comes in two forms, both read by ReadSnapshot,
+// a value at a time from the stream: the full form (WriteSnapshot), with
+// nodes, pods and PDBs as the API serves them, and the compact form
+// (WriteCompactSnapshot, FormatCompact), with only what the planner reads
+// and what the pods of one controller share written once.
 package planner
 
 import (

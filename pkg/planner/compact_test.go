@@ -1,0 +1,335 @@
+package planner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func writeForm(t testing.TB, s Snapshot, compact bool) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	write := WriteSnapshot
+	if compact {
+		write = WriteCompactSnapshot
+	}
+	if err := write(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func readDoc(t testing.TB, doc []byte) Snapshot {
+	t.Helper()
+	s, err := ReadSnapshot(bytes.NewReader(doc))
+	if err != nil {
+		t.Fatalf("%v\n%.2000s", err, doc)
+	}
+	return s
+}
+
+func goldenSnapshots(t *testing.T) map[string]Snapshot {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", "*", "snapshot.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no golden snapshots: %v", err)
+	}
+	out := map[string]Snapshot{}
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[path] = readDoc(t, data)
+	}
+	return out
+}
+
+// TestFormsGiveTheSamePlan: the full and the compact form of one cluster
+// plan byte for byte alike, and alike to the cluster they were written
+// from, for every golden fixture, random snapshots (which use every rule
+// the planner has) and a synthetic cluster; the compact form reads back to
+// the same document.
+func TestFormsGiveTheSamePlan(t *testing.T) {
+	check := func(name string, s Snapshot, set Settings) {
+		t.Helper()
+		want := planJSON(t, s, set)
+		full := readDoc(t, writeForm(t, s, false))
+		compactDoc := writeForm(t, s, true)
+		compact := readDoc(t, compactDoc)
+		if got := planJSON(t, full, set); got != want {
+			t.Fatalf("%s: plan from the full form differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+		}
+		if got := planJSON(t, compact, set); got != want {
+			t.Fatalf("%s: plan from the compact form differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+		}
+		if again := writeForm(t, compact, true); !bytes.Equal(again, compactDoc) {
+			t.Fatalf("%s: compact write, read, write differs:\n%s\n---\n%s", name, compactDoc, again)
+		}
+	}
+	for path, s := range goldenSnapshots(t) {
+		check(path, s, DefaultSettings())
+	}
+	r := rand.New(rand.NewPCG(3, 5))
+	for i := range 300 {
+		s, set := randomSnapshot(r)
+		check(fmt.Sprint("random snapshot ", i), s, set)
+	}
+	check("synthetic cluster", syntheticCluster(60, 30, 0.05, 9), DefaultSettings())
+}
+
+// TestWriteSnapshotUnchanged: the streamed full form is byte for byte the
+// document nodetide wrote as one indented value, so recorded snapshots and
+// fixtures keep their shape.
+func TestWriteSnapshotUnchanged(t *testing.T) {
+	snaps := goldenSnapshots(t)
+	snaps["synthetic"] = syntheticCluster(20, 10, 0.1, 4)
+	snaps["empty"] = Snapshot{CapturedAt: t0}
+	for name, s := range snaps {
+		old := s
+		old.CapturedAt = s.CapturedAt.UTC()
+		old.NodeGroups = normalGroups(s.NodeGroups)
+		old.Nodes, old.Pods, old.PodDisruptionBudgets = orEmpty(s.Nodes), orEmpty(s.Pods), orEmpty(s.PodDisruptionBudgets)
+		old.State = normalState(s.State)
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(old); err != nil {
+			t.Fatal(err)
+		}
+		if got := writeForm(t, s, false); !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("%s: streamed full form differs:\n%s\n--- want\n%s", name, got, want.String())
+		}
+	}
+}
+
+// TestCompactSharesShapes: pods of one controller are written as one shape,
+// and the compact form of a synthetic cluster is a fraction of the full one.
+func TestCompactSharesShapes(t *testing.T) {
+	s := syntheticCluster(50, 30, 0.05, 1)
+	compact := writeForm(t, s, true)
+	var doc struct {
+		Counts    compactCounts     `json:"counts"`
+		PodShapes []json.RawMessage `json:"podShapes"`
+	}
+	if err := json.Unmarshal(compact, &doc); err != nil {
+		t.Fatal(err)
+	}
+	// 81 workloads and 2 DaemonSets (whose pods' node affinity differs only
+	// in the node they are pinned to), a few bare and local-storage pods.
+	if doc.Counts.Pods != len(s.Pods) || len(doc.PodShapes) != doc.Counts.PodShapes || doc.Counts.PodShapes > 81+2+len(s.Pods)/50 {
+		t.Errorf("counts %+v for %d pods, %d shapes: pods of one controller do not share a shape", doc.Counts, len(s.Pods), len(doc.PodShapes))
+	}
+	full := writeForm(t, s, false)
+	if len(compact)*3 > len(full) {
+		t.Errorf("compact form is %d bytes, full %d: want under a third", len(compact), len(full))
+	}
+}
+
+func TestReadCompactErrors(t *testing.T) {
+	const head = `{"format": "nodetide.io/snapshot-compact/v1", "capturedAt": "2026-11-30T10:00:00Z"`
+	const shape = `{"labels": {"app": "a"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}`
+	doc := func(rest string) string { return head + rest + "}" }
+	pods := func(ps ...string) string {
+		return `, "podShapes": [` + shape + `], "pods": [` + strings.Join(ps, ",\n") + `]`
+	}
+	const ok = `{"name": "ok", "namespace": "d", "shape": 0}`
+	cases := []struct{ name, doc, want string }{
+		{"unknown format", `{"format": "nodetide.io/snapshot-compact/v9"}`, `format (line 1:12): unknown format "nodetide.io/snapshot-compact/v9" (this build reads nodetide.io/snapshot-full/v1 and nodetide.io/snapshot-compact/v1)`},
+		{"null format", `{"format": null}`, `format (line 1:12): unknown format ""`},
+		{"format not first", `{"capturedAt": "2026-11-30T10:00:00Z", "format": "nodetide.io/snapshot-compact/v1"}`, "format: must be the document's first key"},
+		{"compact key in the full form", `{"capturedAt": "2026-11-30T10:00:00Z", "podShapes": []}`, "podShapes: unknown key (known: format, capturedAt, nodeGroups, nodes, pods, podDisruptionBudgets, state)"},
+		{"unknown top-level key", doc(`, "shapes": []`), "shapes: unknown key (known: format, capturedAt, counts, nodeGroups, state, nodes, podDisruptionBudgets, podShapes, pods)"},
+		{"unknown pod key", doc(pods(ok, `{"name": "b", "shape": 0, "node": "n1"}`)), "pods[1].node (line 2:27): unknown key (known: name, namespace, uid, shape, nodeName"},
+		{"duplicate pod key", doc(pods(`{"name": "b", "shape": 0, "name": "c"}`)), "pods[0].name (line 1:246): duplicate key"},
+		{"missing shape", doc(pods(`{"name": "b"}`)), "pods[0].shape: missing"},
+		{"shape out of range", doc(pods(ok, `{"name": "b", "shape": 1}`)), "pods[1].shape: no podShapes[1]: 1 shapes come before the pods"},
+		{"pods before shapes", doc(`, "pods": [` + ok + `], "podShapes": [` + shape + `]`), "pods[0].shape: no podShapes[0]: 0 shapes come before the pods (podShapes must come first)"},
+		{"shape as a string", doc(pods(`{"name": "b", "shape": "0"}`)), "pods[0].shape (line 1:243): expected a non-negative integer, got a string"},
+		{"negative shape", doc(pods(`{"name": "b", "shape": -1}`)), "pods[0].shape (line 1:243): expected a non-negative integer, got -1"},
+		{"fractional shape", doc(pods(`{"name": "b", "shape": 0.5}`)), "expected a non-negative integer, got 0.5"},
+		{"name as a number", doc(pods(`{"name": 5, "shape": 0}`)), "pods[0].name (line 1:229): expected a string, got a number"},
+		{"bad time", doc(pods(`{"name": "b", "shape": 0, "creationTimestamp": "yesterday"}`)), `pods[0].creationTimestamp (line 1:267): bad time "yesterday"`},
+		{"pod not an object", doc(pods(`["b", 0]`)), "pods[0] (line 1:220): expected an object, got an array"},
+		{"null pod", doc(pods(`null`)), "pods[0] (line 1:220): expected an object, got null"},
+		{"unknown scheduled key", doc(pods(`{"name": "b", "shape": 0, "scheduled": {"status": "False", "why": "x"}}`)), "pods[0].scheduled.why (line 1:279): unknown key (known: status, reason, lastTransitionTime)"},
+		{"duplicate pod", doc(pods(ok, ok)), "pods[1].name: duplicate pod d/ok (also pods[0])"},
+		{"empty pod name", doc(pods(`{"shape": 0}`)), "pods[0].name: must not be empty"},
+		{"unknown shape key", doc(`, "podShapes": [{"labelz": {}}]`), "podShapes[0].labelz: unknown key (known: labels, annotations, ownerReferences, spec)"},
+		{"bad quantity in a shape", doc(`, "podShapes": [` + shape + `, {"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "-1"}}}]}}]`), "podShapes[1].spec.containers[0].resources.limits.cpu: must not be negative"},
+		{"node name in a shape", doc(`, "podShapes": [{"spec": {"nodeName": "n1"}}]`), "podShapes[0].spec.nodeName: belongs to each pod"},
+		{"huge exponent in a shape", doc(`, "podShapes": [{"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e-9999999"}}}]}}]`), `line 1:173: quantity "1e-9999999": its exponent is beyond ±999`},
+		{"counts disagree", doc(`, "counts": {"nodes": 0, "podShapes": 1, "pods": 2, "podDisruptionBudgets": 0}` + pods(ok)), "counts.pods: says 2, but the document has 1"},
+		{"negative count", doc(`, "counts": {"pods": -1}`), "counts.pods: must not be negative (got -1)"},
+		{"unknown count", doc(`, "counts": {"shapes": 1}`), "counts.shapes: unknown key"},
+		{"trailing data", doc(pods(ok)) + ` {}`, "unexpected data after the document"},
+		{"truncated", head + pods(ok)[:40], "unexpected end of document"},
+		{"truncated in a pod", doc(pods(ok, ok))[:279], "pods[1] (line 2:15): unexpected end of document"},
+		{"truncated in a pod's string", doc(pods(ok, ok))[:285], "pods[1] (line 2:21): unexpected end of document"},
+		{"truncated after the pods", doc(pods(ok))[:264], "line 1:265: unexpected end of document"},
+		{"keys after pods", doc(pods(ok) + `, "counts": {}`), "line 1:265: more keys after pods: pods must be the compact form's last key"},
+		{"pinned to nothing", doc(pods(`{"name": "b", "shape": 0, "pinnedNode": "n1"}`)), `pods[0].pinnedNode: podShapes[0] has no required node affinity`},
+		{"node with a bad quantity", doc(`, "nodes": [{"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e309"}}}]`), "nodes[0].status.allocatable.cpu: is too large"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadSnapshot(strings.NewReader(tc.doc))
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q\nwant it to contain %q", err, tc.want)
+			}
+			var de *DocumentError
+			if !errors.As(err, &de) {
+				t.Errorf("error %T is not a *DocumentError", err)
+			}
+		})
+	}
+}
+
+// TestReadSnapshotInSmallReads: the same document read a byte at a time
+// (numbers and strings split across reads) gives the same snapshot and the
+// same errors, positions included.
+func TestReadSnapshotInSmallReads(t *testing.T) {
+	s := syntheticCluster(10, 10, 0.2, 2)
+	for _, compact := range []bool{false, true} {
+		doc := writeForm(t, s, compact)
+		got, err := ReadSnapshot(iotest.OneByteReader(bytes.NewReader(doc)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if planJSON(t, got, DefaultSettings()) != planJSON(t, readDoc(t, doc), DefaultSettings()) {
+			t.Errorf("compact %v: byte-at-a-time read plans differently", compact)
+		}
+	}
+	bad := "{\"capturedAt\": \"2026-11-30T10:00:00Z\",\n \"pods\": [{\"metadata\": {\"name\": \"p\"}, \"spec\": {\"containers\": [{\"resources\": {\"requests\": {\"cpu\": 1e-99999}}}]}}]}"
+	for _, r := range []io.Reader{strings.NewReader(bad), iotest.OneByteReader(strings.NewReader(bad)), iotest.HalfReader(strings.NewReader(bad))} {
+		_, err := ReadSnapshot(r)
+		if err == nil || !strings.Contains(err.Error(), `line 2:98: quantity "1e-99999"`) {
+			t.Errorf("error %v, want the huge exponent at line 2:98", err)
+		}
+	}
+}
+
+// maxReadReader records the largest read asked of it.
+type maxReadReader struct {
+	r   io.Reader
+	max int
+}
+
+func (m *maxReadReader) Read(p []byte) (int, error) {
+	m.max = max(m.max, len(p))
+	return m.r.Read(p)
+}
+
+// TestReadSnapshotStreams: the reader never asks for the document in one
+// buffer: its reads stay small however large the document is.
+func TestReadSnapshotStreams(t *testing.T) {
+	s := syntheticCluster(200, 30, 0.05, 3)
+	for _, compact := range []bool{false, true} {
+		doc := writeForm(t, s, compact)
+		m := &maxReadReader{r: bytes.NewReader(doc)}
+		if _, err := ReadSnapshot(m); err != nil {
+			t.Fatal(err)
+		}
+		if m.max > 64<<10 || m.max*10 > len(doc) {
+			t.Errorf("compact %v: a read of %d bytes for a document of %d", compact, m.max, len(doc))
+		}
+	}
+}
+
+func TestFirstDuplicate(t *testing.T) {
+	mk := func(keys ...string) []corev1.Pod {
+		var out []corev1.Pod
+		for _, k := range keys {
+			ns, name, _ := strings.Cut(k, "/")
+			out = append(out, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+		}
+		return out
+	}
+	cases := []struct {
+		pods      []corev1.Pod
+		dup, also int
+	}{
+		{mk(), -1, -1},
+		{mk("a/x", "b/x", "a/y"), -1, -1},
+		{mk("a/x", "a/y", "a/x"), 2, 0},
+		{mk("b/z", "a/x", "b/z", "a/x", "a/x"), 2, 0},
+		{mk("a/y", "a/x", "a/y", "a/x"), 2, 0},
+		{mk("a/q", "a/x", "a/x", "a/q"), 2, 1},
+	}
+	for i, c := range cases {
+		if dup, also := firstDuplicate(c.pods); dup != c.dup || also != c.also {
+			t.Errorf("case %d: got %d (also %d), want %d (also %d)", i, dup, also, c.dup, c.also)
+		}
+	}
+	// 100,000 pods of one name take no quadratic time.
+	same := make([]corev1.Pod, 100000)
+	for i := range same {
+		same[i].Name = "p"
+	}
+	if dup, also := firstDuplicate(same); dup != 1 || also != 0 {
+		t.Errorf("got %d (also %d), want 1 (also 0)", dup, also)
+	}
+}
+
+// TestReadFullFormWithFormat: the full form may name itself.
+func TestReadFullFormWithFormat(t *testing.T) {
+	s := syntheticCluster(5, 10, 0.2, 6)
+	doc := writeForm(t, s, false)
+	named := append([]byte(`{"format": "`+FormatFull+`",`), bytes.TrimPrefix(doc, []byte("{"))...)
+	if got, want := planJSON(t, readDoc(t, named), DefaultSettings()), planJSON(t, readDoc(t, doc), DefaultSettings()); got != want {
+		t.Errorf("a full form that names itself plans differently:\n%s\n---\n%s", got, want)
+	}
+}
+
+// TestCountsCannotMakeReadingAllocate: a small document claiming a million
+// pods does not make the reader allocate for them.
+func TestCountsCannotMakeReadingAllocate(t *testing.T) {
+	doc := `{"format": "nodetide.io/snapshot-compact/v1", "capturedAt": "2026-11-30T10:00:00Z",
+	  "counts": {"nodes": 1000000, "podShapes": 1000000, "pods": 1000000, "podDisruptionBudgets": 1000000}, "pods": []}`
+	for _, r := range []io.Reader{strings.NewReader(doc), iotest.HalfReader(strings.NewReader(doc))} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := ReadSnapshot(r)
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), "counts.nodes: says 1000000, but the document has 0") {
+			t.Errorf("error %v, want the counts refused", err)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 40<<20 {
+			t.Errorf("reading allocated %d MB", alloc>>20)
+		}
+	}
+}
+
+// TestReadCompactFromAPipe: read from a reader of unknown size, the pods
+// list grows towards what counts says and ends exactly that long, and the
+// plan is the same.
+func TestReadCompactFromAPipe(t *testing.T) {
+	s := syntheticCluster(600, 30, 0.05, 8)
+	doc := writeForm(t, s, true)
+	fromPipe, err := ReadSnapshot(struct{ io.Reader }{bytes.NewReader(doc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fromPipe.Pods) <= maxPreallocUnknown || cap(fromPipe.Pods) != len(fromPipe.Pods) {
+		t.Errorf("%d pods in a list of capacity %d: want more than %d, sized exactly", len(fromPipe.Pods), cap(fromPipe.Pods), maxPreallocUnknown)
+	}
+	if planJSON(t, fromPipe, DefaultSettings()) != planJSON(t, readDoc(t, doc), DefaultSettings()) {
+		t.Error("read from a pipe, the snapshot plans differently")
+	}
+}

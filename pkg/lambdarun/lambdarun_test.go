@@ -66,3 +66,27 @@ func TestStart(t *testing.T) {
 		})
 	}
 }
+
+func TestMemoryLimit(t *testing.T) {
+	tests := []struct {
+		name   string
+		env    map[string]string
+		want   int64
+		wantOK bool
+	}{
+		{name: "512 MB function", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, want: 483183820, wantOK: true},
+		{name: "128 MB function", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}, want: 120795955, wantOK: true},
+		{name: "GOMEMLIMIT set wins", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "GOMEMLIMIT": "300MiB"}},
+		{name: "not on Lambda", env: map[string]string{}},
+		{name: "not a number", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}},
+		{name: "zero", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := lambdarun.MemoryLimit(func(k string) string { return tc.env[k] })
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("MemoryLimit = %d, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}

@@ -184,7 +184,18 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 
 	rows := summarizeRows(samples, o.Memories, o.Net)
 	m := newMeta(o, p, b.Drains, time.Since(began))
-	if err := writeOut(o.Out, func(w io.Writer) error { return writeMarkdown(w, m, rows) }); err != nil {
+	// The read path's scale section (-scale) is carried over.
+	old, _ := os.ReadFile(o.Out)
+	if err := writeOut(o.Out, func(w io.Writer) error {
+		if err := writeMarkdown(w, m, rows); err != nil {
+			return err
+		}
+		if sec := scaleSection(string(old)); sec != "" {
+			_, err := io.WriteString(w, "\n"+sec)
+			return err
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	log.Info("done", "wrote", o.Out, "took", time.Since(began).Round(time.Second))

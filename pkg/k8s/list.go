@@ -146,7 +146,9 @@ func listPages[T any](ctx context.Context, pageSize int64, k *kind[T], t *planne
 			if meta.RemainingItemCount != nil && *meta.RemainingItemCount > 0 {
 				size += int(*meta.RemainingItemCount)
 			}
-			all = make([]T, 0, size)
+			// A little room to spare: a Reader adds the objects created
+			// later in place instead of copying the whole slice.
+			all = make([]T, 0, size+size/16)
 		}
 		for i := range page {
 			all = append(all, k.keep(t, &page[i]))

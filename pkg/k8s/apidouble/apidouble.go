@@ -40,8 +40,8 @@ import (
 // Shape is the generated cluster.
 type Shape struct {
 	Nodes, Pods int
-	// PodsPerApp is the replicas of each Deployment (default 20); one PDB
-	// per Deployment.
+	// PodsPerApp is the replicas of each Deployment (default 20); every
+	// third Deployment has a PodDisruptionBudget.
 	PodsPerApp int
 	Seed       uint64
 }
@@ -97,7 +97,7 @@ func Start(shape Shape) (*Server, error) {
 		s.rv++
 		s.objs[kindNode] = append(s.objs[kindNode], rec{name: fmt.Sprintf("node-%05d", i), node: i, rv: s.rv})
 	}
-	apps := (shape.Pods + shape.PodsPerApp - 1) / shape.PodsPerApp
+	apps := apps(shape)
 	for i := range shape.Pods {
 		app := i / shape.PodsPerApp
 		s.rv++
@@ -106,7 +106,7 @@ func Start(shape Shape) (*Server, error) {
 			app: app, node: s.rng.IntN(max(shape.Nodes, 1)), rv: s.rv,
 		})
 	}
-	for a := range apps {
+	for a := 0; a < apps; a += 3 {
 		s.rv++
 		s.objs[kindPDB] = append(s.objs[kindPDB], rec{ns: fmt.Sprintf("team-%03d", a%50), name: fmt.Sprintf("app-%05d", a), app: a, rv: s.rv})
 	}
@@ -140,6 +140,8 @@ func (s *Server) Close() error {
 	return s.srv.Shutdown(ctx)
 }
 
+func apps(shape Shape) int { return (shape.Pods + shape.PodsPerApp - 1) / shape.PodsPerApp }
+
 func byKey(a, b rec) int {
 	return strings.Compare(a.ns+"/"+a.name, b.ns+"/"+b.name)
 }
@@ -159,7 +161,7 @@ func (s *Server) Churn(n int) {
 			s.objs[kindPod] = slices.Delete(pods, j, j+1)
 		case 1:
 			s.next++
-			app := s.rng.IntN(max(len(s.objs[kindPDB]), 1))
+			app := s.rng.IntN(max(apps(s.shape), 1))
 			r := rec{ns: fmt.Sprintf("team-%03d", app%50), name: fmt.Sprintf("app-%05d-new-%06d", app, s.next),
 				app: app, node: s.rng.IntN(max(s.shape.Nodes, 1))}
 			j, _ := slices.BinarySearchFunc(pods, r, byKey)

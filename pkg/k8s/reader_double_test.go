@@ -1,8 +1,10 @@
 package k8s
 
 import (
+	"net/http"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
@@ -34,40 +36,77 @@ func startDouble(t testing.TB, shape apidouble.Shape) *apidouble.Server {
 }
 
 // Against the double: a warm reader that catches up with churn holds what a
-// fresh list reads, in JSON and protobuf; a forgotten history lists afresh.
+// fresh list reads, over JSON, over protobuf, and asking for protobuf from a
+// server that answers JSON; a forgotten history lists afresh.
 func TestReaderCatchUpMatchesList(t *testing.T) {
-	for _, protobuf := range []bool{false, true} {
-		s := startDouble(t, apidouble.Shape{Nodes: 30, Pods: 900, Seed: 1})
-		client := doubleClient(t, s, protobuf)
-		r := NewReader(client, nil, WithPageSize(100))
-		if _, _, err := r.Read(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		for round := range 3 {
-			s.Churn(60)
-			if round == 2 {
-				s.Forget()
-				s.Churn(3)
+	tests := []struct {
+		name               string
+		protobuf, jsonOnly bool
+		wantContentType    string
+	}{
+		{name: "json", wantContentType: "application/json"},
+		{name: "protobuf", protobuf: true, wantContentType: Protobuf},
+		{name: "protobuf asked, json served", protobuf: true, jsonOnly: true, wantContentType: "application/json"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startDouble(t, apidouble.Shape{Nodes: 30, Pods: 900, Seed: 1, JSONOnly: tc.jsonOnly})
+			var mu sync.Mutex
+			types := map[string]bool{}
+			cfg := s.Config()
+			if tc.protobuf {
+				cfg = ReadConfig(cfg)
+			} else {
+				cfg.ContentType = "application/json"
 			}
-			got, st, err := r.Read(t.Context())
+			cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+				return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					resp, err := rt.RoundTrip(r)
+					if err == nil {
+						mu.Lock()
+						types[resp.Header.Get("Content-Type")] = true
+						mu.Unlock()
+					}
+					return resp, err
+				})
+			}
+			client, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := List(t.Context(), client, WithPageSize(100))
-			if err != nil {
+			r := NewReader(client, nil, WithPageSize(100))
+			if _, _, err := r.Read(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("protobuf %v round %d: caught-up read differs from a fresh list (%d/%d pods)", protobuf, round, len(got.Pods), len(want.Pods))
+			for round := range 3 {
+				s.Churn(60)
+				if round == 2 {
+					s.Forget()
+					s.Churn(3)
+				}
+				got, st, err := r.Read(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := List(t.Context(), client, WithPageSize(100))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("round %d: caught-up read differs from a fresh list (%d/%d pods)", round, len(got.Pods), len(want.Pods))
+				}
+				wantListed := []string(nil)
+				if round == 2 {
+					wantListed = []string{"nodes", "pods", "poddisruptionbudgets"}
+				}
+				if !slices.Equal(st.Listed, wantListed) {
+					t.Errorf("round %d: listed %v, want %v", round, st.Listed, wantListed)
+				}
 			}
-			wantListed := []string(nil)
-			if round == 2 {
-				wantListed = []string{"nodes", "pods", "poddisruptionbudgets"}
+			if len(types) != 1 || !types[tc.wantContentType] {
+				t.Errorf("served %v, want only %s", types, tc.wantContentType)
 			}
-			if !slices.Equal(st.Listed, wantListed) {
-				t.Errorf("protobuf %v round %d: listed %v, want %v", protobuf, round, st.Listed, wantListed)
-			}
-		}
+		})
 	}
 }
 

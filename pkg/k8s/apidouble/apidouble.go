@@ -44,6 +44,9 @@ type Shape struct {
 	// third Deployment has a PodDisruptionBudget.
 	PodsPerApp int
 	Seed       uint64
+	// JSONOnly answers in JSON whatever the client asks, as a server (or
+	// proxy) without protobuf does.
+	JSONOnly bool
 }
 
 type kindName int
@@ -215,7 +218,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	info := negotiate(r)
+	info := negotiate(r, s.shape.JSONOnly)
 	q := r.URL.Query()
 	if q.Get("watch") == "true" {
 		s.watch(w, r, k, info)
@@ -224,9 +227,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.list(w, q, k, info)
 }
 
-func negotiate(r *http.Request) runtime.SerializerInfo {
+func negotiate(r *http.Request, jsonOnly bool) runtime.SerializerInfo {
 	want := "application/json"
-	if strings.Contains(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf") {
+	if !jsonOnly && strings.Contains(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf") {
 		want = "application/vnd.kubernetes.protobuf"
 	}
 	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), want)

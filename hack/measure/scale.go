@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,9 +181,7 @@ func measureScale(ctx context.Context, nodes int, o scaleOptions) ([]readSample,
 // scaleChild reads and plans each time a line arrives on stdin and reports
 // one JSON line per read on stdout.
 func scaleChild(url string) error {
-	if limit, ok := lambdarun.MemoryLimit(os.Getenv); ok {
-		debug.SetMemoryLimit(limit)
-	}
+	lambdarun.TuneGC(os.Getenv) // as the function's start-up does
 	client, err := kubernetes.NewForConfig(k8s.ReadConfig(&rest.Config{Host: url, QPS: -1}))
 	if err != nil {
 		return err
@@ -294,8 +291,8 @@ func scaleMarkdown(o scaleOptions, rows []string) string {
 	fmt.Fprintf(&b, "A loopback API server double (`pkg/k8s/apidouble`) serves a generated cluster: N nodes and %d pods per node "+
 		"(Deployments of 20, every third with a PodDisruptionBudget), shaped like real API-server output (managedFields, env, "+
 		"container statuses, labels and annotations; about 4 KB of JSON per pod). A child process runs what evaluate runs "+
-		"for a snapshot — `k8s.Reader` over protobuf, then `planner.Decide` — with `GOMEMLIMIT` set from a %d MB "+
-		"function as the Lambda start-up sets it. The cold read lists everything in pages of 500, trimming each page as "+
+		"for a snapshot — `k8s.Reader` over protobuf, then `planner.Decide` — with the garbage collector tuned as the Lambda start-up tunes it "+
+		"(`GOMEMLIMIT` from a %d MB function, `GOGC=50`). The cold read lists everything in pages of 500, trimming each page as "+
 		"it arrives; each warm read follows %d pod changes (a third deleted, created, updated) and one node and PDB "+
 		"update, and catches up by watch. **read wall** and **read CPU** are the read's (the child's user + system time); "+
 		"**plan CPU** is `planner.Decide`'s on the result; **peak RSS** the child's "+

@@ -28,9 +28,8 @@ type Build func(ctx context.Context, cfg *config.Config, a *setup.AWS, log *slog
 // serves invocations until the runtime stops the process.
 func Run(name string, build Build) {
 	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", name)
-	if limit, ok := MemoryLimit(os.Getenv); ok {
-		debug.SetMemoryLimit(limit)
-		log.Info("memory limit", "bytes", limit)
+	if limit, percent := TuneGC(os.Getenv); limit > 0 || percent > 0 {
+		log.Info("garbage collector", "memoryLimitBytes", limit, "gcPercent", percent)
 	}
 	h, err := Start(context.Background(), os.Getenv, build, log)
 	if err != nil {
@@ -50,6 +49,27 @@ func Start(ctx context.Context, getenv func(string) string, build Build, log *sl
 		return nil, err
 	}
 	return build(ctx, cfg, a, log)
+}
+
+// gcPercent lets the heap grow to 1.5× what a collection left live instead
+// of Go's default 2×: a large read's peak RSS (pods kept between invocations
+// plus the garbage of the pages being read) is what sizes the function, and
+// the extra collections cost little next to decoding.
+const gcPercent = 50
+
+// TuneGC sets the Go runtime's memory limit (MemoryLimit) and, unless GOGC is
+// set, its GC percentage to gcPercent. It returns what it set (0 for
+// unchanged).
+func TuneGC(getenv func(string) string) (limit int64, percent int) {
+	if l, ok := MemoryLimit(getenv); ok {
+		debug.SetMemoryLimit(l)
+		limit = l
+	}
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+		percent = gcPercent
+	}
+	return limit, percent
 }
 
 // memoryShare is the part of the function's memory the Go heap may grow to

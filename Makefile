@@ -65,10 +65,11 @@ vet:
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod / go.sum are not tidy: run go mod tidy"; exit 1; }
 
-## bench: planner and config benchmarks (speed and memory goals), then the snapshot file on one core:
-##   a 5,000-node, 150,000-pod snapshot read in each form and planned by the CLI (writes about 2 GB to TMPDIR)
+## bench: planner, config and read-path benchmarks (speed and memory goals), then the snapshot file on
+##   one core: a 5,000-node, 150,000-pod snapshot read in each form and planned by the CLI (writes about
+##   2 GB to TMPDIR)
 bench:
-	$(GO) test -run '^$$' -skip '^BenchmarkSnapshotFile$$' -bench . -benchmem -benchtime 3x ./pkg/planner/ ./pkg/config/
+	$(GO) test -run '^$$' -skip '^BenchmarkSnapshotFile$$' -bench . -benchmem -benchtime 3x ./pkg/planner/ ./pkg/config/ ./pkg/k8s/
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench '^BenchmarkSnapshotFile$$' -benchmem -benchtime 1x -cpu 1 -timeout 30m ./pkg/planner/
 
 ## demo: the evaluate cycle on a local control plane, step by step
@@ -77,10 +78,13 @@ demo: testbed node-deps
 
 ## measure: size the three functions from measured runs on the local test bed (a realistic cluster; the
 ##   functions under the Lambda RIE) and write infra/measurements.md; a few minutes. MEASURE_ARGS adds
-##   options, e.g. MEASURE_ARGS="-nodes 400 -pods 8000" (go run ./hack/measure -h lists them)
+##   options, e.g. MEASURE_ARGS="-nodes 400 -pods 8000" (go run ./hack/measure -h lists them). Then
+##   evaluate's read path at 1,000 and 5,000 nodes against an API server double (MEASURE_SCALE)
 MEASURE_ARGS ?=
+MEASURE_SCALE ?= 1000,5000
 measure: testbed node-deps
 	$(GO) run ./hack/measure $(MEASURE_ARGS)
+	$(GO) run ./hack/measure -scale $(MEASURE_SCALE)
 
 ## synth: the CloudFormation template (infra/cdk.out) from CONFIG (default: NODETIDE_CONFIG_FILE, else
 ##   nodetide.example.yaml); needs no AWS credentials. CDK_ARGS adds cdk options, e.g. -c subnetIds=a,b

@@ -43,6 +43,8 @@ type options struct {
 	Memories   []int
 	Net        network
 	MemoryList string
+	// Scale, when set, measures only the read path at these scales.
+	Scale scaleOptions
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -72,8 +74,23 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var mbps float64
 	fs.Float64Var(&mbps, "bandwidth", 25, "assumed Kubernetes API throughput on AWS, MB/s")
 	fs.DurationVar(&o.Net.InitCalls, "init-calls", 100*time.Millisecond, "assumed time of the start-up's AWS calls on Lambda")
+	var scales string
+	fs.StringVar(&scales, "scale", "", "measure only evaluate's read path against an API server double at these node counts (30 pods per node), e.g. 1000,5000; writes the scale section of -out")
+	fs.IntVar(&o.Scale.Ticks, "scale-ticks", 5, "warm reads after the cold one, with -scale")
+	fs.IntVar(&o.Scale.Churn, "scale-churn", 300, "pod changes before each warm read, with -scale")
+	fs.IntVar(&o.Scale.MemoryMB, "scale-memory", 512, "evaluate's memory (MB) for GOMEMLIMIT, with -scale")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	o.Scale.Out = o.Out
+	if scales != "" {
+		var err error
+		if o.Scale.Scales, err = parseScales(scales); err != nil {
+			return o, fmt.Errorf("-scale: %w", err)
+		}
+		if o.Scale.Ticks < 1 || o.Scale.Churn < 0 || o.Scale.MemoryMB < 128 {
+			return o, errors.New("-scale-ticks must be at least 1, -scale-churn at least 0, -scale-memory at least 128")
+		}
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -100,6 +117,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if len(os.Args) == 3 && os.Args[1] == scaleChildArg {
+		if err := scaleChild(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "measure: read-path child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -109,7 +133,11 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, o, log)
+	if o.Scale.Scales != nil {
+		err = runScale(ctx, o.Scale, log)
+	} else {
+		err = run(ctx, o, log)
+	}
 	stop()
 	if err != nil {
 		log.Error("measure failed", "error", err)

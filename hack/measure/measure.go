@@ -175,10 +175,18 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 
 	rows := summarizeRows(samples, o.Memories, o.Net)
 	m := newMeta(o, p, b.Drains, time.Since(began))
+	// The read path's scale section (-scale) and the snapshot file
+	// section are carried over.
+	old, _ := os.ReadFile(o.Out)
 	kept := keptSection(o.Out)
 	if err := writeOut(o.Out, func(w io.Writer) error {
 		if err := writeMarkdown(w, m, rows); err != nil {
 			return err
+		}
+		if sec := scaleSection(string(old)); sec != "" {
+			if _, err := io.WriteString(w, "\n"+sec); err != nil {
+				return err
+			}
 		}
 		_, err := io.WriteString(w, kept)
 		return err

@@ -41,9 +41,18 @@ type Recoverer interface {
 	Untaint(ctx context.Context, nodes []corev1.Node) ([]string, error)
 }
 
+// ClusterReader reads the cluster's nodes, pods and PodDisruptionBudgets
+// (k8s.Reader); the objects are valid until the next Read.
+type ClusterReader interface {
+	Read(ctx context.Context) (k8s.Objects, k8s.ReadStats, error)
+}
+
 // Evaluator runs the evaluate cycle for one cluster.
 type Evaluator struct {
-	Client   kubernetes.Interface
+	Client kubernetes.Interface
+	// Reader, when set, reads the cluster for each snapshot and keeps what it
+	// read between cycles; nil lists everything through Client each time.
+	Reader   ClusterReader
 	Groups   func(ctx context.Context) ([]providers.NodeGroup, error)
 	Store    state.Store
 	Settings planner.Settings
@@ -103,7 +112,7 @@ func (e *Evaluator) log() *slog.Logger {
 // Snapshot reads the cluster, the node groups and the stored state.
 func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers.NodeGroup, error) {
 	now := e.now()
-	objs, err := k8s.List(ctx, e.Client)
+	objs, err := e.read(ctx)
 	if err != nil {
 		return planner.Snapshot{}, nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -127,6 +136,20 @@ func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers
 		PodDisruptionBudgets: objs.PodDisruptionBudgets,
 		State:                st,
 	}, groups, nil
+}
+
+func (e *Evaluator) read(ctx context.Context) (k8s.Objects, error) {
+	if e.Reader == nil {
+		return k8s.List(ctx, e.Client)
+	}
+	start := time.Now()
+	objs, st, err := e.Reader.Read(ctx)
+	if err != nil {
+		return k8s.Objects{}, err
+	}
+	e.log().Info("cluster read", "listed", st.Listed, "events", st.Events, "nodes", len(objs.Nodes),
+		"pods", len(objs.Pods), "pdbs", len(objs.PodDisruptionBudgets), "seconds", time.Since(start).Seconds())
+	return objs, nil
 }
 
 // Describe turns provider groups into the planner's view of them.

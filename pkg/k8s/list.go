@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // DefaultPageSize is the number of objects asked for per LIST request. It
@@ -18,18 +20,21 @@ const DefaultPageSize = 500
 
 // Objects are the live objects a snapshot is made of, across all namespaces.
 // Every object has its TypeMeta (apiVersion, kind) set, so it serialises as
-// the API serves it.
+// the API serves it. Unless read WithFull, the objects are trimmed to what the
+// planner reads (planner.Trimmer) and share memory with each other: treat
+// them as read-only.
 type Objects struct {
 	Nodes                []corev1.Node
 	Pods                 []corev1.Pod
 	PodDisruptionBudgets []policyv1.PodDisruptionBudget
 }
 
-// ListOption adjusts List.
+// ListOption adjusts List and NewReader.
 type ListOption func(*listOptions)
 
 type listOptions struct {
 	pageSize int64
+	full     bool
 }
 
 // WithPageSize sets the number of objects per LIST request (default
@@ -42,81 +47,71 @@ func WithPageSize(n int64) ListOption {
 	}
 }
 
-// List reads every node, pod and PodDisruptionBudget, in pages. A page
-// continuation that expired on the server (HTTP 410, when paging takes longer
-// than the server keeps the list's revision) restarts that list once from the
-// beginning.
-func List(ctx context.Context, client kubernetes.Interface, opts ...ListOption) (Objects, error) {
+// WithFull keeps every object whole, as the API served it, instead of
+// trimming each page to what the planner reads. A full read of a large
+// cluster costs many times the memory of a trimmed one.
+func WithFull() ListOption {
+	return func(o *listOptions) { o.full = true }
+}
+
+// trimmer is a new Trimmer, or nil when objects are kept whole.
+func (o listOptions) trimmer() *planner.Trimmer {
+	if o.full {
+		return nil
+	}
+	return planner.NewTrimmer()
+}
+
+func newListOptions(opts []ListOption) listOptions {
 	o := listOptions{pageSize: DefaultPageSize}
 	for _, fn := range opts {
 		fn(&o)
 	}
+	return o
+}
+
+// List reads every node, pod and PodDisruptionBudget, in pages, trimming each
+// page as it arrives (unless WithFull), so that at most one page of whole
+// objects is held at a time. Each kind is a consistent list at its own
+// resource version, which reflects every change made before List began. A
+// page continuation that expired on the server (HTTP 410, when paging takes
+// longer than the server keeps the list's revision) restarts that list once
+// from the beginning.
+func List(ctx context.Context, client kubernetes.Interface, opts ...ListOption) (Objects, error) {
+	o := newListOptions(opts)
 	var (
 		objs Objects
 		err  error
 	)
-	objs.Nodes, err = listAll(ctx, o.pageSize, "nodes",
-		func(ctx context.Context, lo metav1.ListOptions) ([]corev1.Node, metav1.ListMeta, error) {
-			l, err := client.CoreV1().Nodes().List(ctx, lo)
-			if err != nil {
-				return nil, metav1.ListMeta{}, err
-			}
-			for i := range l.Items {
-				l.Items[i].APIVersion, l.Items[i].Kind = "v1", "Node"
-			}
-			return l.Items, l.ListMeta, nil
-		})
-	if err != nil {
+	// One Trimmer per read, shared by the kinds: node names, namespaces and
+	// label keys are interned once.
+	t := o.trimmer()
+	if objs.Nodes, _, err = listAll(ctx, o.pageSize, nodeKind(client), t); err != nil {
 		return Objects{}, err
 	}
-	objs.Pods, err = listAll(ctx, o.pageSize, "pods",
-		func(ctx context.Context, lo metav1.ListOptions) ([]corev1.Pod, metav1.ListMeta, error) {
-			l, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, lo)
-			if err != nil {
-				return nil, metav1.ListMeta{}, err
-			}
-			for i := range l.Items {
-				l.Items[i].APIVersion, l.Items[i].Kind = "v1", "Pod"
-			}
-			return l.Items, l.ListMeta, nil
-		})
-	if err != nil {
+	if objs.Pods, _, err = listAll(ctx, o.pageSize, podKind(client), t); err != nil {
 		return Objects{}, err
 	}
-	objs.PodDisruptionBudgets, err = listAll(ctx, o.pageSize, "poddisruptionbudgets",
-		func(ctx context.Context, lo metav1.ListOptions) ([]policyv1.PodDisruptionBudget, metav1.ListMeta, error) {
-			l, err := client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, lo)
-			if err != nil {
-				return nil, metav1.ListMeta{}, err
-			}
-			for i := range l.Items {
-				l.Items[i].APIVersion, l.Items[i].Kind = "policy/v1", "PodDisruptionBudget"
-			}
-			return l.Items, l.ListMeta, nil
-		})
-	if err != nil {
+	if objs.PodDisruptionBudgets, _, err = listAll(ctx, o.pageSize, pdbKind(client), t); err != nil {
 		return Objects{}, err
 	}
 	return objs, nil
 }
 
-// listAll pages through one resource. The first page's slice is returned as
-// is when it is the only one, and otherwise sized from the server's
-// remaining-item count, so a list of any length costs one result slice and no
-// regrowth.
-func listAll[T any](ctx context.Context, pageSize int64, resource string,
-	page func(context.Context, metav1.ListOptions) ([]T, metav1.ListMeta, error)) ([]T, error) {
+// listAll pages through one resource and returns its items and the list's
+// resource version.
+func listAll[T any](ctx context.Context, pageSize int64, k *kind[T], t *planner.Trimmer) ([]T, string, error) {
 	restarted := false
 	for {
-		items, err := listPages(ctx, pageSize, page)
+		items, rv, err := listPages(ctx, pageSize, k, t)
 		if err == nil {
-			return items, nil
+			return items, rv, nil
 		}
 		if errContinueExpired(err) && !restarted {
 			restarted = true
 			continue
 		}
-		return nil, fmt.Errorf("list %s: %w", resource, err)
+		return nil, "", fmt.Errorf("list %s: %w", k.resource, err)
 	}
 }
 
@@ -132,34 +127,35 @@ func errContinueExpired(err error) bool {
 	return ok
 }
 
-func listPages[T any](ctx context.Context, pageSize int64,
-	page func(context.Context, metav1.ListOptions) ([]T, metav1.ListMeta, error)) ([]T, error) {
+// listPages turns each page into kept objects as it arrives and drops the
+// page. The result is sized from the first page's remaining-item count, so a
+// list of any length costs one result slice and no regrowth.
+func listPages[T any](ctx context.Context, pageSize int64, k *kind[T], t *planner.Trimmer) ([]T, string, error) {
 	lo := metav1.ListOptions{Limit: pageSize}
-	items, meta, err := page(ctx, lo)
-	if err != nil {
-		return nil, err
-	}
-	if meta.Continue == "" {
-		return items, nil
-	}
-	size := len(items)
-	if meta.RemainingItemCount != nil && *meta.RemainingItemCount > 0 {
-		size += int(*meta.RemainingItemCount)
-	} else {
-		size *= 2
-	}
-	all := make([]T, 0, size)
-	all = append(all, items...)
-	for meta.Continue != "" {
-		lo.Continue = meta.Continue
-		items, meta, err = page(ctx, lo)
+	var all []T
+	for {
+		page, meta, err := k.list(ctx, lo)
 		if err != nil {
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				return nil, continueExpiredError{err}
+			if lo.Continue != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
+				return nil, "", continueExpiredError{err}
 			}
-			return nil, err
+			return nil, "", err
 		}
-		all = append(all, items...)
+		if all == nil {
+			size := len(page)
+			if meta.RemainingItemCount != nil && *meta.RemainingItemCount > 0 {
+				size += int(*meta.RemainingItemCount)
+			}
+			// A little room to spare: a Reader adds the objects created
+			// later in place instead of copying the whole slice.
+			all = make([]T, 0, size+size/16)
+		}
+		for i := range page {
+			all = append(all, k.keep(t, &page[i]))
+		}
+		if meta.Continue == "" {
+			return all, meta.ResourceVersion, nil
+		}
+		lo.Continue = meta.Continue
 	}
-	return all, nil
 }

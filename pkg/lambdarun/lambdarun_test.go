@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -62,6 +64,62 @@ func TestStart(t *testing.T) {
 			out, err := h(t.Context(), json.RawMessage(`{}`))
 			if err != nil || out != tc.want {
 				t.Fatalf("handler answered %v, %v; want %q", out, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	tests := []struct {
+		name   string
+		env    map[string]string
+		want   int64
+		wantOK bool
+	}{
+		{name: "512 MB function", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, want: 483183820, wantOK: true},
+		{name: "128 MB function", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}, want: 120795955, wantOK: true},
+		{name: "GOMEMLIMIT set wins", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "GOMEMLIMIT": "300MiB"}},
+		{name: "not on Lambda", env: map[string]string{}},
+		{name: "not a number", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}},
+		{name: "zero", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := lambdarun.MemoryLimit(func(k string) string { return tc.env[k] })
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("MemoryLimit = %d, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestTuneGC(t *testing.T) {
+	prevPercent := debug.SetGCPercent(100)
+	prevLimit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(prevPercent)
+		debug.SetMemoryLimit(prevLimit)
+	})
+	tests := []struct {
+		name        string
+		env         map[string]string
+		wantLimit   int64
+		wantPercent int
+	}{
+		{name: "on Lambda", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, wantLimit: 483183820, wantPercent: 50},
+		{name: "GOGC set wins", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "GOGC": "200"}, wantLimit: 483183820, wantPercent: 100},
+		{name: "GOMEMLIMIT set wins", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "GOMEMLIMIT": "1GiB"}, wantLimit: math.MaxInt64, wantPercent: 50},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			debug.SetMemoryLimit(math.MaxInt64)
+			lambdarun.TuneGC(func(k string) string { return tc.env[k] })
+			if got := debug.SetGCPercent(100); got != tc.wantPercent {
+				t.Errorf("GC percent %d, want %d", got, tc.wantPercent)
+			}
+			if got := debug.SetMemoryLimit(-1); got != tc.wantLimit {
+				t.Errorf("memory limit %d, want %d", got, tc.wantLimit)
 			}
 		})
 	}

@@ -142,18 +142,27 @@ func resolve(dir, path string) string {
 
 // Kubernetes returns a clientset for the cluster the config names.
 func Kubernetes(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS) (kubernetes.Interface, error) {
+	client, _, err := kubernetesClients(ctx, cfg, kubeconfig, a)
+	return client, err
+}
+
+// kubernetesClients returns a clientset for the cluster the config names, and
+// one for its bulk reads, which asks for protobuf (k8s.ReadConfig).
+func kubernetesClients(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS) (client, reads kubernetes.Interface, err error) {
 	rc, err := RESTConfig(ctx, cfg, kubeconfig, a)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rc.UserAgent = "nodetide"
 	// client-go's defaults (5 QPS) would make a drain of a busy node crawl.
 	rc.QPS, rc.Burst = 50, 100
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+	if client, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return client, nil
+	if reads, err = kubernetes.NewForConfig(k8s.ReadConfig(rc)); err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, reads, nil
 }
 
 // Overrides lists the schedule overrides of the cluster's node groups.
@@ -487,7 +496,7 @@ func InstanceID(function string) string {
 // Evaluator wires the evaluate cycle a config describes, as the function, the
 // CLI and the demo run it.
 func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, log *slog.Logger, holder string) (*evaluate.Evaluator, error) {
-	client, err := Kubernetes(ctx, cfg, kubeconfig, a)
+	client, reads, err := kubernetesClients(ctx, cfg, kubeconfig, a)
 	if err != nil {
 		return nil, err
 	}
@@ -496,7 +505,10 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 		return nil, err
 	}
 	ev := &evaluate.Evaluator{
-		Client:   client,
+		Client: client,
+		// Kept with the evaluator, so a warm function or a looping CLI
+		// catches up with changes instead of listing everything again.
+		Reader:   k8s.NewReader(reads, log),
 		Groups:   NodeGroups(cfg, client, a, overridesFrom(store), guardOf(store, holder)),
 		Store:    store,
 		Settings: cfg.Settings(),

@@ -1,0 +1,130 @@
+package k8s
+
+import (
+	"context"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodetide/nodetide/pkg/planner"
+)
+
+// kind is how one resource is listed, watched and kept.
+type kind[T any] struct {
+	resource string
+	// list reads one page, whole.
+	list  func(ctx context.Context, lo metav1.ListOptions) ([]T, metav1.ListMeta, error)
+	watch func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error)
+	// keep sets the object's TypeMeta and returns what is kept of it: the
+	// trimmed object, or the whole one when t is nil.
+	keep func(t *planner.Trimmer, obj *T) T
+	key  func(obj *T) objKey
+}
+
+// objKey names an object; kept objects are in the order of their keys, the
+// order in which the API server lists them.
+type objKey struct{ namespace, name string }
+
+// compareKeys orders keys as the API server's storage does: by
+// "namespace/name", byte by byte.
+func compareKeys(a, b objKey) int {
+	if a.namespace == b.namespace {
+		return strings.Compare(a.name, b.name)
+	}
+	// The namespaces differ: the first byte where "a.namespace/" and
+	// "b.namespace/" differ decides.
+	an, bn := a.namespace, b.namespace
+	n := min(len(an), len(bn))
+	for i := range n {
+		if an[i] != bn[i] {
+			return cmpByte(an[i], bn[i])
+		}
+	}
+	if len(an) < len(bn) {
+		return cmpByte('/', bn[n])
+	}
+	return cmpByte(an[n], '/')
+}
+
+func cmpByte(a, b byte) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func nodeKind(client kubernetes.Interface) *kind[corev1.Node] {
+	nodes := client.CoreV1().Nodes()
+	return &kind[corev1.Node]{
+		resource: "nodes",
+		list: func(ctx context.Context, lo metav1.ListOptions) ([]corev1.Node, metav1.ListMeta, error) {
+			l, err := nodes.List(ctx, lo)
+			if err != nil {
+				return nil, metav1.ListMeta{}, err
+			}
+			return l.Items, l.ListMeta, nil
+		},
+		watch: nodes.Watch,
+		keep: func(t *planner.Trimmer, n *corev1.Node) corev1.Node {
+			n.APIVersion, n.Kind = "v1", "Node"
+			if t == nil {
+				return *n
+			}
+			return t.Node(n)
+		},
+		key: func(n *corev1.Node) objKey { return objKey{name: n.Name} },
+	}
+}
+
+func podKind(client kubernetes.Interface) *kind[corev1.Pod] {
+	pods := client.CoreV1().Pods(metav1.NamespaceAll)
+	return &kind[corev1.Pod]{
+		resource: "pods",
+		list: func(ctx context.Context, lo metav1.ListOptions) ([]corev1.Pod, metav1.ListMeta, error) {
+			l, err := pods.List(ctx, lo)
+			if err != nil {
+				return nil, metav1.ListMeta{}, err
+			}
+			return l.Items, l.ListMeta, nil
+		},
+		watch: pods.Watch,
+		keep: func(t *planner.Trimmer, p *corev1.Pod) corev1.Pod {
+			p.APIVersion, p.Kind = "v1", "Pod"
+			if t == nil {
+				return *p
+			}
+			return t.Pod(p)
+		},
+		key: func(p *corev1.Pod) objKey { return objKey{p.Namespace, p.Name} },
+	}
+}
+
+func pdbKind(client kubernetes.Interface) *kind[policyv1.PodDisruptionBudget] {
+	pdbs := client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll)
+	return &kind[policyv1.PodDisruptionBudget]{
+		resource: "poddisruptionbudgets",
+		list: func(ctx context.Context, lo metav1.ListOptions) ([]policyv1.PodDisruptionBudget, metav1.ListMeta, error) {
+			l, err := pdbs.List(ctx, lo)
+			if err != nil {
+				return nil, metav1.ListMeta{}, err
+			}
+			return l.Items, l.ListMeta, nil
+		},
+		watch: pdbs.Watch,
+		keep: func(t *planner.Trimmer, b *policyv1.PodDisruptionBudget) policyv1.PodDisruptionBudget {
+			b.APIVersion, b.Kind = "policy/v1", "PodDisruptionBudget"
+			if t == nil {
+				return *b
+			}
+			return t.PDB(b)
+		},
+		key: func(b *policyv1.PodDisruptionBudget) objKey { return objKey{b.Namespace, b.Name} },
+	}
+}

@@ -31,6 +31,11 @@ func TestParseEvent(t *testing.T) {
 		{`{"detail-type":"Scheduled Event","source":"aws.events","Source":"x"}`, "", "Source: unknown field"},
 		{`{"action":"plan","count":1}`, "", "takes no nodeGroup or count"},
 		{`{"action":"launch"}`, "", `unknown action "launch"`},
+		{`{"action":"trigger"}`, "trigger", ""},
+		{`{"action":"trigger","count":1}`, "", "takes no nodeGroup or count"},
+		// Only a function URL's envelope makes a webhook call, never a name.
+		{`{"action":"function URL request"}`, "", `unknown action "function URL request"`},
+		{`{"version":"2.0","rawPath":"/","requestContext":{"http":{"method":"POST"}},"body":"{}"}`, actionWebhook, ""},
 		{`{}`, "", `missing "action"`},
 		{`{"nodeGroup":"g"}`, "", `missing "action"`},
 		{`{"actoin":"plan"}`, "", `actoin: unknown field`},

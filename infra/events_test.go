@@ -222,4 +222,4 @@ func scheduleAction(t *testing.T, data []byte, want string) schedule.Request {
 
 type countStarts struct{ n int }
 
-func (c *countStarts) StartCycle(context.Context) error { c.n++; return nil }
+func (c *countStarts) StartCycle(context.Context, time.Time) error { c.n++; return nil }

@@ -477,7 +477,7 @@ func TestTriggeredRunWaitsForPodsToComeOfAge(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := ev.RunTriggered(ctx)
+	res, err := ev.RunTriggered(ctx, time.Time{})
 	if err != nil {
 		t.Fatalf("triggered run: %v", err)
 	}

@@ -22,7 +22,15 @@ type Request struct {
 	Action    string `json:"action"`
 	NodeGroup string `json:"nodeGroup,omitempty"`
 	Count     *int   `json:"count,omitempty"`
+	// NotBefore delays a "trigger" cycle (the trailing cycle of a window of
+	// webhook hints); at most MaxTriggerDelay ahead.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
 }
+
+// MaxTriggerDelay bounds a trigger request's notBefore: the webhook's
+// trailing cycle waits at most its window (trigger.DefaultMinGap, rounded
+// up to a second).
+const MaxTriggerDelay = 30 * time.Second
 
 // Handler is the evaluate function's entry point: it accepts EventBridge's
 // scheduled event and the hand-made requests above, and rejects anything else
@@ -62,14 +70,23 @@ func ParseEvent(payload []byte) (Request, error) {
 	}
 	var req Request
 	if err := strictjson.Decode(trimmed, &req); err != nil {
-		return Request{}, fmt.Errorf("bad request: %w (fields: action, nodeGroup, count)", err)
+		return Request{}, fmt.Errorf("bad request: %w (fields: action, nodeGroup, count, notBefore)", err)
 	}
 	switch req.Action {
 	case "run", "plan", "trigger":
 		if req.NodeGroup != "" || req.Count != nil {
 			return Request{}, fmt.Errorf("action %q takes no nodeGroup or count", req.Action)
 		}
+		if req.NotBefore != nil && req.Action != "trigger" {
+			return Request{}, fmt.Errorf(`action %q takes no notBefore (only "trigger" does)`, req.Action)
+		}
+		if req.NotBefore != nil && time.Until(*req.NotBefore) > MaxTriggerDelay {
+			return Request{}, fmt.Errorf(`"notBefore" %s is more than %s ahead`, req.NotBefore.Format(time.RFC3339), MaxTriggerDelay)
+		}
 	case "add":
+		if req.NotBefore != nil {
+			return Request{}, errors.New(`action "add" takes no notBefore (only "trigger" does)`)
+		}
 		if req.NodeGroup == "" {
 			return Request{}, errors.New(`action "add" needs "nodeGroup"`)
 		}
@@ -101,7 +118,11 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 		resp, _ := h.Trigger.Serve(ctx, payload)
 		return resp, nil
 	case "trigger":
-		return h.Evaluator.RunTriggered(ctx)
+		var notBefore time.Time
+		if req.NotBefore != nil {
+			notBefore = *req.NotBefore
+		}
+		return h.Evaluator.RunTriggered(ctx, notBefore)
 	case "plan":
 		plan, err := h.Evaluator.Plan(ctx)
 		if err != nil {

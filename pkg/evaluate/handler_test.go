@@ -33,6 +33,11 @@ func TestParseEvent(t *testing.T) {
 		{`{"action":"launch"}`, "", `unknown action "launch"`},
 		{`{"action":"trigger"}`, "trigger", ""},
 		{`{"action":"trigger","count":1}`, "", "takes no nodeGroup or count"},
+		{`{"action":"trigger","notBefore":"2026-12-01T10:00:05Z"}`, "trigger", ""},
+		{`{"action":"trigger","notBefore":"2999-01-01T00:00:00Z"}`, "", `is more than 30s ahead`},
+		{`{"action":"trigger","notBefore":"soon"}`, "", "notBefore"},
+		{`{"action":"run","notBefore":"2026-12-01T10:00:05Z"}`, "", `action "run" takes no notBefore`},
+		{`{"action":"add","nodeGroup":"g","count":1,"notBefore":"2026-12-01T10:00:05Z"}`, "", `action "add" takes no notBefore`},
 		// Only a function URL's envelope makes a webhook call, never a name.
 		{`{"action":"function URL request"}`, "", `unknown action "function URL request"`},
 		{`{"version":"2.0","rawPath":"/","requestContext":{"http":{"method":"POST"}},"body":"{}"}`, actionWebhook, ""},

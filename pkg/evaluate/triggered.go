@@ -21,8 +21,17 @@ const (
 // pendingPodMinAge old, so the run waits for such pods to come of age (as
 // the watch did) and runs again; and when another cycle holds the lease, it
 // tries again shortly. It stops watchMargin before the invocation's
-// deadline and after maxTriggerRuns cycles.
-func (e *Evaluator) RunTriggered(ctx context.Context) (Result, error) {
+// deadline and after maxTriggerRuns cycles. A trailing cycle (the last of a
+// window of hints) first waits until notBefore.
+func (e *Evaluator) RunTriggered(ctx context.Context, notBefore time.Time) (Result, error) {
+	if !notBefore.IsZero() {
+		if dl, ok := ctx.Deadline(); ok && notBefore.After(dl.Add(-watchMargin)) {
+			notBefore = dl.Add(-watchMargin)
+		}
+		if !sleepUntil(ctx, notBefore) {
+			return Result{Actions: []Action{}, Skipped: "the invocation ended before notBefore"}, nil
+		}
+	}
 	var first Result
 	for i := 0; i < maxTriggerRuns; i++ {
 		res, err := e.Run(ctx)
@@ -51,15 +60,23 @@ func (e *Evaluator) RunTriggered(ctx context.Context) (Result, error) {
 		if dl, ok := ctx.Deadline(); ok && next.After(dl.Add(-watchMargin)) {
 			return first, nil
 		}
-		t := time.NewTimer(max(time.Until(next), 0))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepUntil(ctx, next) {
 			return first, nil
-		case <-t.C:
 		}
 	}
 	return first, nil
+}
+
+// sleepUntil waits until t; false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(max(time.Until(t), 0))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
 }
 
 // comingOfAge is when the first Unschedulable pod younger than minAge at

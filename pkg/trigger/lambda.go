@@ -2,15 +2,21 @@ package trigger
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 )
 
-// CyclePayload is the event a hint starts the cycle with.
-const CyclePayload = `{"action":"trigger"}`
+// CycleRequest is the event a hint starts the cycle with: evaluate's
+// {"action":"trigger"}, with notBefore for a trailing cycle.
+type CycleRequest struct {
+	Action    string     `json:"action"`
+	NotBefore *time.Time `json:"notBefore,omitempty"`
+}
 
 // Invoker is the Lambda call StartCycle makes.
 type Invoker interface {
@@ -27,11 +33,20 @@ type LambdaStarter struct {
 }
 
 // StartCycle queues one {"action":"trigger"} invocation.
-func (s LambdaStarter) StartCycle(ctx context.Context) error {
+func (s LambdaStarter) StartCycle(ctx context.Context, notBefore time.Time) error {
+	req := CycleRequest{Action: "trigger"}
+	if !notBefore.IsZero() {
+		nb := notBefore.UTC()
+		req.NotBefore = &nb
+	}
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("invoke %s: %w", s.Function, err)
+	}
 	out, err := s.Client.Invoke(ctx, &lambda.InvokeInput{
 		FunctionName:   aws.String(s.Function),
 		InvocationType: types.InvocationTypeEvent,
-		Payload:        []byte(CyclePayload),
+		Payload:        payload,
 	})
 	if err != nil {
 		return fmt.Errorf("invoke %s asynchronously: %w", s.Function, err)

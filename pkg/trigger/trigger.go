@@ -8,11 +8,18 @@
 // AdmissionReview to the evaluate function's URL; Serve answers allowed at
 // once, whatever the body, and treats the call only as a hint: the endpoint
 // cannot authenticate the API server (a function URL with auth NONE), so
-// anyone can post anything. A hint starts a cycle only when it names a
-// FailedScheduling event written, not dry-run, by the scheduler's user, and
-// when no cycle was started by a hint within MinGap (a conditional write in
-// the state store, so concurrent calls start one cycle). The cycle itself
-// re-reads the cluster: a forged call costs at most one cycle per MinGap.
+// anyone can post anything. A hint counts only when it names a
+// FailedScheduling event written, not dry-run, by the scheduler's user.
+//
+// Hints are rate-limited with two leases in the state store, each taken by
+// a conditional write (so concurrent calls, in any number of instances,
+// agree): the first hint of a window of MinGap starts a cycle at once; the
+// first hint after it in that window starts one that waits for the window
+// to end, and the other hints of the window are covered by that trailing
+// cycle, which begins after all of them. So every hint is followed by a
+// cycle that starts after it, within MinGap plus a second, and a stream of
+// forged calls costs at most two cycles (and one wait of up to MinGap) per
+// MinGap. Cycles re-read the cluster; nothing in a call is acted on.
 package trigger
 
 import (
@@ -32,8 +39,10 @@ import (
 )
 
 const (
-	// LeaseName is the state-store lease that spaces hint-started cycles.
-	LeaseName = "trigger"
+	// LeaseName and TrailingLeaseName are the state-store leases that space
+	// hint-started cycles: the leading one and the trailing one of a window.
+	LeaseName         = "trigger"
+	TrailingLeaseName = "trigger-trailing"
 	// DefaultMinGap is the least time between two hint-started cycles.
 	DefaultMinGap = 5 * time.Second
 	// SchedulerUser is the user kube-scheduler writes its Events as.
@@ -47,9 +56,10 @@ const (
 	maxUID = 128
 )
 
-// Starter starts an evaluate cycle without waiting for it.
+// Starter starts an evaluate cycle without waiting for it; the cycle
+// begins no earlier than notBefore (zero: at once).
 type Starter interface {
-	StartCycle(ctx context.Context) error
+	StartCycle(ctx context.Context, notBefore time.Time) error
 }
 
 // Leaser takes a lease until it expires (state.Store has it).
@@ -74,7 +84,8 @@ type Outcome string
 
 const (
 	Started     Outcome = "started"
-	RateLimited Outcome = "rate-limited"
+	Trailing    Outcome = "started-trailing" // a cycle that waits for the window's end
+	RateLimited Outcome = "rate-limited"     // the window's trailing cycle covers it
 	Ignored     Outcome = "ignored"
 	Refused     Outcome = "refused" // a malformed request: 4xx, nothing done
 	Failed      Outcome = "failed"  // a hint whose cycle could not be started
@@ -240,19 +251,30 @@ func (t *Trigger) hint(ctx context.Context, rv review) (Outcome, string, string)
 	if id, ok := lambdaRequestID(ctx); ok {
 		holder = "hint-" + id
 	}
-	// Never released: the lease lapsing after gap is the rate limit.
-	if _, err := t.Lease.AcquireLease(ctx, LeaseName, holder, gap, now); err != nil {
+	// Never released: the leases lapsing after gap are the rate limit.
+	outcome, why := Started, "FailedScheduling"
+	var notBefore time.Time
+	_, err := t.Lease.AcquireLease(ctx, LeaseName, holder, gap, now)
+	if errors.Is(err, state.ErrLeaseHeld) {
+		// A cycle started less than gap ago may have read the cluster before
+		// this pod was marked: one more, after the window, for every hint
+		// in it. Its lease is held until then, so it starts after them all.
+		var l state.Lease
+		l, err = t.Lease.AcquireLease(ctx, TrailingLeaseName, holder, gap, now)
 		if errors.Is(err, state.ErrLeaseHeld) {
-			return RateLimited, "a cycle was started by a hint less than " + gap.String() + " ago", pod
+			return RateLimited, "a cycle is due after this call (less than " + gap.String() + " since the last)", pod
 		}
+		outcome, why, notBefore = Trailing, "FailedScheduling, after a cycle less than "+gap.String()+" ago", l.ExpiresAt
+	}
+	if err != nil {
 		t.log().Error("webhook: rate-limit lease", "error", err.Error())
 		return Failed, "rate-limit lease: " + err.Error(), pod
 	}
-	if err := t.Start.StartCycle(ctx); err != nil {
+	if err := t.Start.StartCycle(ctx, notBefore); err != nil {
 		t.log().Error("webhook: start cycle", "error", err.Error())
 		return Failed, "start cycle: " + err.Error(), pod
 	}
-	return Started, "FailedScheduling", pod
+	return outcome, why, pod
 }
 
 func (t *Trigger) log() *slog.Logger {

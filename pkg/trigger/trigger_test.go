@@ -19,12 +19,20 @@ import (
 func TestMain(m *testing.M) { testbed.Main(m) }
 
 type countStarter struct {
-	n   atomic.Int32
-	err error
+	n, delayed atomic.Int32
+	mu         sync.Mutex
+	notBefore  []time.Time
+	err        error
 }
 
-func (c *countStarter) StartCycle(context.Context) error {
+func (c *countStarter) StartCycle(_ context.Context, notBefore time.Time) error {
 	c.n.Add(1)
+	if !notBefore.IsZero() {
+		c.delayed.Add(1)
+	}
+	c.mu.Lock()
+	c.notBefore = append(c.notBefore, notBefore)
+	c.mu.Unlock()
 	return c.err
 }
 
@@ -154,9 +162,10 @@ func TestServeAllowsWhenStartFails(t *testing.T) {
 	}
 }
 
-// Concurrent hints on the same table start one cycle per MinGap: the rate
-// limit is a conditional write in DynamoDB (dynalite here), not a process's
-// memory, since each call may run in another Lambda instance.
+// Concurrent hints on the same table start one cycle at once and one
+// trailing cycle after the window, whatever their number: the rate limit is
+// a conditional write in DynamoDB (dynalite here), not a process's memory,
+// since each call may run in another Lambda instance.
 func TestHintsStartOneCyclePerGap(t *testing.T) {
 	db := testbed.DynamoDB(t)
 	ctx := context.Background()
@@ -182,11 +191,17 @@ func TestHintsStartOneCyclePerGap(t *testing.T) {
 	wg.Wait()
 	counts := map[trigger.Outcome]int{}
 	outcomes.Range(func(_, v any) bool { counts[v.(trigger.Outcome)]++; return true })
-	if st.n.Load() != 1 || counts[trigger.Started] != 1 || counts[trigger.RateLimited] != calls-1 {
-		t.Fatalf("%d cycles started, outcomes %v; want 1 started and %d rate-limited", st.n.Load(), counts, calls-1)
+	if st.n.Load() != 2 || st.delayed.Load() != 1 || counts[trigger.Started] != 1 || counts[trigger.Trailing] != 1 || counts[trigger.RateLimited] != calls-2 {
+		t.Fatalf("%d cycles started (%d delayed), outcomes %v; want 1 started at once, 1 trailing and %d rate-limited", st.n.Load(), st.delayed.Load(), counts, calls-2)
 	}
-	// Once the gap has passed, the next hint starts a cycle again.
-	now = now.Add(6 * time.Second)
+	// The trailing cycle starts after every hint of the window: at its end.
+	for _, nb := range st.notBefore {
+		if !nb.IsZero() && nb.Before(now.Add(5*time.Second)) {
+			t.Errorf("trailing cycle not before %s, want at least %s", nb, now.Add(5*time.Second))
+		}
+	}
+	// Once the gap has passed, the next hint starts a cycle at once again.
+	now = now.Add(7 * time.Second)
 	tr := &trigger.Trigger{Lease: state.NewDynamoDB(db.Client(t), "trigger", "c"), Start: st, MinGap: 5 * time.Second, Now: clock}
 	if _, out := tr.Serve(ctx, urlEvent(t, "POST", review("u", "UPDATE", trigger.SchedulerUser, false, failedSched), false)); out != trigger.Started {
 		t.Fatalf("after the gap: %s, want started", out)

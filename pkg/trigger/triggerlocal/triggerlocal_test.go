@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/testbed"
@@ -118,6 +120,49 @@ func TestWebhookScalesUpWithinSeconds(t *testing.T) {
 	if b.svc.Calls() == 0 || b.svc.Queued() == 0 {
 		t.Errorf("endpoint calls %d, cycles queued %d: the scale-up did not come through the webhook", b.svc.Calls(), b.svc.Queued())
 	}
+}
+
+// TestHintWithinTheWindowIsNotLost: a second pod marked Unschedulable a
+// moment after the first finds its hint inside the rate limit's window; the
+// trailing cycle that hint starts, at the window's end, scales up for it
+// (rather than leaving it to the scheduler's next retry, which can be
+// minutes away, or to the tick).
+func TestHintWithinTheWindowIsNotLost(t *testing.T) {
+	b := newBed(t)
+	ctx := context.Background()
+	first := pod(b.ns, "first", map[string]string{"pool": b.group}, "3")
+	if _, err := b.cp.Client.CoreV1().Pods(b.ns).Create(ctx, first, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Bound, so the second pod cannot take the first one's new node.
+	b.cp.WaitFor(t, 60*time.Second, "the first scale-up, and the first pod bound", func(ctx context.Context) (bool, error) {
+		p, err := b.cp.Client.CoreV1().Pods(b.ns).Get(ctx, first.Name, metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName != "" && b.nodes(ctx) == 1, err
+	})
+	second := pod(b.ns, "second", map[string]string{"pool": b.group}, "3")
+	if _, err := b.cp.Client.CoreV1().Pods(b.ns).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.cp.WaitPodUnschedulable(t, b.ns, second.Name, 30*time.Second)
+	marked := time.Now()
+	b.cp.WaitFor(t, 60*time.Second, "the second scale-up", func(ctx context.Context) (bool, error) {
+		return b.nodes(ctx) == 2, nil
+	})
+	// Within the window (5 s, rounded up to a second) and a cycle.
+	if took := time.Since(marked); took > trigger.DefaultMinGap+5*time.Second {
+		t.Errorf("second scale-up %s after its pod was marked Unschedulable, want within the window and a cycle", took)
+	}
+	if logs := b.svc.Logs(); !strings.Contains(logs, `"outcome":"started-trailing"`) {
+		t.Errorf("no trailing cycle was started; function logs:\n%s", logs)
+	}
+}
+
+func (b *bed) nodes(ctx context.Context) int {
+	l, err := b.cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=" + b.group})
+	if err != nil {
+		return -1
+	}
+	return len(l.Items)
 }
 
 // TestSchedulingUnaffectedByTheEndpoint: with the endpoint down or

@@ -102,13 +102,25 @@ scaleUp: {pendingPodMinAge: 0s}`, triggerGroup, triggerGroup), 1)
 		b.log.Info("trigger trial", "n", i, "latency", lat.Round(time.Millisecond))
 	}
 	f.Calls, f.Cycles = svc.Calls(), svc.Queued()
-	// Instance 0 serves the URL, instance 1 the cycles.
-	for i, dst := range []*[]time.Duration{&f.CallDurations, &f.CycleDurations} {
-		ds, err := reportDurations(filepath.Join(dir, fmt.Sprintf("evaluate-%d.log", i)))
-		if err != nil {
+	// Instance 0 serves the URL, the others the cycles.
+	logs, err := filepath.Glob(filepath.Join(dir, "evaluate-*.log"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(logs)
+	for i, log := range logs {
+		ds, err := reportDurations(log)
+		if err != nil && i == 0 {
 			return nil, err
 		}
-		*dst = ds
+		if i == 0 {
+			f.CallDurations = ds
+		} else {
+			f.CycleDurations = append(f.CycleDurations, ds...)
+		}
+	}
+	if len(f.CycleDurations) == 0 {
+		return nil, errors.New("no triggered cycle reported")
 	}
 	return f, nil
 }
@@ -165,8 +177,8 @@ func writeTrigger(b *strings.Builder, f *triggerFigures) {
 	fmt.Fprintf(b, "The ValidatingWebhookConfiguration `nodetide webhook install` makes, installed in the same cluster; "+
 		"the local API server calls an HTTPS endpoint (a test CA in `caBundle`) that turns each call into a function URL "+
 		"event for the evaluate bootstrap under the emulator; its asynchronous self-invocation goes to a local Lambda "+
-		"Invoke API that runs the cycle on a second instance (`pkg/trigger/triggerlocal`). %d trials, at least %s apart "+
-		"(hint-started cycles are rate-limited to one per %s): each creates one pod that only a new node of the empty "+
+		"Invoke API that runs the cycle on one of two further instances (`pkg/trigger/triggerlocal`). %d trials, at least %s apart "+
+		"(hint-started cycles are rate-limited to one at once and one trailing per %s): each creates one pod that only a new node of the empty "+
 		"kwok group `%s` fits, with `pendingPodMinAge: 0s`. **Latency** is from a watch seeing the scheduler mark the pod "+
 		"Unschedulable to a watch seeing the group's first new Node (which the kwok provider creates inside IncreaseSize); "+
 		"the cycle includes the snapshot of the whole cluster above.\n\n", f.Trials, f.Gap, trigger.DefaultMinGap, triggerGroup)
@@ -182,7 +194,8 @@ func writeTrigger(b *strings.Builder, f *triggerFigures) {
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %s |\n", r.name, len(r.ds), ms(percentile(r.ds, 50)), ms(percentile(r.ds, 95)), ms(percentile(r.ds, 100)))
 	}
 	fmt.Fprintf(b, "\nThe API server called the endpoint %d times and the hints started %d cycles over the %d trials "+
-		"(%.1f calls and %.2f cycles per pending pod); the first call and the first cycle include each instance's cold "+
+		"(%.1f calls and %.2f cycles per pending pod; a trailing cycle's duration includes its wait for the end of its "+
+		"window); the first call and the first cycle of each instance include its cold "+
 		"start. Durations are the emulator's wall time on this machine, not modelled: the model above needs the CPU "+
 		"time, which is not tapped here; the cycle is the tick's cycle (modelled above) plus one provider call.\n",
 		f.Calls, f.Cycles, f.Trials, float64(f.Calls)/float64(f.Trials), float64(f.Cycles)/float64(f.Trials))

@@ -20,6 +20,11 @@
 // cycle that starts after it, within MinGap plus a second, and a stream of
 // forged calls costs at most two cycles (and one wait of up to MinGap) per
 // MinGap. Cycles re-read the cluster; nothing in a call is acted on.
+//
+// The scheduler writes a pod's FailedScheduling Event again on each retry,
+// often a second later; a repeat hint for the same pod (regarding.uid)
+// within MinGap is dropped before the rate limit (a third lease, per pod):
+// the cycle that followed its first hint began after the pod was marked.
 package trigger
 
 import (
@@ -30,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"time"
 
@@ -43,6 +49,8 @@ const (
 	// hint-started cycles: the leading one and the trailing one of a window.
 	LeaseName         = "trigger"
 	TrailingLeaseName = "trigger-trailing"
+	// PodLeasePrefix + the pod's uid is the lease that drops repeat hints.
+	PodLeasePrefix = "trigger-pod/"
 	// DefaultMinGap is the least time between two hint-started cycles.
 	DefaultMinGap = 5 * time.Second
 	// SchedulerUser is the user kube-scheduler writes its Events as.
@@ -83,6 +91,7 @@ type Trigger struct {
 type Outcome string
 
 const (
+	Repeat      Outcome = "repeat" // the same pod's hint again within MinGap
 	Started     Outcome = "started"
 	Trailing    Outcome = "started-trailing" // a cycle that waits for the window's end
 	RateLimited Outcome = "rate-limited"     // the window's trailing cycle covers it
@@ -135,7 +144,12 @@ type objectRef struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	UID       string `json:"uid"`
 }
+
+// uidPattern is what a Kubernetes uid looks like (a UUID); anything else is
+// not used as a lease name.
+var uidPattern = regexp.MustCompile(`^[0-9a-fA-F-]{1,64}$`)
 
 // Serve answers one function URL request. The answer is always 200 with
 // allowed true for a readable AdmissionReview, and a 4xx naming the problem
@@ -250,6 +264,16 @@ func (t *Trigger) hint(ctx context.Context, rv review) (Outcome, string, string)
 	holder := "hint-" + randomID()
 	if id, ok := lambdaRequestID(ctx); ok {
 		holder = "hint-" + id
+	}
+	if uidPattern.MatchString(ref.UID) {
+		_, err := t.Lease.AcquireLease(ctx, PodLeasePrefix+ref.UID, holder, gap, now)
+		if errors.Is(err, state.ErrLeaseHeld) {
+			return Repeat, "this pod's hint came less than " + gap.String() + " ago", pod
+		}
+		if err != nil {
+			t.log().Error("webhook: pod lease", "error", err.Error())
+			return Failed, "pod lease: " + err.Error(), pod
+		}
 	}
 	// Never released: the leases lapsing after gap are the rate limit.
 	outcome, why := Started, "FailedScheduling"

@@ -162,6 +162,41 @@ func TestServeAllowsWhenStartFails(t *testing.T) {
 	}
 }
 
+// A pod's hint again within the window is dropped before the rate limit:
+// the cycle that followed its first hint read the cluster after the pod was
+// marked. Another pod's hint is not.
+func TestRepeatHintsForAPod(t *testing.T) {
+	st := &countStarter{}
+	now := time.Now()
+	tr := &trigger.Trigger{Lease: state.NewMemory("c"), Start: st, Now: func() time.Time { return now }}
+	call := func(pod, uid string) trigger.Outcome {
+		obj := strings.NewReplacer("\"name\":\"p\"", "\"name\":\""+pod+"\"", "\"uid\":\"u1\"", "\"uid\":\""+uid+"\"").Replace(failedSched)
+		_, out := tr.Serve(context.Background(), urlEvent(t, "POST", review("r", "UPDATE", trigger.SchedulerUser, false, obj), false))
+		return out
+	}
+	steps := []struct {
+		pod, uid string
+		after    time.Duration
+		want     trigger.Outcome
+	}{
+		{"a", "0f6d1a52-3c1e-4c7b-a7b5-1e2d3c4b5a69", 0, trigger.Started},
+		{"a", "0f6d1a52-3c1e-4c7b-a7b5-1e2d3c4b5a69", time.Second, trigger.Repeat},
+		{"b", "1a2b3c4d-0000-4000-8000-000000000002", 0, trigger.Trailing},
+		{"b", "1a2b3c4d-0000-4000-8000-000000000002", time.Second, trigger.Repeat},
+		{"c", "1a2b3c4d-0000-4000-8000-000000000003", 0, trigger.RateLimited},
+		{"a", "0f6d1a52-3c1e-4c7b-a7b5-1e2d3c4b5a69", 5 * time.Second, trigger.Started}, // the window has passed
+	}
+	for i, s := range steps {
+		now = now.Add(s.after)
+		if got := call(s.pod, s.uid); got != s.want {
+			t.Errorf("step %d (pod %s): %s, want %s", i, s.pod, got, s.want)
+		}
+	}
+	if st.n.Load() != 3 {
+		t.Errorf("%d cycles started, want 3", st.n.Load())
+	}
+}
+
 // Concurrent hints on the same table start one cycle at once and one
 // trailing cycle after the window, whatever their number: the rate limit is
 // a conditional write in DynamoDB (dynalite here), not a process's memory,

@@ -9,12 +9,12 @@
 //   - the Lambda Invoke API (POST /2015-03-31/functions/NAME/invocations),
 //     which the function's asynchronous self-invocation reaches through
 //     AWS_ENDPOINT_URL_LAMBDA: an Event invocation is answered 202 and run
-//     later, one at a time, on an instance of its own.
+//     on the first of two instances of their own to be free.
 //
-// Where it differs from Lambda: two function instances only (one serves the
-// URL, one the queued invocations; Lambda scales up to the reserved
-// concurrency); queued invocations are not retried on error and have no
-// maximum age; the URL accepts any request without Lambda's own limits
+// Where it differs from Lambda: three function instances, fixed (one serves
+// the URL, two the queued invocations: the stack's reserved concurrency is
+// 3, but Lambda shares it among all three uses); queued invocations are not
+// retried on error and have no maximum age; the URL accepts any request without Lambda's own limits
 // (payload size, throttling); request IDs and source addresses are made up.
 package triggerlocal
 
@@ -52,6 +52,11 @@ import (
 // FunctionName is the evaluate function's name here.
 const FunctionName = "nodetide-local-evaluate"
 
+const (
+	invocations    = "/2015-03-31/functions/function/invocations"
+	cycleInstances = 2
+)
+
 // Options configures Start.
 type Options struct {
 	// RIE is the aws-lambda-rie binary; Bootstrap the evaluate function
@@ -81,23 +86,23 @@ type Service struct {
 	URL   string
 	CAPEM []byte
 
-	urlFn, cycleFn string // the instances' RIE invocation URLs
-	procs          []*childproc.Process
-	https, lambda  *http.Server
-	queue          chan []byte
-	queued         atomic.Int64
-	mode           atomic.Int32
-	calls          atomic.Int64
-	workerDone     chan struct{}
-	stopOnce       sync.Once
+	urlFn         string   // the URL instance's RIE invocation URL
+	cycleFns      []string // the cycle instances'
+	procs         []*childproc.Process
+	https, lambda *http.Server
+	queue         chan []byte
+	queued        atomic.Int64
+	mode          atomic.Int32
+	calls         atomic.Int64
+	stopOnce      sync.Once
 }
 
-// Start starts both instances and both servers.
+// Start starts the instances and both servers.
 func Start(ctx context.Context, o Options) (_ *Service, err error) {
 	if o.Timeout == 0 {
 		o.Timeout = time.Minute
 	}
-	s := &Service{queue: make(chan []byte, 1024), workerDone: make(chan struct{})}
+	s := &Service{queue: make(chan []byte, 1024)}
 	defer func() {
 		if err != nil {
 			_ = s.Stop()
@@ -120,15 +125,21 @@ func Start(ctx context.Context, o Options) (_ *Service, err error) {
 		"NODETIDE_CONFIG=" + o.ConfigYAML,
 		"_HANDLER=bootstrap",
 	}
-	for i, target := range []*string{&s.urlFn, &s.cycleFn} {
+	for i := range cycleInstances + 1 {
 		p, base, err := startRIE(ctx, o, i, env)
 		if err != nil {
 			return nil, err
 		}
 		s.procs = append(s.procs, p)
-		*target = base + "/2015-03-31/functions/function/invocations"
+		if i == 0 {
+			s.urlFn = base + invocations
+		} else {
+			s.cycleFns = append(s.cycleFns, base+invocations)
+		}
 	}
-	go s.worker()
+	for _, fn := range s.cycleFns {
+		go s.worker(fn)
+	}
 
 	cert, caPEM, err := selfSigned()
 	if err != nil {
@@ -181,7 +192,7 @@ func (s *Service) Calls() int64 { return s.calls.Load() }
 // Queued counts the asynchronous invocations the Lambda API accepted.
 func (s *Service) Queued() int64 { return s.queued.Load() }
 
-// Logs returns both instances' logs.
+// Logs returns the instances' logs.
 func (s *Service) Logs() string {
 	var b strings.Builder
 	for _, p := range s.procs {
@@ -340,12 +351,11 @@ func lambdaError(w http.ResponseWriter, status int, typ, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"Type": "User", "message": msg})
 }
 
-// worker runs the queued invocations one after another on their instance.
-func (s *Service) worker() {
-	defer close(s.workerDone)
+// worker runs queued invocations one after another on one instance.
+func (s *Service) worker(fn string) {
 	for payload := range s.queue {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		_, _ = post(ctx, s.cycleFn, payload)
+		_, _ = post(ctx, fn, payload)
 		cancel()
 	}
 }

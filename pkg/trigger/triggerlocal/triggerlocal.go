@@ -13,7 +13,8 @@
 //
 // Where it differs from Lambda: three function instances, fixed (one serves
 // the URL, two the queued invocations: the stack's reserved concurrency is
-// 3, but Lambda shares it among all three uses); queued invocations are not
+// 3, but Lambda shares it among all three uses), and concurrent URL calls
+// wait for each other (Lambda would run them on more instances); queued invocations are not
 // retried on error and have no maximum age; the URL accepts any request without Lambda's own limits
 // (payload size, throttling); request IDs and source addresses are made up.
 package triggerlocal
@@ -86,8 +87,9 @@ type Service struct {
 	URL   string
 	CAPEM []byte
 
-	urlFn         string   // the URL instance's RIE invocation URL
-	cycleFns      []string // the cycle instances'
+	urlFn         string     // the URL instance's RIE invocation URL
+	urlMu         sync.Mutex // one invocation at a time: the RIE cannot take two
+	cycleFns      []string   // the cycle instances'
 	procs         []*childproc.Process
 	https, lambda *http.Server
 	queue         chan []byte
@@ -247,7 +249,11 @@ func (s *Service) serveURL(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	// Lambda would give a concurrent call an instance of its own; the RIE
+	// serves one invocation at a time (a second one at once crashes it).
+	s.urlMu.Lock()
 	out, err := post(r.Context(), s.urlFn, ev)
+	s.urlMu.Unlock()
 	if err != nil {
 		http.Error(w, "function: "+err.Error(), http.StatusBadGateway)
 		return

@@ -78,14 +78,16 @@ scaleUp: {pendingPodMinAge: 0s}`, triggerGroup, triggerGroup), 1)
 	if err := waitServiceAccount(ctx, b, ns.Name); err != nil {
 		return nil, err
 	}
-	f := &triggerFigures{Trials: o.TriggerTrials, Gap: trigger.DefaultMinGap + time.Second}
+	// The window is rounded up to a whole second and starts at the hint,
+	// which may come a second or so after the trial began.
+	f := &triggerFigures{Trials: o.TriggerTrials, Gap: trigger.DefaultMinGap + 2500*time.Millisecond}
 	tr := triggerlocal.Trial{Client: b.client, Namespace: ns.Name, Group: triggerGroup,
 		Selector: map[string]string{"pool": triggerGroup}, CPU: "3", Timeout: 2 * time.Minute}
 	var last time.Time
 	for i := range o.TriggerTrials {
-		// Hint-started cycles are at least DefaultMinGap apart (rounded up
-		// to whole seconds in the lease): trials closer than that would
-		// measure the rate limit, not the path.
+		// A hint inside the previous trial's window waits for the window's
+		// end (its trailing cycle): trials closer than that would measure
+		// the rate limit, not the path.
 		if wait := time.Until(last.Add(f.Gap)); wait > 0 {
 			select {
 			case <-ctx.Done():
@@ -178,7 +180,7 @@ func writeTrigger(b *strings.Builder, f *triggerFigures) {
 		"the local API server calls an HTTPS endpoint (a test CA in `caBundle`) that turns each call into a function URL "+
 		"event for the evaluate bootstrap under the emulator; its asynchronous self-invocation goes to a local Lambda "+
 		"Invoke API that runs the cycle on one of two further instances (`pkg/trigger/triggerlocal`). %d trials, at least %s apart "+
-		"(hint-started cycles are rate-limited to one at once and one trailing per %s): each creates one pod that only a new node of the empty "+
+		"(a hint within %s of the last started cycle waits for the window's end: a pod pending that soon after another is scaled up to ~6 s later): each creates one pod that only a new node of the empty "+
 		"kwok group `%s` fits, with `pendingPodMinAge: 0s`. **Latency** is from a watch seeing the scheduler mark the pod "+
 		"Unschedulable to a watch seeing the group's first new Node (which the kwok provider creates inside IncreaseSize); "+
 		"the cycle includes the snapshot of the whole cluster above.\n\n", f.Trials, f.Gap, trigger.DefaultMinGap, triggerGroup)

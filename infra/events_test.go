@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/state"
+	"github.com/nodetide/nodetide/pkg/trigger"
 )
 
 // The sample events (make invoke, sam local invoke -e): one per function and
@@ -47,6 +50,22 @@ func TestEvents(t *testing.T) {
 		},
 		"evaluate-run.json":  func(t *testing.T, data []byte, _ map[string]any) { evaluateAction(t, data, "run") },
 		"evaluate-plan.json": func(t *testing.T, data []byte, _ map[string]any) { evaluateAction(t, data, "plan") },
+		"evaluate-trigger.json": func(t *testing.T, data []byte, _ map[string]any) {
+			evaluateAction(t, data, "trigger")
+		},
+		"evaluate-webhook.json": func(t *testing.T, data []byte, _ map[string]any) {
+			// A function URL request carrying the scheduler's AdmissionReview:
+			// a hint that starts one cycle, answered allowed.
+			if !trigger.IsURLEvent(data) {
+				t.Fatal("not read as a function URL request")
+			}
+			started := &countStarts{}
+			tr := &trigger.Trigger{Lease: state.NewMemory("events"), Start: started}
+			resp, out := tr.Serve(context.Background(), data)
+			if resp.StatusCode != 200 || out != trigger.Started || started.n != 1 || !strings.Contains(resp.Body, `"allowed":true`) {
+				t.Errorf("status %d, outcome %s, %d cycles, body %s; want 200, started, 1, allowed", resp.StatusCode, out, started.n, resp.Body)
+			}
+		},
 		"evaluate-add.json": func(t *testing.T, data []byte, _ map[string]any) {
 			req := evaluateAction(t, data, "add")
 			if !slices.Contains(groups, req.NodeGroup) {
@@ -200,3 +219,7 @@ func scheduleAction(t *testing.T, data []byte, want string) schedule.Request {
 	}
 	return req
 }
+
+type countStarts struct{ n int }
+
+func (c *countStarts) StartCycle(context.Context, time.Time) error { c.n++; return nil }

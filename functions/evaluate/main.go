@@ -1,10 +1,13 @@
-// Command evaluate is the evaluate Lambda function: every minute it measures
-// pressure, decides, scales up and starts drains (see pkg/evaluate).
+// Command evaluate is the evaluate Lambda function: every minute, and when
+// the webhook trigger hints at a pod the scheduler could not place, it
+// measures pressure, decides, scales up and starts drains (see pkg/evaluate
+// and pkg/trigger).
 package main
 
 import (
 	"context"
 	"log/slog"
+	"os"
 
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/evaluate"
@@ -19,6 +22,10 @@ func build(ctx context.Context, cfg *config.Config, a *setup.AWS, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	h := &evaluate.Handler{Evaluator: ev, WatchFor: cfg.EvaluateSettings().WatchFor}
+	tr, err := setup.Trigger(ctx, os.Getenv, ev.Store, a, log)
+	if err != nil {
+		return nil, err
+	}
+	h := &evaluate.Handler{Evaluator: ev, Trigger: tr, WatchFor: cfg.EvaluateSettings().WatchFor}
 	return h.Handle, nil
 }

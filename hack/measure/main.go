@@ -9,6 +9,8 @@
 // DynamoDB traffic. It writes the figures, and what they model to on
 // Lambda at each memory size, as markdown (infra/measurements.md). Run it
 // with `make measure`; it stops everything it started, also on Ctrl-C.
+// Last, it times scale-ups through the webhook trigger (pkg/trigger): pod
+// marked Unschedulable to IncreaseSize, over -trigger-trials pods.
 package main
 
 import (
@@ -45,6 +47,8 @@ type options struct {
 	MemoryList string
 	// Scale, when set, measures only the read path at these scales.
 	Scale scaleOptions
+	// TriggerTrials: scale-ups through the webhook trigger (0: none).
+	TriggerTrials int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -68,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.Runs, "runs", 5, "schedule ticks and lists of each kind")
 	fs.IntVar(&o.Drains, "drains", 2, "nodes drained through the state machine")
 	fs.DurationVar(&o.DrainWait, "drain-max-wait", 2*time.Second, "cap on the state machine's Wait states and retry pauses")
+	fs.IntVar(&o.TriggerTrials, "trigger-trials", 50, "scale-ups through the webhook trigger, each timed from Unschedulable to IncreaseSize (0: none)")
 	fs.StringVar(&o.MemoryList, "memory", "128,256,384,512,1024,1769", "memory sizes (MB) to model, comma-separated")
 	fs.DurationVar(&o.Net.KubeRTT, "kube-rtt", 5*time.Millisecond, "assumed round trip per Kubernetes API request on AWS")
 	fs.DurationVar(&o.Net.DDBRTT, "dynamodb-rtt", 8*time.Millisecond, "assumed round trip per DynamoDB request on AWS")
@@ -106,6 +111,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.Pending < 1, o.Ticks < 1, o.Plans < 1, o.Schedules < 1, o.Runs < 1, o.Drains < 1:
 		return o, errors.New("-pending, -ticks, -plans, -schedules, -runs and -drains must each be at least 1")
+	case o.TriggerTrials < 0:
+		return o, errors.New("-trigger-trials must not be negative")
 	case o.DrainWait <= 0:
 		return o, errors.New("-drain-max-wait must be positive")
 	}

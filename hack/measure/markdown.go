@@ -23,6 +23,7 @@ type meta struct {
 	DrainMaxWait   time.Duration
 	Memories       []int
 	Net            network
+	Trigger        *triggerFigures
 }
 
 // writeMarkdown writes the measurement as infra/measurements.md.
@@ -134,6 +135,7 @@ func writeMarkdown(w io.Writer, m meta, rows []row) error {
 	b.WriteString("\nNot measured here: evaluate's watch (`evaluate.watchFor`: the memory of the pods watch, and the " +
 		"cycles it starts, which are the cycle above) and its `run` or `add` acting on a provider; drain's hand-made " +
 		"`shutdown` and `enable`, and its ForceDelete and Rollback steps; schedule's `get`, `delete` and `run`.\n")
+	writeTrigger(&b, m.Trigger)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

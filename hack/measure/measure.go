@@ -173,8 +173,15 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 		samples = append(samples, s...)
 	}
 
+	log.Info("measuring", "function", "evaluate (webhook trigger)", "trials", o.TriggerTrials)
+	tf, err := measureTrigger(ctx, b, o)
+	if err != nil {
+		return fmt.Errorf("trigger: %w", err)
+	}
+
 	rows := summarizeRows(samples, o.Memories, o.Net)
 	m := newMeta(o, p, b.Drains, time.Since(began))
+	m.Trigger = tf
 	// The read path's scale section (-scale) and the snapshot file
 	// section are carried over.
 	old, _ := os.ReadFile(o.Out)

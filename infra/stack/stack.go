@@ -85,8 +85,10 @@ type Function struct {
 //     evaluate.watchFor after its tick (at the latest 10 s before its
 //     deadline), so the timeout is watchFor + 30 s, at least 60 s: room for a
 //     cycle still finishing when the watch ends, modelled at under 4.5 s even
-//     cold. Reserved concurrency 1: one cycle at a time (the DynamoDB lease
-//     also guarantees it).
+//     cold. Reserved concurrency 3: room for a cycle, a triggered cycle
+//     waiting for the lease and the webhook calls (a few ms each), and a
+//     bound on what calls to its public URL can run at once; the DynamoDB
+//     lease keeps cycles apart.
 //   - drain: 256 MB (peak RSS 47 MiB; the CPU-heavy steps, Surge and Evict,
 //     model up to a second faster than at 128 MB, at a negligible cost), 120 s —
 //     one state machine step, modelled at under 7.5 s with its own 5 s wait,
@@ -103,7 +105,7 @@ func Functions(cfg *config.Config) []Function {
 	evalTimeout = min(evalTimeout, 15*time.Minute)
 	return []Function{
 		{Name: "evaluate", Description: "nodetide evaluate: measures pressure, scales node groups up, starts drains",
-			MemoryMB: 384, Timeout: evalTimeout, Reserved: 1, StartsDrains: true,
+			MemoryMB: 384, Timeout: evalTimeout, Reserved: 3, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
 			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true, StopsDrains: true,
@@ -312,6 +314,9 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 		}
 		fn := awslambda.NewFunction(st, jsii.String(title+"Function"), fp)
 		b.Functions[spec.Name] = fn
+		if spec.Name == "evaluate" {
+			addTrigger(st, fn, role, prefix+"-"+spec.Name)
+		}
 
 		if len(o.SubnetIDs) > 0 {
 			cfn := fn.Node().DefaultChild().(awslambda.CfnFunction)
@@ -616,7 +621,7 @@ var completeSecretArn = regexp.MustCompile(`:secret:.+-[A-Za-z0-9]{6}$`)
 // groups only, and a DynamoDB gateway endpoint on the route tables.
 func vpcEndpoints(st awscdk.Stack, o Options) {
 	cfg := o.Config
-	services := []string{"ssm", "states"}
+	services := []string{"ssm", "states", "lambda"} // lambda: the trigger's self-invocation
 	for _, g := range cfg.NodeGroups {
 		if g.Provider == config.ProviderAWS {
 			services = append(services, "autoscaling", "ec2")
@@ -677,7 +682,7 @@ func vpcEndpoints(st awscdk.Stack, o Options) {
 
 func endpointID(svc string) string {
 	names := map[string]string{"ssm": "Ssm", "states": "StepFunctions", "autoscaling": "AutoScaling", "ec2": "Ec2",
-		"eks": "Eks", "secretsmanager": "SecretsManager", "dynamodb": "DynamoDb"}
+		"eks": "Eks", "secretsmanager": "SecretsManager", "dynamodb": "DynamoDb", "lambda": "Lambda"}
 	return names[svc] + "Endpoint"
 }
 

@@ -141,6 +141,7 @@ func TestStackResources(t *testing.T) {
 		"AWS::IAM::Role":                   4,
 		"AWS::EC2::VPCEndpoint":            0,
 		"AWS::EKS::AccessEntry":            0,
+		"AWS::Lambda::Url":                 1,
 	}
 	for typ, n := range counts {
 		check(t, typ+" count", func() { tpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
@@ -152,7 +153,7 @@ func TestStackResources(t *testing.T) {
 		drains          bool
 	}
 	for name, w := range map[string]want{
-		"evaluate": {384, 75, 1, true},
+		"evaluate": {384, 60, 3, true},
 		"drain":    {256, 120, nil, true},
 		"schedule": {384, 90, nil, true},
 	} {
@@ -316,9 +317,31 @@ func TestStackResources(t *testing.T) {
 		})
 	})
 	for _, out := range []string{"EvaluateFunctionName", "DrainFunctionName", "ScheduleFunctionName",
-		"EvaluateRoleArn", "DrainRoleArn", "ScheduleRoleArn", "DrainStateMachineArn", "StateTableName", "ConfigParameterName"} {
+		"EvaluateRoleArn", "DrainRoleArn", "ScheduleRoleArn", "DrainStateMachineArn", "StateTableName", "ConfigParameterName",
+		TriggerOutput} {
 		check(t, "output "+out, func() { tpl.HasOutput(jsii.String(out), map[string]any{}) })
 	}
+
+	// The trigger: evaluate's URL, auth NONE (the API server cannot sign),
+	// open to the public through a permission on that URL only.
+	evalID, _ := f.function(t, "evaluate")
+	check(t, "trigger URL", func() {
+		tpl.HasResourceProperties(jsii.String("AWS::Lambda::Url"), map[string]any{
+			"AuthType": "NONE", "InvokeMode": "BUFFERED",
+			"TargetFunctionArn": map[string]any{"Fn::GetAtt": []any{evalID, "Arn"}},
+		})
+	})
+	check(t, "trigger URL permission", func() {
+		tpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), map[string]any{
+			"Action": "lambda:InvokeFunctionUrl", "Principal": "*", "FunctionUrlAuthType": "NONE",
+			"FunctionName": map[string]any{"Fn::GetAtt": []any{evalID, "Arn"}},
+		})
+	})
+	check(t, "trigger output", func() {
+		tpl.HasOutput(jsii.String(TriggerOutput), map[string]any{
+			"Value": map[string]any{"Fn::GetAtt": []any{assertions.Match_AnyValue(), "FunctionUrl"}},
+		})
+	})
 }
 
 // statement is one IAM policy statement, normalized.
@@ -483,6 +506,9 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		want = append(want, asgWrites[fn]...)
 		want = append(want, "states:DescribeExecution", "states:StartExecution")
+		if fn == "evaluate" {
+			want = append(want, "lambda:InvokeFunction") // the trigger starts a cycle
+		}
 		if fn == "drain" {
 			want = append(want, "states:StopExecution")
 		}
@@ -549,6 +575,7 @@ func TestLeastPrivilege(t *testing.T) {
 		contains("states:StartExecution", ":stateMachine:nodetide-prod-drain\"")
 		contains("states:DescribeExecution", ":execution:nodetide-prod-drain:*\"")
 		contains("states:StopExecution", ":execution:nodetide-prod-drain:*\"")
+		contains("lambda:InvokeFunction", ":function:nodetide-prod-evaluate\"")
 		for _, a := range []string{"logs:CreateLogStream", "logs:PutLogEvents"} {
 			contains(a, `"Fn::GetAtt"`)
 		}
@@ -701,7 +728,7 @@ func TestVPC(t *testing.T) {
 		}
 	}
 	sort.Strings(services)
-	want := []string{"autoscaling/Interface", "dynamodb/Gateway", "ec2/Interface", "eks/Interface", "ssm/Interface", "states/Interface"}
+	want := []string{"autoscaling/Interface", "dynamodb/Gateway", "ec2/Interface", "eks/Interface", "lambda/Interface", "ssm/Interface", "states/Interface"}
 	if !slices.Equal(services, want) {
 		t.Errorf("endpoints %v, want %v", services, want)
 	}
@@ -825,7 +852,7 @@ func TestFunctionsSizing(t *testing.T) {
 		memory  int
 		timeout time.Duration
 	}{
-		"evaluate": {384, 75 * time.Second}, // watchFor 45s + 30s
+		"evaluate": {384, 60 * time.Second}, // watchFor 0s: the 60 s floor
 		"drain":    {256, 120 * time.Second},
 		"schedule": {384, 90 * time.Second}, // a shrinking schedule runs an evaluate cycle
 	}

@@ -189,7 +189,8 @@ type Evaluate struct {
 	// Interval between scheduled cycles (EventBridge's minimum is 1m).
 	Interval *Duration `yaml:"interval"`
 	// WatchFor keeps a scheduled run watching for new pending pods that long
-	// after its tick; 0 turns the watch off.
+	// after its tick; 0 (the default) turns the watch off: the webhook
+	// trigger reacts to pending pods without billing an idle watch.
 	WatchFor *Duration `yaml:"watchFor"`
 }
 
@@ -232,7 +233,7 @@ type EvaluateSettings struct {
 
 // EvaluateSettings returns the evaluate timings, defaults filled in.
 func (c *Config) EvaluateSettings() EvaluateSettings {
-	e := EvaluateSettings{Interval: time.Minute, WatchFor: 45 * time.Second}
+	e := EvaluateSettings{Interval: time.Minute}
 	setDur(&e.Interval, c.Evaluate.Interval)
 	setDur(&e.WatchFor, c.Evaluate.WatchFor)
 	return e

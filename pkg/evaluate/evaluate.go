@@ -93,6 +93,13 @@ type Result struct {
 	WatchRuns int `json:"watchRuns,omitempty"`
 	// Recovered lists the ended drains this cycle finished first.
 	Recovered *drain.Recovered `json:"recovered,omitempty"`
+	// TriggerRuns counts the further cycles a triggered run made for pods
+	// that were too young to count in the first.
+	TriggerRuns int `json:"triggerRuns,omitempty"`
+
+	// comingOfAge is when the youngest Unschedulable pod this cycle left out
+	// for its age reaches pendingPodMinAge (zero: none left out).
+	comingOfAge time.Time
 }
 
 func (e *Evaluator) now() time.Time {
@@ -243,7 +250,8 @@ func (e *Evaluator) cycle(ctx context.Context) (Result, planner.Snapshot, error)
 		return Result{Plan: &plan, Actions: actions, Recovered: recovered}, snap, fmt.Errorf("save state: %w", err)
 	}
 	plan.State = next
-	return Result{Plan: &plan, Actions: actions, Recovered: recovered}, snap, nil
+	return Result{Plan: &plan, Actions: actions, Recovered: recovered,
+		comingOfAge: comingOfAge(snap.Pods, e.Settings.ScaleUp.PendingPodMinAge, snap.CapturedAt)}, snap, nil
 }
 
 func (e *Evaluator) acquire(ctx context.Context) (state.Lease, string, error) {

@@ -463,3 +463,28 @@ func TestWatchScalesUpBetweenTicks(t *testing.T) {
 		t.Errorf("target = %d, want 2", got)
 	}
 }
+
+// TestTriggeredRunWaitsForPodsToComeOfAge: the webhook hints as soon as the
+// scheduler marks a pod Unschedulable, before pendingPodMinAge; the
+// triggered run waits for the pod to come of age and scales up then, within
+// the same invocation, instead of leaving it to the next tick.
+func TestTriggeredRunWaitsForPodsToComeOfAge(t *testing.T) {
+	f := newFixture(t, 0, 3, nil)
+	ev := f.evaluator("triggered")
+	ev.Settings.ScaleUp.PendingPodMinAge = 15 * time.Second
+	f.deploy(t, "young", 2, "3")
+	f.waitUnschedulable(t, 2)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := ev.RunTriggered(ctx, time.Time{})
+	if err != nil {
+		t.Fatalf("triggered run: %v", err)
+	}
+	if got := f.target(t); got != 2 {
+		t.Fatalf("target = %d after the triggered run (%s), want 2; result %+v", got, time.Since(start), res)
+	}
+	if res.TriggerRuns < 1 || len(res.Actions) != 1 || res.Actions[0].Kind != "scaleUp" || res.Actions[0].Delta != 2 {
+		t.Errorf("result: %d further runs, actions %+v; want a scale-up by 2 in a further run", res.TriggerRuns, res.Actions)
+	}
+}

@@ -276,7 +276,9 @@ func (c *apiClient) serverTags(ctx context.Context, name string) ([]string, erro
 }
 
 // createRequest is the body of POST /service/server: cloudcli's `server
-// create` flags. Lists (disks, networks, tags) are space-separated.
+// create` flags, under the names the API reads (all lower case but
+// passwordValidate: a "billingCycle" is not the billing cycle). Lists (disks,
+// networks, tags) are space-separated.
 type createRequest struct {
 	Name               string `json:"name"`
 	Password           string `json:"password"`
@@ -291,7 +293,7 @@ type createRequest struct {
 	Managed            string `json:"managed"`
 	Network            string `json:"network"`
 	Quantity           int    `json:"quantity"`
-	BillingCycle       string `json:"billingCycle"`
+	BillingCycle       string `json:"billingcycle"`
 	MonthlyPackage     string `json:"monthlypackage"`
 	PowerOnAfterCreate string `json:"poweronaftercreate"`
 	ScriptFile         string `json:"script-file"`

@@ -34,8 +34,10 @@
 // behind (here: no); terminate matches the name exactly (Kamatera takes a
 // regular expression) and completes at once (Kamatera queues it); command
 // IDs are strings unless WithNumericCommandIDs; an unknown command ID gives
-// an empty list; server names must be unique; only quantity 1 is accepted;
-// "billingCycle" and "billingcycle" are both read.
+// an empty list; server names must be unique; only quantity 1 is accepted.
+// A create naming a field the API does not read (e.g. "billingCycle" for
+// "billingcycle") is refused, as a strict server would; whether Kamatera
+// refuses it or ignores it is not documented.
 package kamateradouble
 
 import (
@@ -46,6 +48,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -111,14 +114,24 @@ type CreateRequest struct {
 	Managed            string `json:"managed"`
 	Network            string `json:"network"`
 	Quantity           int    `json:"quantity"`
-	BillingCycle       string `json:"billingCycle"`
-	BillingCycleLower  string `json:"billingcycle"`
+	BillingCycle       string `json:"billingcycle"`
 	MonthlyPackage     string `json:"monthlypackage"`
 	PowerOnAfterCreate string `json:"poweronaftercreate"`
 	ScriptFile         string `json:"script-file"`
 	UserdataFile       string `json:"userdata-file"`
 	Tag                string `json:"tag"`
 }
+
+// createFields are the JSON names of CreateRequest, exactly as the API reads
+// them.
+var createFields = func() map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeFor[CreateRequest]()
+	for i := range t.NumField() {
+		out[strings.Split(t.Field(i).Tag.Get("json"), ",")[0]] = true
+	}
+	return out
+}()
 
 // Tags, Disks and Networks split the space-separated lists.
 func (r CreateRequest) Tags() []string     { return strings.Fields(r.Tag) }
@@ -553,13 +566,23 @@ var (
 
 func (d *Double) create(body []byte) (any, error) {
 	var req CreateRequest
+	// The server refuses what it does not read, so that a misspelt option
+	// (say "billingCycle") is an error rather than silently the default.
+	// encoding/json matches names case-insensitively, so names are checked
+	// exactly first.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, apiMessagef("Invalid request: %v", err)
+	}
+	for name := range fields {
+		if !createFields[name] {
+			return nil, apiMessagef("Invalid request: unknown field %q", name)
+		}
+	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, apiMessagef("Invalid request: %v", err)
 	}
 	billing := req.BillingCycle
-	if billing == "" {
-		billing = req.BillingCycleLower
-	}
 	switch {
 	case !serverNameRE.MatchString(req.Name):
 		return nil, apiMessagef("Invalid server name %q", req.Name)

@@ -44,7 +44,7 @@ func createBody(name, password string) map[string]any {
 	return map[string]any{
 		"name": name, "password": password, "passwordValidate": password, "datacenter": "EU", "image": "ubuntu",
 		"cpu": "2A", "ram": "2048", "disk": "size=20", "network": "name=wan,ip=auto", "quantity": 1,
-		"billingCycle": "hourly", "dailybackup": "no", "managed": "no", "poweronaftercreate": "yes",
+		"billingcycle": "hourly", "dailybackup": "no", "managed": "no", "poweronaftercreate": "yes",
 		"script-file": "#!/bin/sh\n", "tag": "k8sca-c k8scang-g",
 	}
 }
@@ -145,6 +145,8 @@ func TestCreateValidation(t *testing.T) {
 		{"quantity", func(b map[string]any) { b["quantity"] = 2 }, "quantity"},
 		{"long tag", func(b map[string]any) { b["tag"] = "k8scang-aaaaaaaaaaaaaaaaaaaa" }, "Invalid tag"},
 		{"ram", func(b map[string]any) { b["ram"] = "2GB" }, "Invalid ram"},
+		{"billing cycle", func(b map[string]any) { b["billingcycle"] = "weekly" }, "Invalid billing cycle"},
+		{"misspelt field", func(b map[string]any) { delete(b, "billingcycle"); b["billingCycle"] = "monthly" }, `unknown field \"billingCycle\"`},
 	}
 	for i, tt := range tests {
 		body := createBody("srv-"+string(rune('a'+i))+"xyz", "Passw0rd123")

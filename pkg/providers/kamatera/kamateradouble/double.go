@@ -16,7 +16,8 @@
 //	POST /service/server/poweroff|on  {"name"} → ["<command id>"]
 //
 // Every request must carry AuthClientId / AuthSecret; otherwise the answer is
-// 401 {"message": "Authentication failed"}. Application errors are 500 with
+// 401 {"message": "Authentication failed"} (or 200 with the same body, see
+// WithAuthFailureStatus). Application errors are 500 with
 // {"message": …}, as Kamatera answers them.
 //
 // A create makes a queue command in state "pending" and a powered-off server
@@ -159,6 +160,13 @@ func WithAutoComplete(delay time.Duration) Option {
 	return func(d *Double) { d.autoComplete, d.autoDelay = true, delay }
 }
 
+// WithAuthFailureStatus sets the status a rejected key is answered with
+// (default 401). Kamatera has been seen to answer 200 with the same
+// {"message"} body, which a client must not take for a result.
+func WithAuthFailureStatus(status int) Option {
+	return func(d *Double) { d.authFailureStatus = status }
+}
+
 // WithNumericCommandIDs answers command IDs as JSON numbers.
 func WithNumericCommandIDs() Option {
 	return func(d *Double) { d.numericIDs = true }
@@ -171,6 +179,8 @@ type Double struct {
 	autoComplete     bool
 	autoDelay        time.Duration
 	numericIDs       bool
+	// authFailureStatus answers a rejected key.
+	authFailureStatus int
 
 	mu          sync.Mutex
 	servers     map[string]*Server
@@ -202,6 +212,8 @@ func New(opts ...Option) *Double {
 		servers:  map[string]*Server{},
 		commands: map[string]*Command{},
 		nextID:   1000,
+
+		authFailureStatus: http.StatusUnauthorized,
 	}
 	for _, o := range opts {
 		o(d)
@@ -443,7 +455,7 @@ func (d *Double) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.Header.Get("AuthClientId") != d.clientID || r.Header.Get("AuthSecret") != d.secret {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Authentication failed"})
+		writeJSON(w, d.authFailureStatus, map[string]string{"message": "Authentication failed"})
 		return
 	}
 	route := r.Method + " " + r.URL.Path

@@ -414,11 +414,38 @@ type terminateRequest struct {
 	Force bool   `json:"force"`
 }
 
-// terminateServer deletes a server, powered on or not. Kamatera takes the
-// name as a regular expression; names are restricted (see namePrefixRE) so
-// that each matches only itself.
-func (c *apiClient) terminateServer(ctx context.Context, name string) error {
-	return c.call(ctx, http.MethodPost, "/service/server/terminate", nil, terminateRequest{Name: name, Force: true}, retryIdempotent, nil)
+// terminateServer asks Kamatera to delete a server, powered on or not, and
+// returns the queue command that does it ("" when the answer names none).
+// Kamatera takes the name as a regular expression; names are restricted (see
+// namePrefixRE) so that each matches only itself.
+func (c *apiClient) terminateServer(ctx context.Context, name string) (string, error) {
+	var raw json.RawMessage
+	if err := c.call(ctx, http.MethodPost, "/service/server/terminate", nil, terminateRequest{Name: name, Force: true}, retryIdempotent, &raw); err != nil {
+		return "", err
+	}
+	return firstCommandID(raw), nil
+}
+
+// powerServer queues a power on or off and returns its command ("" when the
+// answer names none).
+func (c *apiClient) powerServer(ctx context.Context, name string, on bool) (string, error) {
+	path := "/service/server/poweroff"
+	if on {
+		path = "/service/server/poweron"
+	}
+	var raw json.RawMessage
+	if err := c.call(ctx, http.MethodPost, path, nil, nameRequest{Name: name}, retryIdempotent, &raw); err != nil {
+		return "", err
+	}
+	return firstCommandID(raw), nil
+}
+
+func firstCommandID(raw json.RawMessage) string {
+	ids, err := commandIDs(raw)
+	if err != nil || len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
 }
 
 // Queue command states. Anything else (pending, running, …) is in progress.

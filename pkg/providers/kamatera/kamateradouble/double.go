@@ -33,7 +33,9 @@
 // errors (500 here); whether and when a server being created is listed
 // (here: at once, powered off) and whether a failed create leaves a server
 // behind (here: no); terminate matches the name exactly (Kamatera takes a
-// regular expression) and completes at once (Kamatera queues it); command
+// regular expression) and completes at once unless WithQueuedTerminates or
+// FailTerminates (Kamatera queues it, and may fail it); power on and off
+// complete at once; command
 // IDs are strings unless WithNumericCommandIDs; an unknown command ID gives
 // an empty list; server names must be unique; only quantity 1 is accepted.
 // A create naming a field the API does not read (e.g. "billingCycle" for
@@ -167,6 +169,13 @@ func WithAuthFailureStatus(status int) Option {
 	return func(d *Double) { d.authFailureStatus = status }
 }
 
+// WithQueuedTerminates leaves every terminate command pending (its server
+// listed) until the test calls Complete (the server goes) or Fail (it stays).
+// Without it a terminate completes at once.
+func WithQueuedTerminates() Option {
+	return func(d *Double) { d.queuedTerminates = true }
+}
+
 // WithNumericCommandIDs answers command IDs as JSON numbers.
 func WithNumericCommandIDs() Option {
 	return func(d *Double) { d.numericIDs = true }
@@ -181,20 +190,25 @@ type Double struct {
 	numericIDs       bool
 	// authFailureStatus answers a rejected key.
 	authFailureStatus int
+	queuedTerminates  bool
 
-	mu          sync.Mutex
-	servers     map[string]*Server
-	commands    map[string]*Command
-	order       []string
-	nextID      int
-	faults      []*fault
-	requests    []Request
-	creates     []CreateRequest
-	onCreate    func(CreateRequest, string)
-	onComplete  func(Server)
-	onTerminate func(string)
-	timers      []*time.Timer
-	closed      bool
+	mu       sync.Mutex
+	servers  map[string]*Server
+	commands map[string]*Command
+	order    []string
+	nextID   int
+	faults   []*fault
+	// failTerminates is how many terminate commands still to end in error,
+	// with failLog.
+	failTerminates int
+	failLog        string
+	requests       []Request
+	creates        []CreateRequest
+	onCreate       func(CreateRequest, string)
+	onComplete     func(Server)
+	onTerminate    func(string)
+	timers         []*time.Timer
+	closed         bool
 }
 
 type fault struct {
@@ -347,7 +361,8 @@ func (d *Double) RequestCount(method, path string) int {
 	return n
 }
 
-// Complete completes a pending create: its server powers on.
+// Complete completes a pending command: a create's server powers on, a
+// terminate's server goes.
 func (d *Double) Complete(commandID string) error {
 	d.mu.Lock()
 	c, ok := d.commands[commandID]
@@ -356,6 +371,15 @@ func (d *Double) Complete(commandID string) error {
 		return fmt.Errorf("no pending command %q", commandID)
 	}
 	c.Status = StatusComplete
+	if c.Info == InfoTerminate {
+		delete(d.servers, c.ServerName)
+		f := d.onTerminate
+		d.mu.Unlock()
+		if f != nil {
+			f(c.ServerName)
+		}
+		return nil
+	}
 	var done *Server
 	if s, ok := d.servers[c.ServerName]; ok && c.Info == InfoCreate {
 		s.Power = true
@@ -371,6 +395,14 @@ func (d *Double) Complete(commandID string) error {
 	return nil
 }
 
+// FailTerminates makes the next n terminate commands end in "error" with
+// log; their servers stay, powered as they were.
+func (d *Double) FailTerminates(n int, log string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failTerminates, d.failLog = n, log
+}
+
 // CompleteAll completes every pending create and returns their IDs.
 func (d *Double) CompleteAll() []string {
 	var ids []string
@@ -383,7 +415,7 @@ func (d *Double) CompleteAll() []string {
 }
 
 // Fail ends a pending command in "error" with log; a create's server is
-// removed.
+// removed, a terminate's stays.
 func (d *Double) Fail(commandID, log string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -702,6 +734,18 @@ func (d *Double) terminate(body []byte) (any, error) {
 	if s.Power && !req.Force {
 		d.mu.Unlock()
 		return nil, apiMessage("Server is powered on: power it off or use force")
+	}
+	if d.failTerminates > 0 {
+		d.failTerminates--
+		id := d.newCommand(InfoTerminate, req.Name, StatusError)
+		d.commands[id].Log = d.failLog
+		d.mu.Unlock()
+		return d.idList(id), nil
+	}
+	if d.queuedTerminates {
+		id := d.newCommand(InfoTerminate, req.Name, StatusPending)
+		d.mu.Unlock()
+		return d.idList(id), nil
 	}
 	delete(d.servers, req.Name)
 	id := d.newCommand(InfoTerminate, req.Name, StatusComplete)

@@ -256,3 +256,35 @@ func TestAutoComplete(t *testing.T) {
 		t.Fatal("not completed")
 	}
 }
+
+func TestQueuedAndFailedTerminates(t *testing.T) {
+	d := kamateradouble.New(kamateradouble.WithQueuedTerminates())
+	defer d.Close()
+	d.AddServer(kamateradouble.Server{Name: "node-a", Power: true})
+	d.FailTerminates(1, "Server is locked")
+	_, body := call(t, d, http.MethodPost, "/service/server/terminate", map[string]any{"name": "node-a", "force": true})
+	var ids []string
+	if json.Unmarshal([]byte(body), &ids) != nil || len(ids) != 1 {
+		t.Fatalf("terminate: %s", body)
+	}
+	if _, body := call(t, d, http.MethodGet, "/service/queue?id="+ids[0], nil); !strings.Contains(body, `"status":"error","log":"Server is locked"`) {
+		t.Errorf("failed terminate: %s", body)
+	}
+	if s := mustServer(t, d, "node-a"); !s.Power {
+		t.Error("a failed terminate changed the server")
+	}
+	_, body = call(t, d, http.MethodPost, "/service/server/terminate", map[string]any{"name": "node-a", "force": true})
+	if json.Unmarshal([]byte(body), &ids) != nil || len(ids) != 1 {
+		t.Fatalf("terminate: %s", body)
+	}
+	if _, body := call(t, d, http.MethodGet, "/service/queue?id="+ids[0], nil); !strings.Contains(body, `"status":"pending"`) {
+		t.Errorf("queued terminate: %s", body)
+	}
+	mustServer(t, d, "node-a") // listed until complete
+	if err := d.Complete(ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Server("node-a"); ok {
+		t.Error("completed terminate left the server")
+	}
+}

@@ -46,6 +46,9 @@
 //     instances, outside its desired capacity. There is no DescribeWarmPool,
 //     and a growing group launches new machines instead of taking them from
 //     the pool.
+//   - Standby only as machines a test adds in Standby or EnteringStandby
+//     (AddInstance): outside desired capacity, as AWS counts them. There is
+//     no EnterStandby / ExitStandby.
 //   - Launch failures happen only when a test asks (FailLaunches); AWS keeps
 //     retrying a failed launch, the double retries on the next change of
 //     desired capacity or when the failure is cleared.
@@ -569,11 +572,13 @@ func (s *Server) newInstanceLocked(g *group, state string) *Instance {
 	return in
 }
 
-// liveLocked are the machines that count toward desired capacity.
+// liveLocked are the machines that count toward desired capacity: not the
+// warm pool's, nor those in standby (AWS launches a replacement for a
+// machine put in standby unless desired capacity was lowered with it).
 func liveLocked(g *group) []*Instance {
 	var out []*Instance
 	for _, in := range g.instances {
-		if !isTerminating(in.LifecycleState) && !strings.HasPrefix(in.LifecycleState, "Warmed") {
+		if !isTerminating(in.LifecycleState) && !strings.HasPrefix(in.LifecycleState, "Warmed") && !strings.HasSuffix(in.LifecycleState, "Standby") {
 			out = append(out, in)
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -97,6 +98,16 @@ type Options struct {
 	// NodeTemplate, when set, is the last resort for a template: it returns
 	// one built from a registered Node of the group, or nil when there is none.
 	NodeTemplate func(ctx context.Context, group string) (*planner.Template, error)
+	// Logger gets the warnings (a node-template tag skipped); nil is
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (p *Provider) log() *slog.Logger {
+	if p.opts.Logger != nil {
+		return p.opts.Logger
+	}
+	return slog.Default()
 }
 
 // Provider lists the ASGs of one config entry.

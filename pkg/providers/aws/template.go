@@ -15,6 +15,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodetide/nodetide/pkg/planner"
 )
@@ -44,7 +45,8 @@ const defaultMaxPods = 110
 // after the generic labels kubernetes.io/arch, kubernetes.io/os (linux),
 // node.kubernetes.io/instance-type, topology.kubernetes.io/region and — only
 // for an ASG in a single zone, since AWS picks the zone of a new machine —
-// topology.kubernetes.io/zone.
+// topology.kubernetes.io/zone. A malformed tag is skipped with a warning, as
+// cluster-autoscaler does.
 func (g *Group) Template(ctx context.Context) (planner.Template, error) {
 	g.mu.Lock()
 	cached := g.tpl
@@ -77,8 +79,13 @@ type templateTags struct {
 	resources corev1.ResourceList
 }
 
-func parseTemplateTags(tags []astypes.TagDescription) (templateTags, error) {
-	out := templateTags{labels: map[string]string{}, resources: corev1.ResourceList{}}
+// parseTemplateTags reads the node-template tags. A malformed one (a taint
+// with no valid effect, a resource that is not a quantity, a label that is
+// not a valid label) is skipped and reported in skipped, as
+// cluster-autoscaler skips it with a warning: one bad tag should not leave
+// the group with no template at all.
+func parseTemplateTags(tags []astypes.TagDescription) (out templateTags, skipped []error) {
+	out = templateTags{labels: map[string]string{}, resources: corev1.ResourceList{}}
 	// Sorted, so taints come out in a stable order.
 	sorted := slices.Clone(tags)
 	slices.SortFunc(sorted, func(a, b astypes.TagDescription) int {
@@ -96,22 +103,32 @@ func parseTemplateTags(tags []astypes.TagDescription) (templateTags, error) {
 		}
 		switch kind {
 		case "label":
+			if errs := validation.IsQualifiedName(name); len(errs) > 0 {
+				skipped = append(skipped, fmt.Errorf("tag %s: %q is not a label key: %s", key, name, strings.Join(errs, "; ")))
+				continue
+			}
+			if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+				skipped = append(skipped, fmt.Errorf("tag %s: %q is not a label value: %s", key, value, strings.Join(errs, "; ")))
+				continue
+			}
 			out.labels[name] = value
 		case "taint":
 			taint, err := parseTaint(name, value)
 			if err != nil {
-				return templateTags{}, fmt.Errorf("tag %s: %w", key, err)
+				skipped = append(skipped, fmt.Errorf("tag %s: %w", key, err))
+				continue
 			}
 			out.taints = append(out.taints, taint)
 		case "resources":
 			q, err := resource.ParseQuantity(value)
 			if err != nil {
-				return templateTags{}, fmt.Errorf("tag %s: %q is not a quantity: %w", key, value, err)
+				skipped = append(skipped, fmt.Errorf("tag %s: %q is not a quantity: %w", key, value, err))
+				continue
 			}
 			out.resources[corev1.ResourceName(name)] = q
 		}
 	}
-	return out, nil
+	return out, skipped
 }
 
 // parseTaint reads CA's "value:Effect" (or a bare effect, for a taint with
@@ -130,9 +147,9 @@ func parseTaint(key, v string) (corev1.Taint, error) {
 
 func (g *Group) buildTemplate(ctx context.Context) (planner.Template, error) {
 	asg := g.snapshot()
-	tags, err := parseTemplateTags(asg.Tags)
-	if err != nil {
-		return planner.Template{}, fmt.Errorf("%s: template: %w", g.label(), err)
+	tags, skipped := parseTemplateTags(asg.Tags)
+	for _, err := range skipped {
+		g.p.log().WarnContext(ctx, "aws: node-template tag skipped", "group", g.name, "autoScalingGroup", g.asgName, "error", err.Error())
 	}
 	labels := map[string]string{corev1.LabelOSStable: "linux"}
 	if r := region(asg); r != "" {

@@ -1,8 +1,10 @@
 package aws_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -173,16 +175,6 @@ func TestTemplate(t *testing.T) {
 			group:   awsdouble.Group{MixedInstanceTypes: []string{"m99.huge"}},
 			wantErr: "do not exist: [m99.huge]",
 		},
-		{
-			name:    "bad taint tag",
-			group:   awsdouble.Group{MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{"k8s.io/cluster-autoscaler/node-template/taint/x": "y:Sometimes"}},
-			wantErr: "tag k8s.io/cluster-autoscaler/node-template/taint/x",
-		},
-		{
-			name:    "bad resource tag",
-			group:   awsdouble.Group{MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{"k8s.io/cluster-autoscaler/node-template/resources/memory": "lots"}},
-			wantErr: `"lots" is not a quantity`,
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,5 +261,54 @@ func TestTemplateRequestsAndCaching(t *testing.T) {
 	}
 	if _, ok := form["LaunchTemplateName"]; ok {
 		t.Fatalf("sent both the launch template ID and name")
+	}
+}
+
+// TestMalformedTemplateTagsAreSkipped: as cluster-autoscaler does, a bad
+// node-template tag is skipped with a warning naming it; the rest of the
+// template stands.
+func TestMalformedTemplateTagsAreSkipped(t *testing.T) {
+	d, as, ec2c := newDouble(t)
+	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 5, MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{
+		"k8s.io/cluster-autoscaler/node-template/taint/bad":        "y:Sometimes",
+		"k8s.io/cluster-autoscaler/node-template/taint/good":       "yes:NoSchedule",
+		"k8s.io/cluster-autoscaler/node-template/resources/memory": "lots",
+		"k8s.io/cluster-autoscaler/node-template/resources/pods":   "50",
+		"k8s.io/cluster-autoscaler/node-template/label/bad key":    "x",
+		"k8s.io/cluster-autoscaler/node-template/label/disk":       "not a value",
+		"k8s.io/cluster-autoscaler/node-template/label/team":       "data",
+	}})
+	var logs bytes.Buffer
+	g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	tpl, err := g.Template(context.Background())
+	if err != nil {
+		t.Fatalf("Template: %v", err)
+	}
+	if want := []corev1.Taint{{Key: "good", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}; !slices.Equal(tpl.Taints, want) {
+		t.Errorf("taints %v, want %v", tpl.Taints, want)
+	}
+	// memory from the instance type (m5.large: 8 GiB less the reserve), pods
+	// from the good tag
+	if m := tpl.Allocatable[corev1.ResourceMemory]; m.Cmp(q("6Gi")) < 0 || m.Cmp(q("8Gi")) >= 0 {
+		t.Errorf("memory %s, want the instance type's", m.String())
+	}
+	if p := tpl.Allocatable[corev1.ResourcePods]; p.Cmp(q("50")) != 0 {
+		t.Errorf("pods %s, want 50", p.String())
+	}
+	if tpl.Labels["team"] != "data" {
+		t.Errorf("labels %v lack team=data", tpl.Labels)
+	}
+	for _, k := range []string{"bad key", "disk"} {
+		if _, ok := tpl.Labels[k]; ok {
+			t.Errorf("malformed label %q kept", k)
+		}
+	}
+	for _, tag := range []string{"taint/bad", "resources/memory", "label/bad key", "label/disk"} {
+		if !strings.Contains(logs.String(), "node-template/"+tag) {
+			t.Errorf("no warning names tag %s:\n%s", tag, logs.String())
+		}
+	}
+	if strings.Count(logs.String(), `"level":"WARN"`) != 4 {
+		t.Errorf("want 4 warnings:\n%s", logs.String())
 	}
 }

@@ -122,6 +122,11 @@ func New(opts Options, httpClient *http.Client) (*Provider, error) {
 		c := *httpClient
 		httpClient = &c
 	}
+	next := httpClient.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	httpClient.Transport = recordingTransport{next: next}
 	region := scw.Region(cfg.Region)
 	client, err := scw.NewClient(
 		scw.WithAPIURL(cfg.APIURL),

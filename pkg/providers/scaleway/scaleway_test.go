@@ -685,6 +685,11 @@ func TestRetries(t *testing.T) {
 			[]string{"scaleway pool p: get pool (after 4 attempts)", "500"}, true},
 		{"slow answer times out, then ok", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Delay: 5 * time.Second}}, 2, nil, true},
 		{"404 is not retried", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 404}}, 1, []string{"scaleway pool p: get pool:"}, false},
+		{"502 with an unparseable body, then ok", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 502, RawBody: "<html><body>502 Bad Gateway</body></html>"}}, 2, nil, true},
+		{"cut-off 500 body every time", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 500, RawBody: `{"message": "inter`, Times: 10}}, 4,
+			[]string{"(after 4 attempts)", "HTTP 500 Internal Server Error with an unreadable body"}, true},
+		{"429 asking for an hour is not waited for", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 429, RetryAfter: "3600"}}, 1,
+			[]string{"Scaleway asks to retry after 1h0m0s", "429"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -705,6 +710,41 @@ func TestRetries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRetryAfter: a 429 (or 503) naming Retry-After is retried no sooner,
+// in seconds or as an HTTP date; the backoff alone would be milliseconds.
+func TestRetryAfter(t *testing.T) {
+	for name, after := range map[string]func() string{
+		"seconds":   func() string { return "1" },
+		"HTTP date": func() string { return time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBed(t, scwdouble.Options{})
+			b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
+			g := b.group("p", nil)
+			b.scw.Inject(scwdouble.Fault{Op: scwdouble.OpGetPool, Status: 429, RetryAfter: after()})
+			start := time.Now()
+			if size, err := g.TargetSize(context.Background()); err != nil || size != 2 {
+				t.Fatalf("size %d, %v", size, err)
+			}
+			if waited := time.Since(start); waited < 900*time.Millisecond {
+				t.Errorf("retried after %s, before Retry-After", waited)
+			}
+			if n := b.scw.Count(scwdouble.OpGetPool); n != 2 {
+				t.Errorf("%d GetPool requests, want 2", n)
+			}
+		})
+	}
+	// A Retry-After past the caller's deadline ends the call at once.
+	b := newBed(t, scwdouble.Options{})
+	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
+	g := b.group("p", nil)
+	b.scw.Inject(scwdouble.Fault{Op: scwdouble.OpGetPool, Status: 429, RetryAfter: "20"})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := g.TargetSize(ctx)
+	mustErr(t, err, nil, "retry after 20s, past the deadline")
 }
 
 func TestRetriesStopWithContext(t *testing.T) {

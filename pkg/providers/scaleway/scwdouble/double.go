@@ -21,6 +21,9 @@
 //     on its own schedule. Deleting a node twice answers 409 transient_state.
 //   - Error bodies for 5xx and 429 are guesses ({"message": ...}); the SDK
 //     treats any such body as a plain ResponseError, as it would the real one.
+//     A fault can instead send a raw body the SDK cannot parse (a load
+//     balancer's page, a cut-off document) and a Retry-After header; when
+//     and with what value Scaleway sends Retry-After is not documented.
 //   - The name filter of list calls is a substring match; order_by is ignored
 //     (creation order); default page sizes (20, and 50 for server types) and
 //     the 100 cap are assumed.
@@ -108,6 +111,13 @@ type Fault struct {
 	Times int
 	// Delay is waited before answering (or until the client gives up).
 	Delay time.Duration
+	// RetryAfter, when set, is sent as the Retry-After header (seconds or an
+	// HTTP date), as Scaleway's rate limiter does on 429.
+	RetryAfter string
+	// RawBody, when set, is the answer's body as is, under Content-Type
+	// application/json: e.g. a proxy's HTML page or a cut-off document, which
+	// the SDK cannot parse.
+	RawBody string
 }
 
 // Request is one request the double answered.
@@ -392,12 +402,18 @@ func (s *Server) wrap(op string, auth bool, h handler) http.Handler {
 		if status == 0 {
 			return // the client went away
 		}
+		written := status < 0 // a raw fault body, already sent
+		if written {
+			status = -status
+		}
 		if op != OpMetadata {
 			s.mu.Lock()
 			s.log = append(s.log, Request{Op: op, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Status: status})
 			s.mu.Unlock()
 		}
-		writeJSON(w, status, body)
+		if !written {
+			writeJSON(w, status, body)
+		}
 	})
 }
 
@@ -418,6 +434,15 @@ func (s *Server) serve(op string, auth bool, h handler, w http.ResponseWriter, r
 			case <-r.Context().Done():
 				return 0, nil
 			}
+		}
+		if f.RetryAfter != "" {
+			w.Header().Set("Retry-After", f.RetryAfter)
+		}
+		if f.Status != 0 && f.RawBody != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(f.Status)
+			_, _ = w.Write([]byte(f.RawBody))
+			return -f.Status, nil // answered here
 		}
 		if f.Status != 0 {
 			return f.Status, faultBody(f.Status)

@@ -179,26 +179,35 @@ func TestAutoscaledPool(t *testing.T) {
 func TestBounds(t *testing.T) {
 	b := newBed(t, scwdouble.Options{})
 	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 3, MinSize: 1, MaxSize: 10})
+	b.scw.AddPool(scwdouble.PoolSpec{Name: "auto", Size: 3, MinSize: 1, MaxSize: 10, Autoscaling: true})
 	tests := []struct {
 		name     string
+		pool     string
 		min, max *int
 		wantMin  int
 		wantMax  int
 		err      string
 	}{
-		{"the pool's", nil, nil, 1, 10, ""},
-		{"narrowed", ptr(2), ptr(6), 2, 6, ""},
-		{"max only", nil, ptr(1), 1, 1, ""},
-		{"min widened", ptr(0), nil, 0, 0, "minSize 0 would widen the pool's min_size 1"},
-		{"max widened", nil, ptr(11), 0, 0, "maxSize 11 would widen the pool's max_size 10"},
-		{"narrowed past each other", ptr(7), nil, 0, 0, ""}, // 7..10 is fine
+		{"the pool's", "p", nil, nil, 1, 10, ""},
+		{"narrowed", "p", ptr(2), ptr(6), 2, 6, ""},
+		{"max only", "p", nil, ptr(1), 1, 1, ""},
+		// Autoscaling off: Kapsule ignores min_size/max_size; the config's win.
+		{"min widened, autoscaling off", "p", ptr(0), nil, 0, 10, ""},
+		{"max widened, autoscaling off", "p", nil, ptr(40), 1, 40, ""},
+		{"narrowed past each other", "p", ptr(7), nil, 7, 10, ""},
+		// Autoscaling on: Scaleway enforces them; the config can only narrow.
+		{"narrowed, autoscaling on", "auto", ptr(2), ptr(6), 2, 6, ""},
+		{"min widened, autoscaling on", "auto", ptr(0), nil, 0, 0, "minSize 0 would widen the pool's min_size 1, which Scaleway's autoscaling"},
+		{"max widened, autoscaling on", "auto", nil, ptr(11), 0, 0, "maxSize 11 would widen the pool's max_size 10, which Scaleway's autoscaling"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := b.provider(func(o *Options) { o.Pools, o.MinSize, o.MaxSize = []string{"p"}, tt.min, tt.max })
+			p := b.provider(func(o *Options) {
+				o.Pools, o.MinSize, o.MaxSize, o.AllowAutoscaledPool = []string{tt.pool}, tt.min, tt.max, true
+			})
 			groups, err := p.NodeGroups(context.Background())
 			if tt.err != "" {
-				mustErr(t, err, nil, "scaleway pool p", tt.err)
+				mustErr(t, err, nil, "scaleway pool "+tt.pool, tt.err)
 				return
 			}
 			if err != nil {
@@ -213,9 +222,25 @@ func TestBounds(t *testing.T) {
 			}
 		})
 	}
-	// Narrowing min above the pool's max can't be satisfied.
+	// A min above the max in effect can't be satisfied.
 	_, err := b.provider(func(o *Options) { o.Pools, o.MinSize = []string{"p"}, ptr(11) }).NodeGroups(context.Background())
 	mustErr(t, err, nil, "min size 11 is above max size 10")
+}
+
+// TestGrowPastAdvisoryMax: with Scaleway's autoscaling off, a pool grows past
+// its (advisory) max_size up to the config's maxSize, through the real SDK.
+func TestGrowPastAdvisoryMax(t *testing.T) {
+	b := newBed(t, scwdouble.Options{})
+	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MinSize: 1, MaxSize: 2})
+	g := b.group("p", func(o *Options) { o.MaxSize = ptr(5) })
+	ctx := context.Background()
+	if err := g.IncreaseSize(ctx, 3); err != nil {
+		t.Fatalf("IncreaseSize(3) to the config's max: %v", err)
+	}
+	if n, err := g.TargetSize(ctx); err != nil || n != 5 {
+		t.Fatalf("size %d, %v; want 5", n, err)
+	}
+	mustErr(t, g.IncreaseSize(ctx, 1), providers.ErrAboveMax)
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -555,8 +580,9 @@ func TestIncreaseSizeAPIRefusals(t *testing.T) {
 	}
 	b.scw.SetQuota(0)
 
-	// The pool's max lowered behind nodetide's back: the API refuses.
-	if err := b.scw.SetPool(pool.ID, func(p *k8s.Pool) { p.MaxSize = 1 }); err != nil {
+	// The pool's autoscaling turned on, with a lower max, behind nodetide's
+	// back: the API refuses.
+	if err := b.scw.SetPool(pool.ID, func(p *k8s.Pool) { p.MaxSize, p.Autoscaling = 1, true }); err != nil {
 		t.Fatal(err)
 	}
 	err = g.IncreaseSize(ctx, 1)

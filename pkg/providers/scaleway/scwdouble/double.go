@@ -13,8 +13,10 @@
 //   - Which nodes a size decrease removes: the double takes nodes that are not
 //     ready first (newest first), then ready ones; Kapsule does not document
 //     its choice.
-//   - The double rejects a size outside [min_size, max_size] whether or not
-//     the pool autoscales; Kapsule documents min/max as autoscaler settings.
+//   - The double rejects a size outside [min_size, max_size] only when the
+//     pool autoscales, as the API documents min/max ("only used when
+//     autoscaling is enabled"); whether Kapsule caps a pool's size otherwise
+//     (a per-cluster node limit, say) is not modelled.
 //   - Nodes get their provider_id at once; Kapsule can leave it empty while
 //     the Instance is being created.
 //   - Deleted nodes stay listed as "deleting" until Reap; Kapsule removes them
@@ -541,10 +543,16 @@ func (s *Server) updatePool(_ http.ResponseWriter, r *http.Request) (int, any) {
 		if minSize > maxSize {
 			return invalidArgument("min_size", "constraint", "min_size must be lower or equal to max_size")
 		}
-		if size > maxSize {
+		autoscaling := p.Autoscaling
+		if req.Autoscaling != nil {
+			autoscaling = *req.Autoscaling
+		}
+		// min_size and max_size are documented as used only when the pool
+		// autoscales.
+		if autoscaling && size > maxSize {
 			return invalidArgument("size", "constraint", fmt.Sprintf("size must be lower or equal to max_size (%d)", maxSize))
 		}
-		if size < minSize {
+		if autoscaling && size < minSize {
 			return invalidArgument("size", "constraint", fmt.Sprintf("size must be greater or equal to min_size (%d)", minSize))
 		}
 		if size > p.Size && s.quota > 0 {

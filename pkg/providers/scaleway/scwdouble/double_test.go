@@ -96,9 +96,10 @@ func TestPoolsAndNodesThroughTheSDK(t *testing.T) {
 		t.Errorf("pool %s after boot", p.Status)
 	}
 
-	// Above max and below min are invalid arguments.
+	// Above max and below min are invalid arguments when the pool
+	// autoscales (min/max are autoscaler settings).
 	for _, size := range []uint32{6, 0} {
-		_, err = api.UpdatePool(&k8s.UpdatePoolRequest{PoolID: pool.ID, Size: scw.Uint32Ptr(size)})
+		_, err = api.UpdatePool(&k8s.UpdatePoolRequest{PoolID: pool.ID, Size: scw.Uint32Ptr(size), Autoscaling: scw.BoolPtr(true)})
 		var invalid *scw.InvalidArgumentsError
 		if !errors.As(err, &invalid) || invalid.Details[0].ArgumentName != "size" {
 			t.Errorf("size %d: got %v", size, err)

@@ -204,3 +204,57 @@ func TestPowerOffModeOffTerminates(t *testing.T) {
 		t.Errorf("%d power-offs", n)
 	}
 }
+
+// TestWaitingTerminateDoesNotBlockScaleUp: while DeleteInstance follows its
+// terminate command, other size changes go on.
+func TestWaitingTerminateDoesNotBlockScaleUp(t *testing.T) {
+	ctx := context.Background()
+	b := terminateBed(t, 20*time.Second, kamateradouble.WithQueuedTerminates())
+	done := make(chan error, 1)
+	go func() { done <- b.group("workers").DeleteInstance(ctx, "kamatera://w-one") }()
+	var id string
+	waitFor(t, "a pending terminate", func() (ok bool) { id, ok = pendingTerminate(b.d); return ok })
+	if err := b.group("workers").IncreaseSize(ctx, 1); err != nil {
+		t.Fatalf("IncreaseSize while a terminate is followed: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("DeleteInstance returned before its command completed: %v", err)
+	default:
+	}
+	if err := b.d.Complete(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("DeleteInstance: %v", err)
+	}
+}
+
+// TestPowerOffModeTerminatesFailedCreates: a server whose create failed is
+// not kept powered off.
+func TestPowerOffModeTerminatesFailedCreates(t *testing.T) {
+	ctx := context.Background()
+	d := kamateradouble.New()
+	t.Cleanup(d.Close)
+	ini := baseINI(d.URL()) + "poweroff-on-scale-down = true\n" + twoGroups
+	b := newBedOn(t, d, ini, nil, WithCommandWait(10*time.Second, 5*time.Millisecond), WithCreateTimeout(time.Minute))
+	g := b.group("workers")
+	if err := g.IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(2 * time.Minute) // the create never completes: failed
+	st := b.state("workers")
+	if len(st) != 1 || !strings.Contains(st[0], "!") {
+		t.Fatalf("instances %v, want one failed create", st)
+	}
+	id := strings.SplitN(st[0], "=", 2)[0]
+	if err := g.DeleteInstance(ctx, id); err != nil {
+		t.Fatalf("DeleteInstance: %v", err)
+	}
+	if n := d.RequestCount(http.MethodPost, "/service/server/poweroff"); n != 0 {
+		t.Errorf("a failed create's server was powered off and kept (%d power-offs)", n)
+	}
+	if len(d.Servers()) != 0 {
+		t.Errorf("servers left: %v", d.Servers())
+	}
+}

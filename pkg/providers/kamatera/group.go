@@ -249,6 +249,7 @@ func (g *NodeGroup) DeleteInstance(ctx context.Context, providerID string) error
 		if !m.listed {
 			return nil
 		}
+		keep = false // a server whose create failed is not worth keeping
 	case m.create != nil && !m.create.done:
 		g.p.mu.Lock()
 		m.create.cancelled = true
@@ -267,7 +268,7 @@ const terminateAttempts = 3
 
 // remove terminates a server, or powers it off, and follows the command. A
 // failed call whose server is gone anyway (an earlier attempt went through)
-// counts as done.
+// counts as done. g.p.opMu is held, and let go while the command runs.
 func (g *NodeGroup) remove(ctx context.Context, name string, poweroff bool) error {
 	what := "terminate"
 	if poweroff {
@@ -296,7 +297,10 @@ func (g *NodeGroup) remove(ctx context.Context, name string, poweroff bool) erro
 		if id == "" {
 			break // nothing to follow: the listing tells
 		}
+		// The server is marked: other size changes may go on meanwhile.
+		g.p.opMu.Unlock()
 		st, err := g.p.waitCommand(ctx, id)
+		g.p.opMu.Lock()
 		if err != nil {
 			// Still queued (or the queue can't be read now): later
 			// listings follow it, and undo the mark if it fails.

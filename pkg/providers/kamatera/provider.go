@@ -495,6 +495,8 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 		switch {
 		case !listed && now.Sub(d.at) >= p.opts.failedRetention:
 			delete(p.deleting, name)
+		case listed && d.poweroff && d.commandID == "" && !servers[name].power:
+			delete(p.deleting, name) // powered off: kept, no longer deleting
 		case listed && now.Sub(d.at) >= p.opts.createTimeout:
 			// A command the queue never finished (or never knew): the
 			// server is still there, so it counts again.
@@ -514,10 +516,10 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 	p.refreshed = now
 	p.mu.Unlock()
 
-	// Creates given up by DecreaseTargetSize are removed once they exist
-	// (a parked server powered on for nothing is parked again).
+	// Creates given up by DecreaseTargetSize are removed once they exist (a
+	// kept server powered on for nothing is powered off again).
 	for _, c := range terminate {
-		park := c.poweron && p.cfg.PoweroffOnScaleDown
+		park := c.poweron // it was kept powered off before: so again
 		var id string
 		var err error
 		if park {

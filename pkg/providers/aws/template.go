@@ -35,7 +35,9 @@ const defaultMaxPods = 110
 //     nvidia.com/gpu, pods, any extended resource). No other call is made;
 //     kubernetes.io/arch is then amd64 unless a label tag says otherwise.
 //  2. The instance type, from the mixed instances policy's first override
-//     that names a type, else the launch template version the ASG uses
+//     that names a type, else the smallest type meeting its instance
+//     requirements (ec2:GetInstanceTypesFromInstanceRequirements), else the
+//     launch template version the ASG uses
 //     (ec2:DescribeLaunchTemplateVersions), else its launch configuration
 //     (autoscaling:DescribeLaunchConfigurations); its vCPUs, memory and GPUs
 //     (ec2:DescribeInstanceTypes) less the system reserve (Options.
@@ -49,7 +51,9 @@ const defaultMaxPods = 110
 // node.kubernetes.io/instance-type, topology.kubernetes.io/region and — only
 // for an ASG in a single zone, since AWS picks the zone of a new machine —
 // topology.kubernetes.io/zone. A malformed tag is skipped with a warning, as
-// cluster-autoscaler does.
+// cluster-autoscaler does. For an ASG behind an EKS managed node group
+// (tagged eks:nodegroup-name) the node group's labels and taints come first
+// (Options.EKS), under the tags.
 func (g *Group) Template(ctx context.Context) (planner.Template, error) {
 	g.mu.Lock()
 	cached := g.tpl

@@ -116,8 +116,8 @@ func WithSystemReserve(cpu, memory resource.Quantity) Option {
 	}
 }
 
-// WithLogger sets where the provider logs (default: nowhere). Secrets are
-// never logged.
+// WithLogger sets where the provider logs (default: slog.Default(), so that
+// a failed terminate or create is seen). Secrets are never logged.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.log = l }
 }
@@ -215,7 +215,7 @@ func New(cfg *CloudConfig, httpClient *http.Client, opts ...Option) (*Provider, 
 		commandPoll:     2 * time.Second,
 		now:             time.Now,
 		reserve:         defaultReserve,
-		log:             slog.New(slog.DiscardHandler),
+		log:             slog.Default(),
 	}
 	for _, opt := range opts {
 		opt(&o)

@@ -12,13 +12,16 @@ import (
 var (
 	reasonDescribeWildcard = "Resource * holds only read-only actions AWS offers no resource-level permission for: " +
 		"autoscaling:DescribeAutoScalingGroups, DescribeScalingActivities, DescribeLaunchConfigurations, " +
-		"ec2:DescribeInstanceTypes, DescribeLaunchTemplateVersions (Service Authorization Reference). " +
+		"ec2:DescribeInstanceTypes, DescribeLaunchTemplateVersions, GetInstanceTypesFromInstanceRequirements " +
+		"(Service Authorization Reference). " +
 		"stack_test.go asserts no other action is granted on *."
 	reasonDiscoveredGroups = "Auto Scaling Groups found by cluster-autoscaler's discovery tags are not known at deploy time: " +
 		"SetDesiredCapacity/TerminateInstanceInAutoScalingGroup are limited to groups carrying the configured " +
 		"discovery tags by aws:ResourceTag conditions."
 	reasonNamedGroup = "The wildcard is the group's UUID, which AWS assigns when the group is created; the group name pins " +
 		"the one Auto Scaling Group the config names."
+	reasonManagedNodegroups = "The wildcards are the names and UUIDs of the cluster's EKS managed node groups, not known at " +
+		"deploy time; the cluster name pins them to this cluster, for the read-only eks:DescribeNodegroup."
 	reasonExecutions = "Execution names are made per drain (node + time); the wildcard covers only executions of this " +
 		"stack's drain state machine, for states:DescribeExecution."
 	reasonVpcAccess = "A function in a VPC needs ec2:CreateNetworkInterface, DescribeNetworkInterfaces, " +
@@ -40,6 +43,8 @@ func suppressionsFor(spec Function, vpc bool) []*cdknag.NagPackSuppression {
 		nag("AwsSolutions-IAM5", reasonNamedGroup,
 			regex(`/^Resource::arn:<AWS::Partition>:autoscaling:(<AWS::Region>|[a-z0-9-]+):<AWS::AccountId>:autoScalingGroup:\*:autoScalingGroupName\/[^*]+$/`)),
 	}
+	s = append(s, nag("AwsSolutions-IAM5", reasonManagedNodegroups,
+		regex(`/^Resource::arn:<AWS::Partition>:eks:(<AWS::Region>|[a-z0-9-]+):<AWS::AccountId>:nodegroup\/[^*\/]+\/\*\/\*$/`)))
 	if spec.StartsDrains {
 		s = append(s, nag("AwsSolutions-IAM5", reasonExecutions,
 			regex(`/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:[A-Za-z0-9_-]+:\*$/`)))

@@ -124,6 +124,7 @@ var ReadOnlyWildcardActions = []string{
 	"autoscaling:DescribeLaunchConfigurations",
 	"ec2:DescribeInstanceTypes",
 	"ec2:DescribeLaunchTemplateVersions",
+	"ec2:GetInstanceTypesFromInstanceRequirements",
 }
 
 // StateTableActions are the item operations pkg/state performs.
@@ -256,6 +257,13 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 				Service: jsii.String("eks"), Resource: jsii.String("cluster"), ResourceName: jsii.String(eks.Name),
 				ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME, Region: optional(eks.Region),
 			}))
+			if len(asgStatements) > 0 {
+				// managed node groups' labels and taints, for templates
+				allow(role, []string{"eks:DescribeNodegroup"}, st.FormatArn(&awscdk.ArnComponents{
+					Service: jsii.String("eks"), Resource: jsii.String("nodegroup"), ResourceName: jsii.String(eks.Name + "/*/*"),
+					ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME, Region: optional(eks.Region),
+				}))
+			}
 		}
 		if len(secretArns) > 0 {
 			allow(role, []string{"secretsmanager:GetSecretValue"}, secretArns...)

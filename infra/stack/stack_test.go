@@ -501,8 +501,8 @@ func TestLeastPrivilege(t *testing.T) {
 			"autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeLaunchConfigurations",
 			"autoscaling:DescribeScalingActivities",
 			"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem",
-			"ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplateVersions",
-			"eks:DescribeCluster", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter",
+			"ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplateVersions", "ec2:GetInstanceTypesFromInstanceRequirements",
+			"eks:DescribeCluster", "eks:DescribeNodegroup", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter",
 		}
 		want = append(want, asgWrites[fn]...)
 		want = append(want, "states:DescribeExecution", "states:StartExecution")

@@ -328,6 +328,11 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 			if g.AWS.AutoScalingGroup != "" {
 				opts.DisplayName = g.Name
 			}
+			if eks := cfg.Cluster.Kubernetes.EKS; eks != nil {
+				// managed node groups' labels and taints (the stack grants
+				// eks:DescribeNodegroup on this cluster's node groups)
+				opts.EKS = awsprovider.NewEKSClient(ac)
+			}
 			p, err := awsprovider.New(as, ec, opts)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", ep.path, err)

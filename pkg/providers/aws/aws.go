@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -40,6 +41,7 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodetide/nodetide/pkg/planner"
@@ -71,6 +73,7 @@ type AutoScalingAPI interface {
 type EC2API interface {
 	DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
 	DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error)
+	GetInstanceTypesFromInstanceRequirements(ctx context.Context, in *ec2.GetInstanceTypesFromInstanceRequirementsInput, optFns ...func(*ec2.Options)) (*ec2.GetInstanceTypesFromInstanceRequirementsOutput, error)
 }
 
 // Options say which ASGs one config entry manages and how.
@@ -97,6 +100,25 @@ type Options struct {
 	// NodeTemplate, when set, is the last resort for a template: it returns
 	// one built from a registered Node of the group, or nil when there is none.
 	NodeTemplate func(ctx context.Context, group string) (*planner.Template, error)
+	// Logger gets the warnings (a node-template tag skipped); nil is
+	// slog.Default().
+	Logger *slog.Logger
+	// EKS, when set, is asked (eks:DescribeNodegroup) for the labels and
+	// taints of the managed node group behind an ASG tagged
+	// eks:nodegroup-name; nil leaves managed node groups to their ASG tags.
+	EKS EKSAPI
+}
+
+// EKSAPI is the EKS call the provider makes (the *eks.Client has it).
+type EKSAPI interface {
+	DescribeNodegroup(ctx context.Context, in *eks.DescribeNodegroupInput, optFns ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error)
+}
+
+func (p *Provider) log() *slog.Logger {
+	if p.opts.Logger != nil {
+		return p.opts.Logger
+	}
+	return slog.Default()
 }
 
 // Provider lists the ASGs of one config entry.
@@ -180,6 +202,17 @@ func parseDiscovery(entries []string) ([]tagSpec, error) {
 // s apart, so a throttled call still fits in one evaluate run. retryOpts
 // adjust it further (tests shorten the backoff).
 func NewClients(cfg awssdk.Config, retryOpts ...func(*retry.StandardOptions)) (*autoscaling.Client, *ec2.Client) {
+	cfg = retrying(cfg, retryOpts)
+	return autoscaling.NewFromConfig(cfg), ec2.NewFromConfig(cfg)
+}
+
+// NewEKSClient returns an EKS client (for Options.EKS) retrying as
+// NewClients' do.
+func NewEKSClient(cfg awssdk.Config, retryOpts ...func(*retry.StandardOptions)) *eks.Client {
+	return eks.NewFromConfig(retrying(cfg, retryOpts))
+}
+
+func retrying(cfg awssdk.Config, retryOpts []func(*retry.StandardOptions)) awssdk.Config {
 	cfg = cfg.Copy()
 	cfg.Retryer = func() awssdk.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
@@ -190,7 +223,7 @@ func NewClients(cfg awssdk.Config, retryOpts ...func(*retry.StandardOptions)) (*
 			}
 		})
 	}
-	return autoscaling.NewFromConfig(cfg), ec2.NewFromConfig(cfg)
+	return cfg
 }
 
 func (p *Provider) lock(asg string) *sync.Mutex {

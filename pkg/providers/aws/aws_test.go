@@ -259,9 +259,9 @@ func TestInstanceStates(t *testing.T) {
 		if _, err := d.AddInstance("asg", awsdouble.Instance{ID: id, LifecycleState: tt.lifecycle}); err != nil {
 			t.Fatal(err)
 		}
-		// Warm-pool machines have a state but are not instances of the
-		// group (see TestWarmPoolIsNotCapacity).
-		if !strings.HasPrefix(tt.lifecycle, "Warmed:") {
+		// Warm-pool and standby machines have a state but are not
+		// instances of the group (see TestOutOfServiceIsNotCapacity).
+		if !strings.HasPrefix(tt.lifecycle, "Warmed:") && !strings.HasSuffix(tt.lifecycle, "Standby") {
 			want["aws:///us-east-1b/"+id] = tt.want
 		}
 		if got := ngaws.State(tt.lifecycle); got != tt.want {
@@ -695,11 +695,12 @@ func TestConcurrentIncreaseSize(t *testing.T) {
 	}
 }
 
-// TestWarmPoolIsNotCapacity: machines in an ASG's warm pool (Warmed:*) are
-// not part of the group's capacity: they are not its instances, do not
-// stand in for missing capacity, and removing one is refused rather than
-// taking a unit of desired capacity from the machines in service.
-func TestWarmPoolIsNotCapacity(t *testing.T) {
+// TestOutOfServiceIsNotCapacity: machines in an ASG's warm pool (Warmed:*)
+// or in standby are not part of the group's capacity: they are not its
+// instances, do not stand in for missing capacity, and removing one is
+// refused rather than taking a unit of desired capacity from the machines in
+// service.
+func TestOutOfServiceIsNotCapacity(t *testing.T) {
 	ctx := context.Background()
 	d, as, ec2c := newDouble(t)
 	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 3, DesiredCapacity: 2, AvailabilityZones: []string{"us-east-1b"}})
@@ -708,13 +709,13 @@ func TestWarmPoolIsNotCapacity(t *testing.T) {
 	for _, in := range st.Instances {
 		inService = append(inService, in.ProviderID())
 	}
-	warm := map[string]string{} // provider ID → lifecycle state
-	for _, state := range []string{"Warmed:Pending", "Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated", "Warmed:Terminating"} {
+	out := map[string]string{} // provider ID → lifecycle state
+	for _, state := range []string{"Warmed:Pending", "Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated", "Warmed:Terminating", "Standby", "EnteringStandby"} {
 		in, err := d.AddInstance("asg", awsdouble.Instance{LifecycleState: state})
 		if err != nil {
 			t.Fatal(err)
 		}
-		warm[in.ProviderID()] = state
+		out[in.ProviderID()] = state
 	}
 	g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg"})
 
@@ -728,8 +729,8 @@ func TestWarmPoolIsNotCapacity(t *testing.T) {
 	var ids []string
 	for _, in := range insts {
 		ids = append(ids, in.ProviderID)
-		if state, ok := warm[in.ProviderID]; ok {
-			t.Errorf("warm-pool machine %s (%s) listed as an instance (%s)", in.ProviderID, state, in.State)
+		if state, ok := out[in.ProviderID]; ok {
+			t.Errorf("out-of-service machine %s (%s) listed as an instance (%s)", in.ProviderID, state, in.State)
 		}
 	}
 	slices.Sort(ids)
@@ -738,24 +739,59 @@ func TestWarmPoolIsNotCapacity(t *testing.T) {
 		t.Errorf("instances %v, want the machines in service %v", ids, inService)
 	}
 
-	for id, state := range warm {
+	for id, state := range out {
 		err := g.DeleteInstance(ctx, id)
 		if !errors.Is(err, providers.ErrUnknownInstance) {
 			t.Errorf("DeleteInstance of a %s machine: %v, want ErrUnknownInstance", state, err)
 		}
 	}
 	if c := d.Calls("TerminateInstanceInAutoScalingGroup"); c != 0 {
-		t.Errorf("%d terminate calls for warm-pool machines", c)
+		t.Errorf("%d terminate calls for out-of-service machines", c)
 	}
-	if st, _ := d.Group("asg"); st.DesiredCapacity != 2 || len(st.Instances) != 2+len(warm) {
-		t.Errorf("desired %d, %d machines after refused removals; want 2 and %d", st.DesiredCapacity, len(st.Instances), 2+len(warm))
+	if st, _ := d.Group("asg"); st.DesiredCapacity != 2 || len(st.Instances) != 2+len(out) {
+		t.Errorf("desired %d, %d machines after refused removals; want 2 and %d", st.DesiredCapacity, len(st.Instances), 2+len(out))
 	}
 	if n, err := g.TargetSize(ctx); err != nil || n != 2 {
 		t.Errorf("TargetSize after refused removals = %d, %v; want 2", n, err)
 	}
 
-	// The warm pool leaves the max's headroom alone: one more fits.
+	// Out-of-service machines leave the max's headroom alone: one more fits.
 	if err := g.IncreaseSize(ctx, 1); err != nil {
 		t.Errorf("IncreaseSize(1) to the max: %v", err)
+	}
+}
+
+// TestStandbyDoesNotFillCapacity: a standby machine does not stand in for
+// a launch that failed: the shortfall shows as a failed placeholder, and its
+// unit of desired capacity can be given back.
+func TestStandbyDoesNotFillCapacity(t *testing.T) {
+	ctx := context.Background()
+	d, as, ec2c := newDouble(t)
+	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 3, DesiredCapacity: 1, AvailabilityZones: []string{"us-east-1b"}})
+	if _, err := d.AddInstance("asg", awsdouble.Instance{LifecycleState: "Standby"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.FailLaunches("asg", "We currently do not have sufficient capacity."); err != nil {
+		t.Fatal(err)
+	}
+	g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg"})
+	if err := g.IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	insts, err := g.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, in := range insts {
+		if in.Error != "" {
+			failed++
+		}
+	}
+	if len(insts) != 2 || failed != 1 {
+		t.Errorf("instances %+v, want the machine in service and one failed placeholder", insts)
+	}
+	if err := g.DecreaseTargetSize(ctx, -1); err != nil {
+		t.Errorf("DecreaseTargetSize(-1) over the failed launch: %v", err)
 	}
 }

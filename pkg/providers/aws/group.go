@@ -98,12 +98,11 @@ func (g *Group) TargetSize(context.Context) (int, error) {
 //     leaves warm-pool machines out altogether).
 //   - deleting: Terminating*, Terminated, Detaching, Detached,
 //     Warmed:Terminating*, Warmed:Terminated.
-//   - running: InService, and also Standby and EnteringStandby: a machine in
-//     standby still exists, still counts toward desired capacity and its
-//     Node stays registered; calling it creating would wait for it forever,
-//     calling it deleting would orphan its Node. Quarantined and the
-//     ReplacingRootVolume states are machines that exist too, so running, as
-//     is any state AWS adds later.
+//   - running: InService, and also Standby and EnteringStandby (a machine
+//     that exists; but standby machines are out of service, and Instances
+//     leaves them out, see standby). Quarantined and the ReplacingRootVolume
+//     states are machines that exist too, so running, as is any state AWS
+//     adds later.
 func State(lifecycle string) providers.InstanceState {
 	switch {
 	case strings.Contains(lifecycle, "Terminat"), strings.HasPrefix(lifecycle, "Detach"):
@@ -118,8 +117,21 @@ func State(lifecycle string) providers.InstanceState {
 // counts reports whether a machine in this lifecycle state is part of the
 // group's capacity (what desired capacity counts).
 func counts(lifecycle string) bool {
-	return State(lifecycle) != providers.StateDeleting && !warm(lifecycle)
+	return State(lifecycle) != providers.StateDeleting && !outOfService(lifecycle)
 }
+
+// standby reports whether a machine was put in standby (by hand, for
+// maintenance): AWS takes it out of service and out of desired capacity
+// (launching a replacement unless desired capacity was lowered), and gives
+// it back only when someone calls ExitStandby. Like a warm-pool machine it
+// is not one of the group's instances, nor capacity; removing it is refused
+// (taking a unit of desired capacity would remove a machine in service).
+func standby(lifecycle string) bool {
+	return lifecycle == string(astypes.LifecycleStateStandby) || lifecycle == string(astypes.LifecycleStateEnteringStandby)
+}
+
+// outOfService: in the warm pool or in standby.
+func outOfService(lifecycle string) bool { return warm(lifecycle) || standby(lifecycle) }
 
 // warm reports whether a machine is in the group's warm pool: stopped,
 // hibernated or running in reserve, outside desired capacity until AWS
@@ -161,7 +173,7 @@ func (g *Group) Instances(ctx context.Context) ([]providers.Instance, error) {
 	asg := g.snapshot()
 	out := make([]providers.Instance, 0, len(asg.Instances))
 	for _, in := range asg.Instances {
-		if warm(string(in.LifecycleState)) {
+		if outOfService(string(in.LifecycleState)) {
 			continue
 		}
 		out = append(out, providers.Instance{
@@ -328,6 +340,9 @@ func (g *Group) DeleteInstance(ctx context.Context, providerID string) error {
 	}
 	if lc := string(asg.Instances[idx].LifecycleState); warm(lc) {
 		return fmt.Errorf("%s: instance %s is in the warm pool (%s), not in service: %w", g.label(), id, lc, providers.ErrUnknownInstance)
+	}
+	if lc := string(asg.Instances[idx].LifecycleState); standby(lc) {
+		return fmt.Errorf("%s: instance %s is in standby (%s), not in service: %w", g.label(), id, lc, providers.ErrUnknownInstance)
 	}
 	if State(string(asg.Instances[idx].LifecycleState)) == providers.StateDeleting {
 		return nil // already on its way out: removal is idempotent

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,8 +14,11 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodetide/nodetide/pkg/planner"
 )
@@ -31,7 +35,9 @@ const defaultMaxPods = 110
 //     nvidia.com/gpu, pods, any extended resource). No other call is made;
 //     kubernetes.io/arch is then amd64 unless a label tag says otherwise.
 //  2. The instance type, from the mixed instances policy's first override
-//     that names a type, else the launch template version the ASG uses
+//     that names a type, else the smallest type meeting its instance
+//     requirements (ec2:GetInstanceTypesFromInstanceRequirements), else the
+//     launch template version the ASG uses
 //     (ec2:DescribeLaunchTemplateVersions), else its launch configuration
 //     (autoscaling:DescribeLaunchConfigurations); its vCPUs, memory and GPUs
 //     (ec2:DescribeInstanceTypes) less the system reserve (Options.
@@ -44,7 +50,10 @@ const defaultMaxPods = 110
 // after the generic labels kubernetes.io/arch, kubernetes.io/os (linux),
 // node.kubernetes.io/instance-type, topology.kubernetes.io/region and — only
 // for an ASG in a single zone, since AWS picks the zone of a new machine —
-// topology.kubernetes.io/zone.
+// topology.kubernetes.io/zone. A malformed tag is skipped with a warning, as
+// cluster-autoscaler does. For an ASG behind an EKS managed node group
+// (tagged eks:nodegroup-name) the node group's labels and taints come first
+// (Options.EKS), under the tags.
 func (g *Group) Template(ctx context.Context) (planner.Template, error) {
 	g.mu.Lock()
 	cached := g.tpl
@@ -77,8 +86,13 @@ type templateTags struct {
 	resources corev1.ResourceList
 }
 
-func parseTemplateTags(tags []astypes.TagDescription) (templateTags, error) {
-	out := templateTags{labels: map[string]string{}, resources: corev1.ResourceList{}}
+// parseTemplateTags reads the node-template tags. A malformed one (a taint
+// with no valid effect, a resource that is not a quantity, a label that is
+// not a valid label) is skipped and reported in skipped, as
+// cluster-autoscaler skips it with a warning: one bad tag should not leave
+// the group with no template at all.
+func parseTemplateTags(tags []astypes.TagDescription) (out templateTags, skipped []error) {
+	out = templateTags{labels: map[string]string{}, resources: corev1.ResourceList{}}
 	// Sorted, so taints come out in a stable order.
 	sorted := slices.Clone(tags)
 	slices.SortFunc(sorted, func(a, b astypes.TagDescription) int {
@@ -96,22 +110,32 @@ func parseTemplateTags(tags []astypes.TagDescription) (templateTags, error) {
 		}
 		switch kind {
 		case "label":
+			if errs := validation.IsQualifiedName(name); len(errs) > 0 {
+				skipped = append(skipped, fmt.Errorf("tag %s: %q is not a label key: %s", key, name, strings.Join(errs, "; ")))
+				continue
+			}
+			if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+				skipped = append(skipped, fmt.Errorf("tag %s: %q is not a label value: %s", key, value, strings.Join(errs, "; ")))
+				continue
+			}
 			out.labels[name] = value
 		case "taint":
 			taint, err := parseTaint(name, value)
 			if err != nil {
-				return templateTags{}, fmt.Errorf("tag %s: %w", key, err)
+				skipped = append(skipped, fmt.Errorf("tag %s: %w", key, err))
+				continue
 			}
 			out.taints = append(out.taints, taint)
 		case "resources":
 			q, err := resource.ParseQuantity(value)
 			if err != nil {
-				return templateTags{}, fmt.Errorf("tag %s: %q is not a quantity: %w", key, value, err)
+				skipped = append(skipped, fmt.Errorf("tag %s: %q is not a quantity: %w", key, value, err))
+				continue
 			}
 			out.resources[corev1.ResourceName(name)] = q
 		}
 	}
-	return out, nil
+	return out, skipped
 }
 
 // parseTaint reads CA's "value:Effect" (or a bare effect, for a taint with
@@ -130,10 +154,11 @@ func parseTaint(key, v string) (corev1.Taint, error) {
 
 func (g *Group) buildTemplate(ctx context.Context) (planner.Template, error) {
 	asg := g.snapshot()
-	tags, err := parseTemplateTags(asg.Tags)
-	if err != nil {
-		return planner.Template{}, fmt.Errorf("%s: template: %w", g.label(), err)
+	tags, skipped := parseTemplateTags(asg.Tags)
+	for _, err := range skipped {
+		g.p.log().WarnContext(ctx, "aws: node-template tag skipped", "group", g.name, "autoScalingGroup", g.asgName, "error", err.Error())
 	}
+	g.addManagedNodegroup(ctx, asg, &tags)
 	labels := map[string]string{corev1.LabelOSStable: "linux"}
 	if r := region(asg); r != "" {
 		labels[corev1.LabelTopologyRegion] = r
@@ -221,11 +246,16 @@ func overrideType(asg astypes.AutoScalingGroup) string {
 	return ""
 }
 
-// instanceType finds the type a new machine of the ASG would have; "" when
-// the ASG names none (attribute-based instance selection, say).
+// instanceType finds the type a new machine of the ASG would have: an
+// override's type, else the smallest type meeting an override's instance
+// requirements (attribute-based selection), else the launch template's or
+// launch configuration's; "" when the ASG names none.
 func (g *Group) instanceType(ctx context.Context, asg astypes.AutoScalingGroup) (string, error) {
 	if t := overrideType(asg); t != "" {
 		return t, nil
+	}
+	if r := requirements(asg); r != nil {
+		return g.requirementsType(ctx, asg, r)
 	}
 	lt := asg.LaunchTemplate
 	if lt == nil && asg.MixedInstancesPolicy != nil && asg.MixedInstancesPolicy.LaunchTemplate != nil {
@@ -406,4 +436,224 @@ func nvidiaGPUs(info ec2types.InstanceTypeInfo) int64 {
 		}
 	}
 	return n
+}
+
+// requirements is the first instance requirements (attribute-based instance
+// selection) a mixed instances policy holds.
+func requirements(asg astypes.AutoScalingGroup) *astypes.InstanceRequirements {
+	if mip := asg.MixedInstancesPolicy; mip != nil && mip.LaunchTemplate != nil {
+		for _, o := range mip.LaunchTemplate.Overrides {
+			if o.InstanceRequirements != nil {
+				return o.InstanceRequirements
+			}
+		}
+	}
+	return nil
+}
+
+// maxRequirementPages bounds the pages of matching types read.
+const maxRequirementPages = 10
+
+// requirementsType is the smallest instance type (GPUs, vCPUs, memory) that
+// meets an attribute-based selection: a template from it never promises
+// more than the machine AWS picks. The architecture is x86_64 unless a
+// kubernetes.io/arch label tag says arm64 (the AMI's is not looked up).
+func (g *Group) requirementsType(ctx context.Context, asg astypes.AutoScalingGroup, r *astypes.InstanceRequirements) (string, error) {
+	// Auto Scaling's and EC2's instance requirements are the same shape
+	// under the same names; the JSON round trip carries every field both
+	// know.
+	var req ec2types.InstanceRequirementsRequest
+	raw, err := json.Marshal(r)
+	if err == nil {
+		err = json.Unmarshal(raw, &req)
+	}
+	if err != nil {
+		return "", fmt.Errorf("instance requirements: %w", err)
+	}
+	arch := ec2types.ArchitectureTypeX8664
+	if tags, _ := parseTemplateTags(asg.Tags); tags.labels[corev1.LabelArchStable] == "arm64" {
+		arch = ec2types.ArchitectureTypeArm64
+	}
+	in := &ec2.GetInstanceTypesFromInstanceRequirementsInput{
+		ArchitectureTypes:    []ec2types.ArchitectureType{arch},
+		VirtualizationTypes:  []ec2types.VirtualizationType{ec2types.VirtualizationTypeHvm},
+		InstanceRequirements: &req,
+	}
+	var names []string
+	for range maxRequirementPages {
+		out, err := g.p.ec2.GetInstanceTypesFromInstanceRequirements(ctx, in)
+		if err != nil {
+			return "", fmt.Errorf("instance types meeting the instance requirements: %w", err)
+		}
+		for _, t := range out.InstanceTypes {
+			if n := awssdk.ToString(t.InstanceType); n != "" {
+				names = append(names, n)
+			}
+		}
+		if awssdk.ToString(out.NextToken) == "" {
+			break
+		}
+		in.NextToken = out.NextToken
+	}
+	if len(names) == 0 {
+		return "", fmt.Errorf("no %s instance type meets the instance requirements of the mixed instances policy", arch)
+	}
+	infos, err := g.p.instanceTypeInfos(ctx, names)
+	if err != nil {
+		return "", err
+	}
+	best := slices.MinFunc(infos, func(a, b ec2types.InstanceTypeInfo) int {
+		if c := cmpInt(nvidiaGPUs(a), nvidiaGPUs(b)); c != 0 {
+			return c
+		}
+		if c := cmpInt(vcpus(a), vcpus(b)); c != 0 {
+			return c
+		}
+		if c := cmpInt(memMiB(a), memMiB(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.InstanceType), string(b.InstanceType))
+	})
+	return string(best.InstanceType), nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func vcpus(info ec2types.InstanceTypeInfo) int64 {
+	if info.VCpuInfo == nil {
+		return 0
+	}
+	return int64(awssdk.ToInt32(info.VCpuInfo.DefaultVCpus))
+}
+
+func memMiB(info ec2types.InstanceTypeInfo) int64 {
+	if info.MemoryInfo == nil {
+		return 0
+	}
+	return awssdk.ToInt64(info.MemoryInfo.SizeInMiB)
+}
+
+// instanceTypeInfos describes several instance types (100 a call, the
+// API's limit), reusing and filling the provider's cache.
+func (p *Provider) instanceTypeInfos(ctx context.Context, names []string) ([]ec2types.InstanceTypeInfo, error) {
+	var out []ec2types.InstanceTypeInfo
+	var need []ec2types.InstanceType
+	p.typesMu.Lock()
+	for _, n := range names {
+		if info, ok := p.types[n]; ok {
+			out = append(out, info)
+		} else {
+			need = append(need, ec2types.InstanceType(n))
+		}
+	}
+	p.typesMu.Unlock()
+	for chunk := range slices.Chunk(need, 100) {
+		in := &ec2.DescribeInstanceTypesInput{InstanceTypes: chunk}
+		for {
+			res, err := p.ec2.DescribeInstanceTypes(ctx, in)
+			if err != nil {
+				return nil, fmt.Errorf("describe instance types: %w", err)
+			}
+			p.typesMu.Lock()
+			for _, it := range res.InstanceTypes {
+				p.types[string(it.InstanceType)] = it
+				out = append(out, it)
+			}
+			p.typesMu.Unlock()
+			if awssdk.ToString(res.NextToken) == "" {
+				break
+			}
+			in.NextToken = res.NextToken
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("instance types %v not found", names)
+	}
+	return out, nil
+}
+
+// ASG tags EKS sets on the group behind a managed node group.
+const (
+	TagEKSNodegroup = "eks:nodegroup-name"
+	TagEKSCluster   = "eks:cluster-name"
+)
+
+// addManagedNodegroup adds the labels and taints of the EKS managed node
+// group behind the ASG (eks:DescribeNodegroup), and the labels EKS puts on
+// its nodes (eks.amazonaws.com/nodegroup, eks.amazonaws.com/capacityType),
+// under the ASG's own node-template tags, which win on the same key. A
+// failed call is a warning: the template is still built from the rest, as
+// cluster-autoscaler builds it.
+func (g *Group) addManagedNodegroup(ctx context.Context, asg astypes.AutoScalingGroup, tags *templateTags) {
+	name, cluster := tagValue(asg, TagEKSNodegroup), tagValue(asg, TagEKSCluster)
+	if name == "" || g.p.opts.EKS == nil {
+		return
+	}
+	if cluster == "" {
+		cluster = g.p.opts.ClusterName
+	}
+	out, err := g.p.opts.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: awssdk.String(cluster), NodegroupName: awssdk.String(name)})
+	if err != nil || out.Nodegroup == nil {
+		if err == nil {
+			err = errors.New("no node group in the answer")
+		}
+		g.p.log().WarnContext(ctx, "aws: managed node group labels and taints not read; the template has the ASG's tags only",
+			"group", g.name, "cluster", cluster, "nodegroup", name, "error", err.Error())
+		return
+	}
+	ng := out.Nodegroup
+	add := func(k, v string) {
+		if _, set := tags.labels[k]; !set {
+			tags.labels[k] = v
+		}
+	}
+	for k, v := range ng.Labels {
+		add(k, v)
+	}
+	add("eks.amazonaws.com/nodegroup", name)
+	if ng.CapacityType != "" {
+		add("eks.amazonaws.com/capacityType", string(ng.CapacityType))
+	}
+	have := map[string]bool{}
+	for _, t := range tags.taints {
+		have[t.Key] = true
+	}
+	var extra []corev1.Taint
+	for _, t := range ng.Taints {
+		key := awssdk.ToString(t.Key)
+		effect, ok := eksTaintEffects[t.Effect]
+		if !ok || key == "" {
+			g.p.log().WarnContext(ctx, "aws: managed node group taint skipped", "group", g.name, "nodegroup", name, "key", key, "effect", string(t.Effect))
+			continue
+		}
+		if have[key] {
+			continue
+		}
+		extra = append(extra, corev1.Taint{Key: key, Value: awssdk.ToString(t.Value), Effect: effect})
+	}
+	slices.SortFunc(extra, func(a, b corev1.Taint) int { return strings.Compare(a.Key, b.Key) })
+	tags.taints = append(tags.taints, extra...)
+}
+
+var eksTaintEffects = map[ekstypes.TaintEffect]corev1.TaintEffect{
+	ekstypes.TaintEffectNoSchedule:       corev1.TaintEffectNoSchedule,
+	ekstypes.TaintEffectPreferNoSchedule: corev1.TaintEffectPreferNoSchedule,
+	ekstypes.TaintEffectNoExecute:        corev1.TaintEffectNoExecute,
+}
+
+func tagValue(asg astypes.AutoScalingGroup, key string) string {
+	for _, t := range asg.Tags {
+		if awssdk.ToString(t.Key) == key {
+			return awssdk.ToString(t.Value)
+		}
+	}
+	return ""
 }

@@ -1,13 +1,19 @@
 package aws_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -164,6 +170,27 @@ func TestTemplate(t *testing.T) {
 			wantErr: "aws group asg: no template",
 		},
 		{
+			name: "attribute-based selection: the smallest match, no GPU",
+			group: awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-0def"},
+				InstanceRequirements: &awsdouble.InstanceRequirements{VCPUMin: 4, MemoryMiBMin: 16000}},
+			want:   corev1.ResourceList{corev1.ResourceCPU: q("3920m"), corev1.ResourceMemory: q("15391Mi"), corev1.ResourcePods: q("58")},
+			labels: map[string]string{"node.kubernetes.io/instance-type": "m5.xlarge", "kubernetes.io/arch": "amd64"},
+		},
+		{
+			name: "attribute-based selection on arm64",
+			group: awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-0def"},
+				InstanceRequirements: &awsdouble.InstanceRequirements{VCPUMin: 2, VCPUMax: 2, MemoryMiBMin: 8000},
+				Tags:                 map[string]string{"k8s.io/cluster-autoscaler/node-template/label/kubernetes.io/arch": "arm64"}},
+			want:   corev1.ResourceList{corev1.ResourceCPU: q("1930m"), corev1.ResourceMemory: q("7518Mi"), corev1.ResourcePods: q("29")},
+			labels: map[string]string{"node.kubernetes.io/instance-type": "m6g.large", "kubernetes.io/arch": "arm64"},
+		},
+		{
+			name: "attribute-based selection matching nothing",
+			group: awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-0def"},
+				InstanceRequirements: &awsdouble.InstanceRequirements{VCPUMin: 64, MemoryMiBMin: 1}},
+			wantErr: "no x86_64 instance type meets the instance requirements",
+		},
+		{
 			name:    "missing launch template",
 			group:   awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-gone"}},
 			wantErr: "InvalidLaunchTemplateId.NotFound",
@@ -172,16 +199,6 @@ func TestTemplate(t *testing.T) {
 			name:    "unknown instance type",
 			group:   awsdouble.Group{MixedInstanceTypes: []string{"m99.huge"}},
 			wantErr: "do not exist: [m99.huge]",
-		},
-		{
-			name:    "bad taint tag",
-			group:   awsdouble.Group{MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{"k8s.io/cluster-autoscaler/node-template/taint/x": "y:Sometimes"}},
-			wantErr: "tag k8s.io/cluster-autoscaler/node-template/taint/x",
-		},
-		{
-			name:    "bad resource tag",
-			group:   awsdouble.Group{MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{"k8s.io/cluster-autoscaler/node-template/resources/memory": "lots"}},
-			wantErr: `"lots" is not a quantity`,
 		},
 	}
 	for _, tt := range tests {
@@ -269,5 +286,139 @@ func TestTemplateRequestsAndCaching(t *testing.T) {
 	}
 	if _, ok := form["LaunchTemplateName"]; ok {
 		t.Fatalf("sent both the launch template ID and name")
+	}
+}
+
+// TestMalformedTemplateTagsAreSkipped: as cluster-autoscaler does, a bad
+// node-template tag is skipped with a warning naming it; the rest of the
+// template stands.
+func TestMalformedTemplateTagsAreSkipped(t *testing.T) {
+	d, as, ec2c := newDouble(t)
+	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 5, MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{
+		"k8s.io/cluster-autoscaler/node-template/taint/bad":        "y:Sometimes",
+		"k8s.io/cluster-autoscaler/node-template/taint/good":       "yes:NoSchedule",
+		"k8s.io/cluster-autoscaler/node-template/resources/memory": "lots",
+		"k8s.io/cluster-autoscaler/node-template/resources/pods":   "50",
+		"k8s.io/cluster-autoscaler/node-template/label/bad key":    "x",
+		"k8s.io/cluster-autoscaler/node-template/label/disk":       "not a value",
+		"k8s.io/cluster-autoscaler/node-template/label/team":       "data",
+	}})
+	var logs bytes.Buffer
+	g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg", Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	tpl, err := g.Template(context.Background())
+	if err != nil {
+		t.Fatalf("Template: %v", err)
+	}
+	if want := []corev1.Taint{{Key: "good", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}; !slices.Equal(tpl.Taints, want) {
+		t.Errorf("taints %v, want %v", tpl.Taints, want)
+	}
+	// memory from the instance type (m5.large: 8 GiB less the reserve), pods
+	// from the good tag
+	if m := tpl.Allocatable[corev1.ResourceMemory]; m.Cmp(q("6Gi")) < 0 || m.Cmp(q("8Gi")) >= 0 {
+		t.Errorf("memory %s, want the instance type's", m.String())
+	}
+	if p := tpl.Allocatable[corev1.ResourcePods]; p.Cmp(q("50")) != 0 {
+		t.Errorf("pods %s, want 50", p.String())
+	}
+	if tpl.Labels["team"] != "data" {
+		t.Errorf("labels %v lack team=data", tpl.Labels)
+	}
+	for _, k := range []string{"bad key", "disk"} {
+		if _, ok := tpl.Labels[k]; ok {
+			t.Errorf("malformed label %q kept", k)
+		}
+	}
+	for _, tag := range []string{"taint/bad", "resources/memory", "label/bad key", "label/disk"} {
+		if !strings.Contains(logs.String(), "node-template/"+tag) {
+			t.Errorf("no warning names tag %s:\n%s", tag, logs.String())
+		}
+	}
+	if strings.Count(logs.String(), `"level":"WARN"`) != 4 {
+		t.Errorf("want 4 warnings:\n%s", logs.String())
+	}
+}
+
+// TestManagedNodegroupTemplate: an ASG behind an EKS managed node group gets
+// the node group's labels and taints (eks:DescribeNodegroup, through the real
+// EKS client), under the ASG's own node-template tags; a failed call leaves
+// a template from the rest, with a warning.
+func TestManagedNodegroupTemplate(t *testing.T) {
+	tests := []struct {
+		name   string
+		fail   bool
+		labels map[string]string
+		absent []string
+		taints []corev1.Taint
+	}{
+		{
+			name: "labels and taints from EKS, the ASG's tags win",
+			labels: map[string]string{
+				"team": "data", "tier": "from-tag", "eks.amazonaws.com/nodegroup": "ng-1",
+				"eks.amazonaws.com/capacityType": "SPOT",
+			},
+			taints: []corev1.Taint{
+				{Key: "dedicated", Value: "tag", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoExecute},
+				{Key: "spot", Effect: corev1.TaintEffectPreferNoSchedule},
+			},
+		},
+		{
+			name:   "DescribeNodegroup refused",
+			fail:   true,
+			labels: map[string]string{"tier": "from-tag"},
+			absent: []string{"team", "eks.amazonaws.com/nodegroup"},
+			taints: []corev1.Taint{{Key: "dedicated", Value: "tag", Effect: corev1.TaintEffectNoSchedule}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, as, ec2c := newDouble(t)
+			d.AddGroup(awsdouble.Group{Name: "eks-ng-1-abc", MaxSize: 5, MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{
+				"eks:cluster-name":   "prod",
+				"eks:nodegroup-name": "ng-1",
+				"k8s.io/cluster-autoscaler/node-template/label/tier":      "from-tag",
+				"k8s.io/cluster-autoscaler/node-template/taint/dedicated": "tag:NoSchedule",
+			}})
+			d.AddNodegroup(awsdouble.Nodegroup{Cluster: "prod", Name: "ng-1", CapacityType: "SPOT",
+				Labels: map[string]string{"team": "data", "tier": "from-eks"},
+				Taints: []awsdouble.NodegroupTaint{
+					{Key: "spot", Effect: "PREFER_NO_SCHEDULE"},
+					{Key: "gpu", Value: "true", Effect: "NO_EXECUTE"},
+					{Key: "dedicated", Value: "eks", Effect: "NO_SCHEDULE"},
+				}})
+			if tt.fail {
+				d.FailNext("DescribeNodegroup", 1, awsdouble.Fault{Status: 403, Code: "AccessDeniedException", Message: "not authorized to perform: eks:DescribeNodegroup"})
+			}
+			eksc := ngaws.NewEKSClient(awssdk.Config{
+				Region:       d.Region(),
+				Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "not-a-secret", ""),
+				BaseEndpoint: awssdk.String(d.URL()),
+			}, func(o *retry.StandardOptions) { o.MaxBackoff = time.Millisecond })
+			var logs bytes.Buffer
+			g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "eks-ng-1-abc", EKS: eksc, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+			tpl, err := g.Template(context.Background())
+			if err != nil {
+				t.Fatalf("Template: %v", err)
+			}
+			for k, v := range tt.labels {
+				if tpl.Labels[k] != v {
+					t.Errorf("label %s = %q, want %q (labels %v)", k, tpl.Labels[k], v, tpl.Labels)
+				}
+			}
+			for _, k := range tt.absent {
+				if _, ok := tpl.Labels[k]; ok {
+					t.Errorf("label %s present", k)
+				}
+			}
+			if !slices.Equal(tpl.Taints, tt.taints) {
+				t.Errorf("taints %v, want %v", tpl.Taints, tt.taints)
+			}
+			if got := d.LastRequest("DescribeNodegroup"); got["clusterName"][0] != "prod" || got["nodegroupName"][0] != "ng-1" {
+				t.Errorf("DescribeNodegroup %v", got)
+			}
+			if tt.fail != strings.Contains(logs.String(), "AccessDeniedException") {
+				t.Errorf("warning for the refused call: %v\n%s", tt.fail, logs.String())
+			}
+		})
 	}
 }

@@ -19,8 +19,10 @@ import (
 // ErrUnauthorized is matched (errors.Is) by an APIError for a rejected API key.
 var ErrUnauthorized = errors.New("the Kamatera API rejected the API key")
 
-// APIError is a non-2xx answer of the Kamatera API. Message is the API's own
-// message (its `{"message": …}` body), with any secret removed.
+// APIError is a failure the Kamatera API answered: a non-2xx status, or a
+// 200 whose body is `{"message": …}` in place of the result (Kamatera answers
+// some failures, a rejected key among them, that way). Message is the API's
+// own message, with any secret removed.
 type APIError struct {
 	Method     string
 	Path       string
@@ -33,15 +35,29 @@ func (e *APIError) Error() string {
 	if e.Message != "" {
 		msg += ": " + e.Message
 	}
-	if e.StatusCode == http.StatusUnauthorized || e.StatusCode == http.StatusForbidden {
+	if e.unauthorized() {
 		msg += " (check the API key: KAMATERA_API_CLIENT_ID / KAMATERA_API_SECRET, or kamatera-api-client-id / kamatera-api-secret in the cloud config, and its permissions)"
 	}
 	return msg
 }
 
-// Is makes a 401 or 403 match ErrUnauthorized.
+// Is makes a 401 or 403, or any answer whose message says the key was
+// refused, match ErrUnauthorized.
 func (e *APIError) Is(target error) bool {
-	return target == ErrUnauthorized && (e.StatusCode == http.StatusUnauthorized || e.StatusCode == http.StatusForbidden)
+	return target == ErrUnauthorized && e.unauthorized()
+}
+
+func (e *APIError) unauthorized() bool {
+	if e.StatusCode == http.StatusUnauthorized || e.StatusCode == http.StatusForbidden {
+		return true
+	}
+	m := strings.ToLower(e.Message)
+	for _, w := range []string{"authenticat", "unauthori", "auth client", "authclientid", "authsecret", "api key", "credential"} {
+		if strings.Contains(m, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // errOutcomeUnknown marks a failed create that may have reached Kamatera
@@ -185,6 +201,10 @@ func (c *apiClient) once(ctx context.Context, method, path, u string, payload []
 		ambiguous := resp.StatusCode >= 500 && resp.StatusCode != http.StatusServiceUnavailable
 		return retryStatus(resp.StatusCode, policy), ambiguous, apiErr
 	}
+	if msg, failed := errorIn2xx(data); failed {
+		// Refused, not carried out: retrying would get the same answer.
+		return false, false, &APIError{Method: method, Path: path, StatusCode: resp.StatusCode, Message: c.redact(msg)}
+	}
 	if out == nil {
 		return false, false, nil
 	}
@@ -219,12 +239,37 @@ func transportMessage(err error) string {
 	return err.Error()
 }
 
+// errorIn2xx reads a 2xx answer that is an error: a JSON object holding a
+// message or error and nothing a result holds (results are lists, or the
+// {"password", "commandIds"} of a create).
+func errorIn2xx(data []byte) (string, bool) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil {
+		return "", false
+	}
+	if _, ok := obj["commandIds"]; ok {
+		return "", false
+	}
+	_, hasMsg := obj["message"]
+	_, hasErr := obj["error"]
+	_, hasErrs := obj["errors"]
+	if !hasMsg && !hasErr && !hasErrs {
+		return "", false
+	}
+	msg := errorMessage(data)
+	if msg == "" {
+		msg = "an error in place of the result"
+	}
+	return msg, true
+}
+
 // errorMessage extracts Kamatera's `{"message": "…"}`, or a short excerpt of
 // whatever else came back.
 func errorMessage(data []byte) string {
 	var body struct {
 		Message string `json:"message"`
 		Error   any    `json:"error"`
+		Errors  any    `json:"errors"`
 	}
 	if json.Unmarshal(data, &body) == nil {
 		if body.Message != "" {
@@ -232,6 +277,9 @@ func errorMessage(data []byte) string {
 		}
 		if body.Error != nil {
 			return fmt.Sprint(body.Error)
+		}
+		if body.Errors != nil {
+			return fmt.Sprint(body.Errors)
 		}
 	}
 	s := strings.TrimSpace(string(data))
@@ -276,7 +324,9 @@ func (c *apiClient) serverTags(ctx context.Context, name string) ([]string, erro
 }
 
 // createRequest is the body of POST /service/server: cloudcli's `server
-// create` flags. Lists (disks, networks, tags) are space-separated.
+// create` flags, under the names the API reads (all lower case but
+// passwordValidate: a "billingCycle" is not the billing cycle). Lists (disks,
+// networks, tags) are space-separated.
 type createRequest struct {
 	Name               string `json:"name"`
 	Password           string `json:"password"`
@@ -291,7 +341,7 @@ type createRequest struct {
 	Managed            string `json:"managed"`
 	Network            string `json:"network"`
 	Quantity           int    `json:"quantity"`
-	BillingCycle       string `json:"billingCycle"`
+	BillingCycle       string `json:"billingcycle"`
 	MonthlyPackage     string `json:"monthlypackage"`
 	PowerOnAfterCreate string `json:"poweronaftercreate"`
 	ScriptFile         string `json:"script-file"`
@@ -364,11 +414,38 @@ type terminateRequest struct {
 	Force bool   `json:"force"`
 }
 
-// terminateServer deletes a server, powered on or not. Kamatera takes the
-// name as a regular expression; names are restricted (see namePrefixRE) so
-// that each matches only itself.
-func (c *apiClient) terminateServer(ctx context.Context, name string) error {
-	return c.call(ctx, http.MethodPost, "/service/server/terminate", nil, terminateRequest{Name: name, Force: true}, retryIdempotent, nil)
+// terminateServer asks Kamatera to delete a server, powered on or not, and
+// returns the queue command that does it ("" when the answer names none).
+// Kamatera takes the name as a regular expression; names are restricted (see
+// namePrefixRE) so that each matches only itself.
+func (c *apiClient) terminateServer(ctx context.Context, name string) (string, error) {
+	var raw json.RawMessage
+	if err := c.call(ctx, http.MethodPost, "/service/server/terminate", nil, terminateRequest{Name: name, Force: true}, retryIdempotent, &raw); err != nil {
+		return "", err
+	}
+	return firstCommandID(raw), nil
+}
+
+// powerServer queues a power on or off and returns its command ("" when the
+// answer names none).
+func (c *apiClient) powerServer(ctx context.Context, name string, on bool) (string, error) {
+	path := "/service/server/poweroff"
+	if on {
+		path = "/service/server/poweron"
+	}
+	var raw json.RawMessage
+	if err := c.call(ctx, http.MethodPost, path, nil, nameRequest{Name: name}, retryIdempotent, &raw); err != nil {
+		return "", err
+	}
+	return firstCommandID(raw), nil
+}
+
+func firstCommandID(raw json.RawMessage) string {
+	ids, err := commandIDs(raw)
+	if err != nil || len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
 }
 
 // Queue command states. Anything else (pending, running, …) is in progress.

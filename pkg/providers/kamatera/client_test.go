@@ -114,3 +114,28 @@ func TestErrorMessage(t *testing.T) {
 		}
 	}
 }
+
+func TestErrorIn2xx(t *testing.T) {
+	tests := []struct {
+		body   string
+		msg    string
+		failed bool
+		auth   bool
+	}{
+		{`[{"id":"1","name":"a","power":"on"}]`, "", false, false},
+		{`["1001"]`, "", false, false},
+		{`{"password":"x","commandIds":["1001"]}`, "", false, false},
+		{`{"message":"Authentication failed"}`, "Authentication failed", true, true},
+		{`{"errors":[{"info":"Invalid AuthSecret"}]}`, "[map[info:Invalid AuthSecret]]", true, true},
+		{`{"message":"No servers found"}`, "No servers found", true, false},
+	}
+	for _, tt := range tests {
+		msg, failed := errorIn2xx([]byte(tt.body))
+		if msg != tt.msg || failed != tt.failed {
+			t.Errorf("%s: %q %v, want %q %v", tt.body, msg, failed, tt.msg, tt.failed)
+		}
+		if auth := errors.Is(&APIError{StatusCode: 200, Message: msg}, ErrUnauthorized); auth != tt.auth {
+			t.Errorf("%s: unauthorized %v, want %v", tt.body, auth, tt.auth)
+		}
+	}
+}

@@ -78,6 +78,17 @@ type CloudConfig struct {
 	DefaultMinSize int
 	DefaultMaxSize int
 
+	// PoweroffOnScaleDown powers a removed server off instead of terminating
+	// it (it keeps its disks, and what Kamatera bills for a stopped server),
+	// so that PoweronOnScaleUp can start it again, faster than a create.
+	PoweroffOnScaleDown bool
+	// PoweronOnScaleUp starts the group's powered-off servers before
+	// creating new ones.
+	PoweronOnScaleUp bool
+	// PoweroffMaxServers bounds the powered-off servers a group keeps: past
+	// it, a removed server is terminated. -1 (unset) is no bound.
+	PoweroffMaxServers int
+
 	// NodeGroups are in file order.
 	NodeGroups []*NodeGroupConfig
 

@@ -195,6 +195,25 @@ func TestRepeatedSectionsAndKeysRefused(t *testing.T) {
 	}
 }
 
+func TestPowerOffKeys(t *testing.T) {
+	tests := []struct {
+		src     string
+		off, on bool
+		max     int
+	}{
+		{"[global]\n", false, false, -1},
+		{"[global]\npoweroff-on-scale-down = true\npoweron-on-scale-up = true\n", true, true, -1},
+		{"[global]\npoweroff-on-scale-down = yes\npoweroff-on-scale-down-max-servers = 2\n", true, false, 2},
+		{"[global]\npoweron-on-scale-up = true\n", false, true, -1},
+	}
+	for _, tt := range tests {
+		cfg := mustParse(t, tt.src)
+		if cfg.PoweroffOnScaleDown != tt.off || cfg.PoweronOnScaleUp != tt.on || cfg.PoweroffMaxServers != tt.max {
+			t.Errorf("%q: off %v on %v max %d, want %v %v %d", tt.src, cfg.PoweroffOnScaleDown, cfg.PoweronOnScaleUp, cfg.PoweroffMaxServers, tt.off, tt.on, tt.max)
+		}
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -240,6 +259,10 @@ func TestConfigErrors(t *testing.T) {
 		{"string key without value", "[nodegroup \"g\"]\nimage\n", 2, "image", "needs a value"},
 		{"template label form", "[nodegroup \"g\"]\ntemplate-label = ssd\n", 2, "template-label", "not key=value"},
 		{"template label key", "[nodegroup \"g\"]\ntemplate-label = \"bad key=x\"\n", 2, "template-label", "label key"},
+		{"power-off bool", "[global]\npoweroff-on-scale-down = sometimes\n", 2, "poweroff-on-scale-down", "not a boolean"},
+		{"power-off in a group", "[nodegroup \"g\"]\npoweron-on-scale-up = true\n", 2, "poweron-on-scale-up", "belongs in [global]"},
+		{"negative power-off max", "[global]\npoweroff-on-scale-down = true\npoweroff-on-scale-down-max-servers = -2\n", 3, "poweroff-on-scale-down-max-servers", "negative"},
+		{"power-off max alone", "[global]\npoweroff-on-scale-down-max-servers = 2\n", 2, "poweroff-on-scale-down-max-servers", "no effect without poweroff-on-scale-down"},
 		{"name prefix chars", "[nodegroup \"g\"]\nname-prefix = k8s.worker\n", 2, "name-prefix", "letters, digits, dash and underscore"},
 	}
 	for _, tt := range tests {

@@ -59,6 +59,10 @@ var globalKeys = map[string]keyKind{
 	"provider-id-prefix":     kindString,
 	"default-min-size":       kindInt,
 	"default-max-size":       kindInt,
+	// cluster-autoscaler's power-off mode
+	"poweroff-on-scale-down":             kindBool,
+	"poweron-on-scale-up":                kindBool,
+	"poweroff-on-scale-down-max-servers": kindInt,
 }
 
 var groupKeys = map[string]keyKind{
@@ -317,6 +321,16 @@ func (b *builder) global(cfg *CloudConfig, g *section) {
 	cfg.ProviderIDPrefix = DefaultProviderIDPrefix
 	if v := str("provider-id-prefix"); v != "" {
 		cfg.ProviderIDPrefix = v
+	}
+	if v, ok := g.single["poweroff-on-scale-down"]; ok {
+		cfg.PoweroffOnScaleDown = b.boolean(v, g.name, "poweroff-on-scale-down")
+	}
+	if v, ok := g.single["poweron-on-scale-up"]; ok {
+		cfg.PoweronOnScaleUp = b.boolean(v, g.name, "poweron-on-scale-up")
+	}
+	cfg.PoweroffMaxServers = b.size(g, "poweroff-on-scale-down-max-servers", -1)
+	if v, ok := g.single["poweroff-on-scale-down-max-servers"]; ok && v.text != "" && !cfg.PoweroffOnScaleDown {
+		b.errorf(v.line, g.name, "poweroff-on-scale-down-max-servers", "has no effect without poweroff-on-scale-down = true")
 	}
 	cfg.DefaultMinSize = b.size(g, "default-min-size", DefaultMinSize)
 	cfg.DefaultMaxSize = b.size(g, "default-max-size", DefaultMaxSize)

@@ -8,7 +8,11 @@
 //	POST /server/tags                a server's tags
 //	POST /service/server             create one server (queued; returns a command ID)
 //	GET  /service/queue?id=<id>      a queued command's status: complete, error, or in progress
-//	POST /service/server/terminate   delete a server (force: also when powered on)
+//	POST /service/server/terminate   delete a server (force: also when powered on); queued
+//	POST /service/server/poweroff|on power a server off or on (power-off mode); queued
+//
+// A 200 answer whose body is {"message": …} in place of the result is an
+// error too (Kamatera answers some that way, a rejected key among them).
 //
 // Every call carries the AuthClientId / AuthSecret headers. Reads and
 // terminations are retried with exponential backoff on 5xx, 429 and
@@ -33,11 +37,20 @@
 // Instance.Error set, and no longer counts in TargetSize, which is the
 // powered-on servers plus the creates still in progress. DecreaseTargetSize
 // gives up creates in progress (terminating their servers once they exist);
-// DeleteInstance terminates one server. A powered-off server the provider did
-// not create is taken, as cluster-autoscaler does, for a deletion that did
-// not finish: "deleting", not counted. Creates in progress are known only to
+// DeleteInstance terminates one server and follows the terminate command
+// in the queue (a failed one is retried, then reported; the server then
+// counts as running again). Outside power-off mode a powered-off server the
+// provider did not create is taken for a deletion that did not finish:
+// "deleting", not counted. Creates in progress are known only to
 // the Provider that queued them, so one Provider should live as long as the
 // process.
+//
+// Power-off mode (cluster-autoscaler's poweroff-on-scale-down,
+// poweron-on-scale-up and poweroff-on-scale-down-max-servers in [global]):
+// DeleteInstance powers a server off and keeps it, up to the max per group
+// (past it, it terminates); IncreaseSize powers kept servers on before it
+// creates. A powered-off server is then not an instance of the group, and
+// never counts.
 //
 // Nodes. Kamatera clusters usually run no cloud controller manager, so
 // nothing deletes the Node object of a terminated server: removing a node

@@ -63,6 +63,9 @@ func (g *NodeGroup) Instances(ctx context.Context) ([]providers.Instance, error)
 	}
 	out := make([]providers.Instance, 0, len(ms))
 	for _, m := range ms {
+		if m.parked {
+			continue
+		}
 		out = append(out, providers.Instance{ProviderID: g.p.ProviderID(m.name), State: m.state, Error: m.errMsg})
 	}
 	return out, nil
@@ -111,9 +114,10 @@ func (g *NodeGroup) createSpec() (createRequest, error) {
 	}, nil
 }
 
-// IncreaseSize implements providers.NodeGroup: it queues delta server
-// creates (one API call each) and returns without waiting for them; they
-// count in the target size from then on. If a create fails midway, the ones
+// IncreaseSize implements providers.NodeGroup: with poweron-on-scale-up it
+// first powers on the group's powered-off servers, then queues the rest as
+// server creates (one API call each), and returns without waiting for them;
+// they count in the target size from then on. If a create fails midway, the ones
 // already queued stay.
 func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
 	if delta <= 0 {
@@ -134,6 +138,9 @@ func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
 		return fmt.Errorf("kamatera group %s: %w", g.cfg.Name, err)
 	}
 	tags := strings.Fields(spec.Tag)
+	if g.p.cfg.PoweronOnScaleUp {
+		delta = g.powerOn(ctx, ms, delta)
+	}
 	for i := range delta {
 		name, err := newServerName(g.cfg.Server.NamePrefix)
 		if err != nil {
@@ -159,11 +166,41 @@ func (g *NodeGroup) IncreaseSize(ctx context.Context, delta int) error {
 	return nil
 }
 
+// powerOn starts up to delta of the group's parked servers and returns how
+// many are still to create. A power-on that fails to queue is logged and
+// made up for by a create.
+func (g *NodeGroup) powerOn(ctx context.Context, ms []member, delta int) int {
+	for _, m := range ms {
+		if delta == 0 {
+			break
+		}
+		if !m.parked {
+			continue
+		}
+		id, err := g.p.api.powerServer(ctx, m.name, true)
+		if err != nil {
+			g.p.opts.log.WarnContext(ctx, "kamatera: power on a kept server failed; creating one instead", "group", g.cfg.Name, "server", m.name, "error", err.Error())
+			continue
+		}
+		g.p.mu.Lock()
+		g.p.creates[m.name] = &create{group: g.cfg.Name, name: m.name, commandID: id, started: g.p.opts.now(), poweron: true}
+		g.p.mu.Unlock()
+		g.p.opts.log.InfoContext(ctx, "kamatera server power-on queued", "group", g.cfg.Name, "server", m.name, "command", id)
+		delta--
+	}
+	return delta
+}
+
 // DeleteInstance implements providers.NodeGroup: it terminates the server
-// (forced, so a powered-on server goes too). The Node object is not touched:
-// without a cloud controller manager nothing else removes it, so the caller
-// (the drain) deletes it. A server still in creation is cancelled instead,
-// and terminated once its create completes.
+// (forced, so a powered-on server goes too), or with poweroff-on-scale-down
+// powers it off and keeps it (up to poweroff-on-scale-down-max-servers per
+// group), and follows that command in Kamatera's queue (see
+// WithCommandWait). A command that fails is retried, up to three in all;
+// then the error is returned and the server, still running, counts as
+// running. The Node object is not touched: without a cloud controller
+// manager nothing else removes it, so the caller (the drain) deletes it. A
+// server still in creation is cancelled instead, and terminated once its
+// create completes.
 func (g *NodeGroup) DeleteInstance(ctx context.Context, providerID string) error {
 	name, ok := g.p.serverName(providerID)
 	if !ok {
@@ -176,9 +213,13 @@ func (g *NodeGroup) DeleteInstance(ctx context.Context, providerID string) error
 		return err
 	}
 	var m *member
+	parked := 0
 	for i := range ms {
 		if ms[i].name == name {
 			m = &ms[i]
+		}
+		if ms[i].parked {
+			parked++
 		}
 	}
 	if m == nil {
@@ -195,9 +236,12 @@ func (g *NodeGroup) DeleteInstance(ctx context.Context, providerID string) error
 			return fmt.Errorf("kamatera group %s: size %d - 1: %w (%d)", g.cfg.Name, size, providers.ErrBelowMin, g.cfg.MinSize)
 		}
 	}
+	keep := g.p.cfg.PoweroffOnScaleDown && (g.p.cfg.PoweroffMaxServers < 0 || parked < g.p.cfg.PoweroffMaxServers)
 	switch {
 	case m.marked || (m.create != nil && m.create.cancelled):
 		return nil // already on its way out
+	case m.parked && g.p.cfg.PoweroffOnScaleDown:
+		return nil // already powered off and kept
 	case m.create != nil && m.create.failed != "":
 		g.p.mu.Lock()
 		delete(g.p.creates, name)
@@ -205,38 +249,101 @@ func (g *NodeGroup) DeleteInstance(ctx context.Context, providerID string) error
 		if !m.listed {
 			return nil
 		}
+		keep = false // a server whose create failed is not worth keeping
 	case m.create != nil && !m.create.done:
 		g.p.mu.Lock()
 		m.create.cancelled = true
 		g.p.mu.Unlock()
 		return nil
 	}
-	return g.terminate(ctx, name)
+	if keep && !m.parked {
+		return g.remove(ctx, name, true)
+	}
+	return g.remove(ctx, name, false)
 }
 
-// terminate ends a server and marks it deleting. A failed call whose server
-// is gone anyway (an earlier attempt went through) counts as done.
-func (g *NodeGroup) terminate(ctx context.Context, name string) error {
-	err := g.p.api.terminateServer(ctx, name)
-	if err != nil {
-		if rerr := g.p.refresh(ctx, true); rerr == nil {
-			g.p.mu.Lock()
-			_, listed := g.p.servers[name]
-			g.p.mu.Unlock()
-			if !listed {
-				err = nil
-			}
-		}
+// terminateAttempts bounds the terminate (or power-off) commands one
+// DeleteInstance queues when they fail.
+const terminateAttempts = 3
+
+// remove terminates a server, or powers it off, and follows the command. A
+// failed call whose server is gone anyway (an earlier attempt went through)
+// counts as done. g.p.opMu is held, and let go while the command runs.
+func (g *NodeGroup) remove(ctx context.Context, name string, poweroff bool) error {
+	what := "terminate"
+	if poweroff {
+		what = "power off"
 	}
-	if err != nil {
-		return fmt.Errorf("kamatera group %s: terminate server %s: %w", g.cfg.Name, name, err)
+	var lastErr error
+	for attempt := 1; attempt <= terminateAttempts; attempt++ {
+		var id string
+		var err error
+		if poweroff {
+			id, err = g.p.api.powerServer(ctx, name, false)
+		} else {
+			id, err = g.p.api.terminateServer(ctx, name)
+		}
+		if err != nil {
+			if !poweroff && g.gone(ctx, name) {
+				break
+			}
+			return fmt.Errorf("kamatera group %s: %s server %s: %w", g.cfg.Name, what, name, err)
+		}
+		d := deletion{group: g.cfg.Name, at: g.p.opts.now(), commandID: id, poweroff: poweroff}
+		g.p.mu.Lock()
+		delete(g.p.creates, name)
+		g.p.deleting[name] = d
+		g.p.mu.Unlock()
+		if id == "" {
+			break // nothing to follow: the listing tells
+		}
+		// The server is marked: other size changes may go on meanwhile.
+		g.p.opMu.Unlock()
+		st, err := g.p.waitCommand(ctx, id)
+		g.p.opMu.Lock()
+		if err != nil {
+			// Still queued (or the queue can't be read now): later
+			// listings follow it, and undo the mark if it fails.
+			g.p.opts.log.InfoContext(ctx, "kamatera: "+what+" still in progress; followed by later listings", "group", g.cfg.Name, "server", name, "command", id, "reason", err.Error())
+			return nil
+		}
+		g.p.mu.Lock()
+		if st.Status == queueComplete {
+			g.p.deletionDone(name, d)
+			g.p.mu.Unlock()
+			lastErr = nil
+			break
+		}
+		delete(g.p.deleting, name) // failed: still there, counts again
+		g.p.mu.Unlock()
+		msg := st.Log
+		if msg == "" {
+			msg = "no log"
+		}
+		lastErr = fmt.Errorf("command %s ended with status %s: %s", id, st.Status, msg)
+		g.p.opts.log.WarnContext(ctx, "kamatera: "+what+" command failed", "group", g.cfg.Name, "server", name, "attempt", attempt, "error", lastErr.Error())
+	}
+	if lastErr != nil {
+		return fmt.Errorf("kamatera group %s: %s server %s: %w (%d attempts; the server is still there and counts as running)", g.cfg.Name, what, name, lastErr, terminateAttempts)
+	}
+	g.p.opts.log.InfoContext(ctx, "kamatera server "+map[bool]string{true: "powered off", false: "terminated"}[poweroff], "group", g.cfg.Name, "server", name)
+	return nil
+}
+
+// gone reports whether a fresh listing no longer shows the server; then it
+// is remembered as terminated.
+func (g *NodeGroup) gone(ctx context.Context, name string) bool {
+	if g.p.refresh(ctx, true) != nil {
+		return false
 	}
 	g.p.mu.Lock()
+	defer g.p.mu.Unlock()
+	if _, listed := g.p.servers[name]; listed {
+		return false
+	}
 	delete(g.p.creates, name)
 	g.p.deleting[name] = deletion{group: g.cfg.Name, at: g.p.opts.now()}
-	g.p.mu.Unlock()
-	g.p.opts.log.InfoContext(ctx, "kamatera server terminated", "group", g.cfg.Name, "server", name)
-	return nil
+	return true
 }
 
 // DecreaseTargetSize implements providers.NodeGroup: it gives up creates

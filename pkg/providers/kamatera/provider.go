@@ -51,6 +51,8 @@ type options struct {
 	cacheTTL         time.Duration
 	createTimeout    time.Duration
 	failedRetention  time.Duration
+	commandWait      time.Duration
+	commandPoll      time.Duration
 	now              func() time.Time
 	reserve          func(cpuMilli, memBytes int64) (int64, int64)
 	log              *slog.Logger
@@ -92,6 +94,15 @@ func WithCreateTimeout(d time.Duration) Option {
 	return func(o *options) { o.createTimeout = d }
 }
 
+// WithCommandWait sets how long DeleteInstance follows its terminate (or
+// power-off) command in Kamatera's queue before returning (default 60 s,
+// and never past the context's deadline less 10 s), and how often it reads
+// the queue meanwhile (default 2 s). A command still unfinished then is
+// followed by later listings.
+func WithCommandWait(wait, poll time.Duration) Option {
+	return func(o *options) { o.commandWait, o.commandPoll = wait, max(poll, time.Millisecond) }
+}
+
 // WithClock replaces time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) { o.now = now }
@@ -105,8 +116,8 @@ func WithSystemReserve(cpu, memory resource.Quantity) Option {
 	}
 }
 
-// WithLogger sets where the provider logs (default: nowhere). Secrets are
-// never logged.
+// WithLogger sets where the provider logs (default: slog.Default(), so that
+// a failed terminate or create is seen). Secrets are never logged.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.log = l }
 }
@@ -140,9 +151,16 @@ type Provider struct {
 	refreshed time.Time
 }
 
+// deletion is a server this provider asked to terminate or power off.
 type deletion struct {
 	group string
 	at    time.Time
+	// commandID is the queue command doing it; empty once it completed (or
+	// when the answer named none: the listing tells then).
+	commandID string
+	// poweroff: the server is being powered off, not terminated; once off it
+	// is parked (kept for poweron-on-scale-up) and no longer deleting.
+	poweroff bool
 }
 
 type listedServer struct {
@@ -154,7 +172,8 @@ type listedServer struct {
 // errOutcomeUnknown) counts, waiting for its server to appear.
 const unconfirmedTimeout = 5 * time.Minute
 
-// create is one server creation queued in Kamatera.
+// create is one server creation (or power-on of a parked server) queued in
+// Kamatera.
 type create struct {
 	group string
 	name  string
@@ -171,6 +190,8 @@ type create struct {
 	// cancelled: DecreaseTargetSize gave it up; it is terminated once its
 	// command completes (a queued command can't be recalled).
 	cancelled bool
+	// poweron: a parked server being powered on, not a new one.
+	poweron bool
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -190,9 +211,11 @@ func New(cfg *CloudConfig, httpClient *http.Client, opts ...Option) (*Provider, 
 		cacheTTL:        5 * time.Second,
 		createTimeout:   40 * time.Minute,
 		failedRetention: 15 * time.Minute,
+		commandWait:     time.Minute,
+		commandPoll:     2 * time.Second,
 		now:             time.Now,
 		reserve:         defaultReserve,
-		log:             slog.New(slog.DiscardHandler),
+		log:             slog.Default(),
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -351,6 +374,12 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 			follow = append(follow, c)
 		}
 	}
+	followDel := map[string]deletion{}
+	for name, d := range p.deleting {
+		if d.commandID != "" {
+			followDel[name] = d
+		}
+	}
 	p.mu.Unlock()
 
 	sort.Strings(needTags)
@@ -377,8 +406,37 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 		outcomes = append(outcomes, outcome{c: c, status: st, err: err})
 	}
 
+	delOutcomes := map[string]queueCommand{}
+	for _, name := range sortedKeys(followDel) {
+		d := followDel[name]
+		st, err := p.api.queueStatus(ctx, d.commandID)
+		if errors.Is(err, errUnknownCommand) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("kamatera group %s: follow the %s of server %s (command %s): %w", d.group, d.action(), name, d.commandID, err)
+		}
+		delOutcomes[name] = st
+	}
+
 	now := p.opts.now()
 	p.mu.Lock()
+	for name, st := range delOutcomes {
+		d, ok := p.deleting[name]
+		if !ok || d.commandID != followDel[name].commandID {
+			continue // changed meanwhile
+		}
+		switch st.Status {
+		case queueComplete:
+			p.deletionDone(name, d)
+		case queueError, queueCancelled:
+			// The server is still there and, as far as anyone knows,
+			// running: it counts again, so it is neither billed unseen
+			// nor forgotten.
+			delete(p.deleting, name)
+			p.opts.log.Warn("kamatera: a "+d.action()+" command failed; the server counts as running again", "group", d.group, "server", name, "command", d.commandID, "status", st.Status, "log", st.Log)
+		}
+	}
 	for _, o := range outcomes {
 		c := o.c
 		switch {
@@ -391,7 +449,7 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 			if msg == "" {
 				msg = "the create command ended with status " + o.status.Status
 			}
-			p.fail(c, now, "kamatera create of server "+c.name+" failed: "+msg)
+			p.fail(c, now, "kamatera "+c.what()+" of server "+c.name+" failed: "+msg)
 		}
 	}
 	var terminate []*create
@@ -433,8 +491,17 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 	// A terminated server is remembered a while after it is gone, so that
 	// a repeated DeleteInstance (a retried drain step) succeeds.
 	for name, d := range p.deleting {
-		if _, ok := servers[name]; !ok && now.Sub(d.at) >= p.opts.failedRetention {
+		_, listed := servers[name]
+		switch {
+		case !listed && now.Sub(d.at) >= p.opts.failedRetention:
 			delete(p.deleting, name)
+		case listed && d.poweroff && d.commandID == "" && !servers[name].power:
+			delete(p.deleting, name) // powered off: kept, no longer deleting
+		case listed && now.Sub(d.at) >= p.opts.createTimeout:
+			// A command the queue never finished (or never knew): the
+			// server is still there, so it counts again.
+			delete(p.deleting, name)
+			p.opts.log.Warn("kamatera: a "+d.action()+" did not finish; the server counts again", "group", d.group, "server", name, "command", d.commandID, "after", p.opts.createTimeout.String())
 		}
 	}
 	for name, t := range newTags {
@@ -449,18 +516,66 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 	p.refreshed = now
 	p.mu.Unlock()
 
-	// Creates given up by DecreaseTargetSize are removed once they exist.
+	// Creates given up by DecreaseTargetSize are removed once they exist (a
+	// kept server powered on for nothing is powered off again).
 	for _, c := range terminate {
-		if err := p.api.terminateServer(ctx, c.name); err != nil {
-			p.opts.log.WarnContext(ctx, "kamatera: terminate a cancelled server failed; will retry", "group", c.group, "server", c.name, "error", err.Error())
+		park := c.poweron // it was kept powered off before: so again
+		var id string
+		var err error
+		if park {
+			id, err = p.api.powerServer(ctx, c.name, false)
+		} else {
+			id, err = p.api.terminateServer(ctx, c.name)
+		}
+		if err != nil {
+			p.opts.log.WarnContext(ctx, "kamatera: removing a cancelled server failed; will retry", "group", c.group, "server", c.name, "error", err.Error())
 			continue
 		}
 		p.mu.Lock()
 		delete(p.creates, c.name)
-		p.deleting[c.name] = deletion{group: c.group, at: now}
+		p.deleting[c.name] = deletion{group: c.group, at: now, commandID: id, poweroff: park}
 		p.mu.Unlock()
 	}
 	return nil
+}
+
+func (c *create) what() string {
+	if c.poweron {
+		return "power-on"
+	}
+	return "create"
+}
+
+func (d deletion) action() string {
+	if d.poweroff {
+		return "power-off"
+	}
+	return "terminate"
+}
+
+// deletionDone records a completed terminate or power-off; p.mu is held. A
+// terminated server is remembered a while (see refresh); a powered-off one
+// is parked: listed off, and no longer deleting.
+func (p *Provider) deletionDone(name string, d deletion) {
+	if d.poweroff {
+		delete(p.deleting, name)
+		if s, ok := p.servers[name]; ok {
+			s.power = false
+			p.servers[name] = s
+		}
+		return
+	}
+	d.commandID = ""
+	p.deleting[name] = d
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // fail marks a create failed; p.mu is held.
@@ -479,7 +594,10 @@ type member struct {
 	counted bool // part of the target size
 	listed  bool
 	create  *create
-	marked  bool // asked to terminate
+	marked  bool // asked to terminate or power off
+	// parked: powered off and kept for poweron-on-scale-up; not an
+	// instance of the group (not listed, not counted).
+	parked bool
 }
 
 // members returns a group's instances from the last refresh, by name.
@@ -516,6 +634,10 @@ func (p *Provider) members(group string) []member {
 			m.state = providers.StateDeleting
 		case s.power:
 			m.state, m.counted = providers.StateRunning, true
+		case p.cfg.PoweroffOnScaleDown || p.cfg.PoweronOnScaleUp:
+			// In power-off mode a powered-off server is kept capacity, not
+			// running capacity.
+			m.parked = true
 		default:
 			// A powered-off server this process didn't create: like
 			// cluster-autoscaler, take it for a deletion that didn't finish.
@@ -556,3 +678,33 @@ func targetOf(ms []member) int {
 // Format prints String for every verb, so no verb walks into the options
 // that hold the API key.
 func (p *Provider) Format(f fmt.State, _ rune) { fmt.Fprint(f, p.String()) }
+
+// errStillQueued: a command had not finished when waitCommand stopped
+// waiting.
+var errStillQueued = errors.New("the command is still in Kamatera's queue")
+
+// waitCommand reads a command's status until it is complete, failed or
+// cancelled, for at most the command wait (and 10 s short of ctx's
+// deadline, so the caller can still answer).
+func (p *Provider) waitCommand(ctx context.Context, id string) (queueCommand, error) {
+	until := time.Now().Add(p.opts.commandWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-10*time.Second).Before(until) {
+		until = dl.Add(-10 * time.Second)
+	}
+	for {
+		st, err := p.api.queueStatus(ctx, id)
+		switch {
+		case err != nil && !errors.Is(err, errUnknownCommand):
+			return queueCommand{}, err
+		case err == nil && (st.Status == queueComplete || st.Status == queueError || st.Status == queueCancelled):
+			return st, nil
+		}
+		wait := min(p.opts.commandPoll, time.Until(until))
+		if wait <= 0 {
+			return queueCommand{}, fmt.Errorf("command %s: %w after %s", id, errStillQueued, p.opts.commandWait)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return queueCommand{}, err
+		}
+	}
+}

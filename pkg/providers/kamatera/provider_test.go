@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -678,29 +679,44 @@ func TestRetries(t *testing.T) {
 
 func TestUnauthorized(t *testing.T) {
 	const wrong = "WrongSecretValue77"
-	d := kamateradouble.New()
-	t.Cleanup(d.Close)
-	b := newBedOn(t, d, baseINI(d.URL())+twoGroups, map[string]string{EnvAPIClientID: d.ClientID(), EnvAPISecret: wrong})
-	_, err := b.p.NodeGroups(context.Background())
-	if !errors.Is(err, ErrUnauthorized) {
-		t.Fatalf("NodeGroups: %v", err)
-	}
-	msg := err.Error()
-	for _, want := range []string{"401", "Authentication failed", "KAMATERA_API_SECRET", "list servers"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("%q lacks %q", msg, want)
-		}
-	}
-	if strings.Contains(msg, wrong) || strings.Contains(msg, d.Secret()) {
-		t.Errorf("error shows the secret: %s", msg)
-	}
-	if n := d.RequestCount(http.MethodGet, "/service/servers"); n != 1 {
-		t.Errorf("401 retried: %d requests", n)
-	}
-	for _, s := range []string{fmt.Sprint(b.p), fmt.Sprintf("%+v", b.p), fmt.Sprintf("%#v", b.p), fmt.Sprintf("%+v", *b.p.api)} {
-		if strings.Contains(s, wrong) {
-			t.Errorf("provider printout shows the secret: %s", s)
-		}
+	// Kamatera may answer a rejected key with 401, or with 200 and the same
+	// error body: both are a rejected key, not an empty listing.
+	for _, status := range []int{http.StatusUnauthorized, http.StatusOK} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			d := kamateradouble.New(kamateradouble.WithAuthFailureStatus(status))
+			t.Cleanup(d.Close)
+			b := newBedOn(t, d, baseINI(d.URL())+twoGroups, map[string]string{EnvAPIClientID: d.ClientID(), EnvAPISecret: wrong})
+			_, err := b.p.NodeGroups(context.Background())
+			if !errors.Is(err, ErrUnauthorized) {
+				t.Fatalf("NodeGroups: %v", err)
+			}
+			msg := err.Error()
+			for _, want := range []string{strconv.Itoa(status), "Authentication failed", "KAMATERA_API_SECRET", "list servers"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("%q lacks %q", msg, want)
+				}
+			}
+			if strings.Contains(msg, wrong) || strings.Contains(msg, d.Secret()) {
+				t.Errorf("error shows the secret: %s", msg)
+			}
+			if n := d.RequestCount(http.MethodGet, "/service/servers"); n != 1 {
+				t.Errorf("rejected key retried: %d requests", n)
+			}
+			for _, s := range []string{fmt.Sprint(b.p), fmt.Sprintf("%+v", b.p), fmt.Sprintf("%#v", b.p), fmt.Sprintf("%+v", *b.p.api)} {
+				if strings.Contains(s, wrong) {
+					t.Errorf("provider printout shows the secret: %s", s)
+				}
+			}
+			// A create refused that way is no create: nothing counts as
+			// creating.
+			g := b.group("workers")
+			if err := g.IncreaseSize(context.Background(), 1); !errors.Is(err, ErrUnauthorized) {
+				t.Errorf("IncreaseSize: %v", err)
+			}
+			if len(d.Servers()) != 0 || len(b.p.creates) != 0 {
+				t.Errorf("servers %v, creates %v", d.Servers(), b.p.creates)
+			}
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -47,13 +48,19 @@ type caller struct {
 	metaReady atomic.Bool
 }
 
+// maxRetryAfter is the longest Retry-After honoured by waiting; a longer
+// one ends the call (the next evaluation tries again).
+const maxRetryAfter = 30 * time.Second
+
 // do runs fn, retrying transient failures with exponential backoff and
-// jitter. what names the call for errors ("pool gpu: update size").
+// jitter, or after the Retry-After a 429 or 503 names. what names the call
+// for errors ("pool gpu: update size").
 func (c *caller) do(ctx context.Context, what string, fn func(opts ...scw.RequestOption) error) error {
 	delay := c.retry.base
 	for attempt := 1; ; attempt++ {
 		release := c.enter()
-		actx, cancel := context.WithTimeout(ctx, c.retry.requestTimeout)
+		var ans answer
+		actx, cancel := context.WithTimeout(context.WithValue(ctx, answerKey{}, &ans), c.retry.requestTimeout)
 		err := fn(scw.WithContext(actx))
 		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
@@ -61,11 +68,21 @@ func (c *caller) do(ctx context.Context, what string, fn func(opts ...scw.Reques
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil || attempt >= c.retry.attempts || !(timedOut || transient(err)) {
+		err = ans.explain(err)
+		if ctx.Err() != nil || attempt >= c.retry.attempts || !(timedOut || transient(err) || ans.transient()) {
 			return describe(what, attempt, err)
 		}
 		// Jitter keeps several evaluators from retrying in step.
 		wait := delay/2 + rand.N(delay/2+1)
+		if after, ok := ans.retryAfter(time.Now()); ok {
+			if after > maxRetryAfter {
+				return describe(what, attempt, fmt.Errorf("%w (Scaleway asks to retry after %s)", err, after.Round(time.Second)))
+			}
+			if dl, ok := ctx.Deadline(); ok && time.Now().Add(after).After(dl) {
+				return describe(what, attempt, fmt.Errorf("%w (Scaleway asks to retry after %s, past the deadline)", err, after.Round(time.Second)))
+			}
+			wait = max(after, wait)
+		}
 		select {
 		case <-ctx.Done():
 			return describe(what, attempt, err)
@@ -73,6 +90,70 @@ func (c *caller) do(ctx context.Context, what string, fn func(opts ...scw.Reques
 		}
 		delay = min(delay*2, c.retry.max)
 	}
+}
+
+// answerKey carries an *answer through a request's context, for the
+// recording transport to fill.
+type answerKey struct{}
+
+// answer is what the HTTP layer saw of an attempt's last response: the SDK
+// keeps neither the headers nor, when it cannot parse an error body, the
+// status.
+type answer struct {
+	mu     sync.Mutex
+	status int
+	after  string // Retry-After
+}
+
+// recordingTransport notes each response's status and Retry-After in the
+// request's answer.
+type recordingTransport struct{ next http.RoundTripper }
+
+func (t recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if a, ok := req.Context().Value(answerKey{}).(*answer); ok && err == nil {
+		a.mu.Lock()
+		a.status, a.after = resp.StatusCode, resp.Header.Get("Retry-After")
+		a.mu.Unlock()
+	}
+	return resp, err
+}
+
+// transient: the last answer was a 5xx or 429, whatever its body.
+func (a *answer) transient() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status >= 500 || a.status == http.StatusTooManyRequests
+}
+
+// explain adds the status to an error the SDK made without it (an error
+// body it could not parse).
+func (a *answer) explain(err error) error {
+	a.mu.Lock()
+	status := a.status
+	a.mu.Unlock()
+	var re *scw.ResponseError
+	if status < 400 || errors.As(err, &re) {
+		return err
+	}
+	return fmt.Errorf("HTTP %d %s with an unreadable body: %w", status, http.StatusText(status), err)
+}
+
+// retryAfter reads Retry-After (seconds, or an HTTP date) of a 429 or 503.
+func (a *answer) retryAfter(now time.Time) (time.Duration, bool) {
+	a.mu.Lock()
+	status, v := a.status, a.after
+	a.mu.Unlock()
+	if v == "" || (status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable) {
+		return 0, false
+	}
+	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second, true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(at.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 func (c *caller) enter() (release func()) {

@@ -6,10 +6,12 @@
 //
 // Pool sizes: IncreaseSize and DecreaseTargetSize set the pool's size
 // (UpdatePool); DeleteInstance deletes one node, which Kapsule counts as a
-// size decrease of one. Bounds are the pool's min_size and max_size, which
-// Scaleway keeps even when its own autoscaling is off; Options can narrow
-// them. A pool with Scaleway's autoscaling on is refused unless
-// AllowAutoscaledPool, since two scalers would fight over its size.
+// size decrease of one. Bounds: with Scaleway's autoscaling off (the usual
+// case), Kapsule ignores the pool's min_size and max_size, so they are only
+// the default bounds: Options.MinSize / MaxSize replace them, wider or
+// narrower. A pool with Scaleway's autoscaling on is refused unless
+// AllowAutoscaledPool, since two scalers would fight over its size; its
+// min_size and max_size then hold, and Options can only narrow them.
 //
 // Size changes are serialised per pool within a process; Kapsule has no
 // conditional update, so separate processes rely on the evaluate lease.
@@ -65,8 +67,10 @@ type Options struct {
 	// AllowAutoscaledPool lets nodetide manage a pool whose Scaleway
 	// autoscaling is on. Off, such a pool is refused.
 	AllowAutoscaledPool bool
-	// MinSize and MaxSize narrow the pool's own bounds; widening them is an
-	// error (change the pool in Scaleway instead).
+	// MinSize and MaxSize are the group's bounds. Unset, the pool's
+	// min_size / max_size are used. With Scaleway's autoscaling off they may
+	// be wider (Kapsule then ignores the pool's); with it on they may only
+	// narrow the pool's.
 	MinSize, MaxSize *int
 	// NodeTemplate, when set, describes a pool's node when its node type is
 	// not in the Instance catalogue (or the catalogue can't be read), e.g.
@@ -122,6 +126,11 @@ func New(opts Options, httpClient *http.Client) (*Provider, error) {
 		c := *httpClient
 		httpClient = &c
 	}
+	next := httpClient.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	httpClient.Transport = recordingTransport{next: next}
 	region := scw.Region(cfg.Region)
 	client, err := scw.NewClient(
 		scw.WithAPIURL(cfg.APIURL),
@@ -257,16 +266,21 @@ func (p *Provider) group(pool *k8s.Pool) (*Group, error) {
 		return nil, fmt.Errorf("scaleway pool %s: Scaleway's autoscaling is on for this pool, and two autoscalers would fight over its size; "+
 			"turn it off on the pool (autoscaling=false) or set allowAutoscaledPool", pool.Name)
 	}
+	// With Scaleway's autoscaling off, Kapsule ignores min_size and max_size
+	// (the API documents them as used only by its autoscaler): they are the
+	// bounds nodetide keeps unless the config gives its own, which may be
+	// wider. With it on, Kapsule's autoscaler holds the pool to them, so the
+	// config can only narrow them.
 	minSize, maxSize := int(pool.MinSize), int(pool.MaxSize)
 	if m := p.opts.MinSize; m != nil {
-		if *m < minSize {
-			return nil, fmt.Errorf("scaleway pool %s: minSize %d would widen the pool's min_size %d; nodetide only narrows bounds (lower min_size on the pool instead)", pool.Name, *m, minSize)
+		if pool.Autoscaling && *m < minSize {
+			return nil, fmt.Errorf("scaleway pool %s: minSize %d would widen the pool's min_size %d, which Scaleway's autoscaling (on for this pool) enforces; lower min_size on the pool instead", pool.Name, *m, minSize)
 		}
 		minSize = *m
 	}
 	if m := p.opts.MaxSize; m != nil {
-		if *m > maxSize {
-			return nil, fmt.Errorf("scaleway pool %s: maxSize %d would widen the pool's max_size %d; nodetide only narrows bounds (raise max_size on the pool instead)", pool.Name, *m, maxSize)
+		if pool.Autoscaling && *m > maxSize {
+			return nil, fmt.Errorf("scaleway pool %s: maxSize %d would widen the pool's max_size %d, which Scaleway's autoscaling (on for this pool) enforces; raise max_size on the pool instead", pool.Name, *m, maxSize)
 		}
 		maxSize = *m
 	}

@@ -179,26 +179,35 @@ func TestAutoscaledPool(t *testing.T) {
 func TestBounds(t *testing.T) {
 	b := newBed(t, scwdouble.Options{})
 	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 3, MinSize: 1, MaxSize: 10})
+	b.scw.AddPool(scwdouble.PoolSpec{Name: "auto", Size: 3, MinSize: 1, MaxSize: 10, Autoscaling: true})
 	tests := []struct {
 		name     string
+		pool     string
 		min, max *int
 		wantMin  int
 		wantMax  int
 		err      string
 	}{
-		{"the pool's", nil, nil, 1, 10, ""},
-		{"narrowed", ptr(2), ptr(6), 2, 6, ""},
-		{"max only", nil, ptr(1), 1, 1, ""},
-		{"min widened", ptr(0), nil, 0, 0, "minSize 0 would widen the pool's min_size 1"},
-		{"max widened", nil, ptr(11), 0, 0, "maxSize 11 would widen the pool's max_size 10"},
-		{"narrowed past each other", ptr(7), nil, 0, 0, ""}, // 7..10 is fine
+		{"the pool's", "p", nil, nil, 1, 10, ""},
+		{"narrowed", "p", ptr(2), ptr(6), 2, 6, ""},
+		{"max only", "p", nil, ptr(1), 1, 1, ""},
+		// Autoscaling off: Kapsule ignores min_size/max_size; the config's win.
+		{"min widened, autoscaling off", "p", ptr(0), nil, 0, 10, ""},
+		{"max widened, autoscaling off", "p", nil, ptr(40), 1, 40, ""},
+		{"narrowed past each other", "p", ptr(7), nil, 7, 10, ""},
+		// Autoscaling on: Scaleway enforces them; the config can only narrow.
+		{"narrowed, autoscaling on", "auto", ptr(2), ptr(6), 2, 6, ""},
+		{"min widened, autoscaling on", "auto", ptr(0), nil, 0, 0, "minSize 0 would widen the pool's min_size 1, which Scaleway's autoscaling"},
+		{"max widened, autoscaling on", "auto", nil, ptr(11), 0, 0, "maxSize 11 would widen the pool's max_size 10, which Scaleway's autoscaling"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := b.provider(func(o *Options) { o.Pools, o.MinSize, o.MaxSize = []string{"p"}, tt.min, tt.max })
+			p := b.provider(func(o *Options) {
+				o.Pools, o.MinSize, o.MaxSize, o.AllowAutoscaledPool = []string{tt.pool}, tt.min, tt.max, true
+			})
 			groups, err := p.NodeGroups(context.Background())
 			if tt.err != "" {
-				mustErr(t, err, nil, "scaleway pool p", tt.err)
+				mustErr(t, err, nil, "scaleway pool "+tt.pool, tt.err)
 				return
 			}
 			if err != nil {
@@ -213,9 +222,25 @@ func TestBounds(t *testing.T) {
 			}
 		})
 	}
-	// Narrowing min above the pool's max can't be satisfied.
+	// A min above the max in effect can't be satisfied.
 	_, err := b.provider(func(o *Options) { o.Pools, o.MinSize = []string{"p"}, ptr(11) }).NodeGroups(context.Background())
 	mustErr(t, err, nil, "min size 11 is above max size 10")
+}
+
+// TestGrowPastAdvisoryMax: with Scaleway's autoscaling off, a pool grows past
+// its (advisory) max_size up to the config's maxSize, through the real SDK.
+func TestGrowPastAdvisoryMax(t *testing.T) {
+	b := newBed(t, scwdouble.Options{})
+	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MinSize: 1, MaxSize: 2})
+	g := b.group("p", func(o *Options) { o.MaxSize = ptr(5) })
+	ctx := context.Background()
+	if err := g.IncreaseSize(ctx, 3); err != nil {
+		t.Fatalf("IncreaseSize(3) to the config's max: %v", err)
+	}
+	if n, err := g.TargetSize(ctx); err != nil || n != 5 {
+		t.Fatalf("size %d, %v; want 5", n, err)
+	}
+	mustErr(t, g.IncreaseSize(ctx, 1), providers.ErrAboveMax)
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -555,8 +580,9 @@ func TestIncreaseSizeAPIRefusals(t *testing.T) {
 	}
 	b.scw.SetQuota(0)
 
-	// The pool's max lowered behind nodetide's back: the API refuses.
-	if err := b.scw.SetPool(pool.ID, func(p *k8s.Pool) { p.MaxSize = 1 }); err != nil {
+	// The pool's autoscaling turned on, with a lower max, behind nodetide's
+	// back: the API refuses.
+	if err := b.scw.SetPool(pool.ID, func(p *k8s.Pool) { p.MaxSize, p.Autoscaling = 1, true }); err != nil {
 		t.Fatal(err)
 	}
 	err = g.IncreaseSize(ctx, 1)
@@ -685,6 +711,11 @@ func TestRetries(t *testing.T) {
 			[]string{"scaleway pool p: get pool (after 4 attempts)", "500"}, true},
 		{"slow answer times out, then ok", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Delay: 5 * time.Second}}, 2, nil, true},
 		{"404 is not retried", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 404}}, 1, []string{"scaleway pool p: get pool:"}, false},
+		{"502 with an unparseable body, then ok", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 502, RawBody: "<html><body>502 Bad Gateway</body></html>"}}, 2, nil, true},
+		{"cut-off 500 body every time", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 500, RawBody: `{"message": "inter`, Times: 10}}, 4,
+			[]string{"(after 4 attempts)", "HTTP 500 Internal Server Error with an unreadable body"}, true},
+		{"429 asking for an hour is not waited for", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 429, RetryAfter: "3600"}}, 1,
+			[]string{"Scaleway asks to retry after 1h0m0s", "429"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -705,6 +736,41 @@ func TestRetries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRetryAfter: a 429 (or 503) naming Retry-After is retried no sooner,
+// in seconds or as an HTTP date; the backoff alone would be milliseconds.
+func TestRetryAfter(t *testing.T) {
+	for name, after := range map[string]func() string{
+		"seconds":   func() string { return "1" },
+		"HTTP date": func() string { return time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBed(t, scwdouble.Options{})
+			b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
+			g := b.group("p", nil)
+			b.scw.Inject(scwdouble.Fault{Op: scwdouble.OpGetPool, Status: 429, RetryAfter: after()})
+			start := time.Now()
+			if size, err := g.TargetSize(context.Background()); err != nil || size != 2 {
+				t.Fatalf("size %d, %v", size, err)
+			}
+			if waited := time.Since(start); waited < 900*time.Millisecond {
+				t.Errorf("retried after %s, before Retry-After", waited)
+			}
+			if n := b.scw.Count(scwdouble.OpGetPool); n != 2 {
+				t.Errorf("%d GetPool requests, want 2", n)
+			}
+		})
+	}
+	// A Retry-After past the caller's deadline ends the call at once.
+	b := newBed(t, scwdouble.Options{})
+	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
+	g := b.group("p", nil)
+	b.scw.Inject(scwdouble.Fault{Op: scwdouble.OpGetPool, Status: 429, RetryAfter: "20"})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := g.TargetSize(ctx)
+	mustErr(t, err, nil, "retry after 20s, past the deadline")
 }
 
 func TestRetriesStopWithContext(t *testing.T) {

@@ -23,7 +23,26 @@ type xmlLaunchTemplateSpec struct {
 }
 
 type xmlOverride struct {
-	InstanceType string `xml:"InstanceType"`
+	InstanceType         string                   `xml:"InstanceType,omitempty"`
+	InstanceRequirements *xmlInstanceRequirements `xml:"InstanceRequirements,omitempty"`
+}
+
+type xmlRange struct {
+	Min int  `xml:"Min"`
+	Max *int `xml:"Max,omitempty"`
+}
+
+type xmlInstanceRequirements struct {
+	VCpuCount xmlRange `xml:"VCpuCount"`
+	MemoryMiB xmlRange `xml:"MemoryMiB"`
+}
+
+func rangeXML(lo, hi int) xmlRange {
+	r := xmlRange{Min: lo}
+	if hi > 0 {
+		r.Max = &hi
+	}
+	return r
 }
 
 type xmlMixedInstancesPolicy struct {
@@ -162,13 +181,20 @@ func (s *Server) groupXMLLocked(g *group, withInstances bool) xmlGroup {
 			lt.LaunchTemplateID, lt.LaunchTemplateName = stored.ID, stored.Name
 		}
 	}
-	if len(spec.MixedInstanceTypes) > 0 {
+	if len(spec.MixedInstanceTypes) > 0 || spec.InstanceRequirements != nil {
 		mip := &xmlMixedInstancesPolicy{OnDemandAllocationStrategy: "prioritized"}
 		if lt != nil {
 			mip.LaunchTemplateSpecification = *lt
 		}
-		for _, t := range spec.MixedInstanceTypes {
-			mip.Overrides = append(mip.Overrides, xmlOverride{InstanceType: t})
+		if r := spec.InstanceRequirements; r != nil {
+			mip.OnDemandAllocationStrategy = "lowest-price"
+			mip.Overrides = append(mip.Overrides, xmlOverride{InstanceRequirements: &xmlInstanceRequirements{
+				VCpuCount: rangeXML(r.VCPUMin, r.VCPUMax), MemoryMiB: rangeXML(r.MemoryMiBMin, r.MemoryMiBMax),
+			}})
+		} else {
+			for _, t := range spec.MixedInstanceTypes {
+				mip.Overrides = append(mip.Overrides, xmlOverride{InstanceType: t})
+			}
 		}
 		x.MixedInstancesPolicy = mip
 	} else {

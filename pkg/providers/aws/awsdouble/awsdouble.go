@@ -1,7 +1,7 @@
-// Package awsdouble is an in-process stand-in for the two AWS APIs the aws
+// Package awsdouble is an in-process stand-in for the AWS APIs the aws
 // node-group provider calls: EC2 Auto Scaling (the query protocol, version
-// 2011-01-01) and the EC2 actions it needs (the EC2 query protocol, version
-// 2016-11-15). It is an httptest server, so tests drive it through the real
+// 2011-01-01), the EC2 actions it needs (the EC2 query protocol, version
+// 2016-11-15) and EKS's DescribeNodegroup. It is an httptest server, so tests drive it through the real
 // aws-sdk-go-v2 clients: point BaseEndpoint at URL() and sign with any static
 // credentials for Region().
 //
@@ -11,7 +11,11 @@
 //     tag-key / tag-value / tag:<key>, MaxRecords + NextToken, IncludeInstances),
 //     SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
 //     DescribeScalingActivities and DescribeLaunchConfigurations.
-//   - EC2: DescribeInstanceTypes and DescribeLaunchTemplateVersions.
+//   - EC2: DescribeInstanceTypes, DescribeLaunchTemplateVersions and
+//     GetInstanceTypesFromInstanceRequirements.
+//   - EKS: DescribeNodegroup (REST-JSON, GET /clusters/<c>/node-groups/<n>),
+//     for managed node groups a test adds with AddNodegroup; labels, taints
+//     and capacity type only.
 //
 // Every request must carry a SigV4 Authorization header scoped to the
 // double's region and to the service the Version names; the signature itself
@@ -40,12 +44,19 @@
 //     seconds later and its reads can lag its writes.
 //   - No cooldowns, lifecycle hooks, instance protection, termination
 //     policies (scale-in takes Pending machines first, then the newest), AZ
-//     rebalancing, weighted capacity or instance requirements.
+//     rebalancing or weighted capacity.
+//   - Attribute-based instance selection only by vCPU and memory ranges
+//     (Group.InstanceRequirements); GetInstanceTypesFromInstanceRequirements
+//     matches the double's instance types on those and on architecture,
+//     ignoring every other requirement it is sent, and answers in one page.
 //   - Warm pools only as machines a test adds in a Warmed:* state
 //     (AddInstance): DescribeAutoScalingGroups lists them with the group's
 //     instances, outside its desired capacity. There is no DescribeWarmPool,
 //     and a growing group launches new machines instead of taking them from
 //     the pool.
+//   - Standby only as machines a test adds in Standby or EnteringStandby
+//     (AddInstance): outside desired capacity, as AWS counts them. There is
+//     no EnterStandby / ExitStandby.
 //   - Launch failures happen only when a test asks (FailLaunches); AWS keeps
 //     retrying a failed launch, the double retries on the next change of
 //     desired capacity or when the failure is cleared.
@@ -79,17 +90,35 @@ const (
 
 // Group describes an Auto Scaling Group to create.
 type Group struct {
-	Name                    string
-	MinSize, MaxSize        int
-	DesiredCapacity         int
-	AvailabilityZones       []string          // default: the region's "a" zone
-	Tags                    map[string]string // key → value
-	InstanceType            string            // type of the machines it launches; default from the launch source, else m5.large
-	LaunchTemplate          *LaunchTemplateRef
-	MixedInstanceTypes      []string // a mixed instances policy whose overrides are these types, over LaunchTemplate
+	Name               string
+	MinSize, MaxSize   int
+	DesiredCapacity    int
+	AvailabilityZones  []string          // default: the region's "a" zone
+	Tags               map[string]string // key → value
+	InstanceType       string            // type of the machines it launches; default from the launch source, else m5.large
+	LaunchTemplate     *LaunchTemplateRef
+	MixedInstanceTypes []string // a mixed instances policy whose overrides are these types, over LaunchTemplate
+	// InstanceRequirements, when set, makes the mixed instances policy's
+	// one override attribute-based instance selection (over LaunchTemplate)
+	// instead of MixedInstanceTypes.
+	InstanceRequirements    *InstanceRequirements
 	LaunchConfigurationName string
 	// Status is AWS's group status; "Delete in progress" marks a group being deleted.
 	Status string
+}
+
+// InstanceRequirements is the part of attribute-based instance selection the
+// double knows: vCPU and memory ranges (0 for no bound on that side), and
+// architectures matched by GetInstanceTypesFromInstanceRequirements.
+type InstanceRequirements struct {
+	VCPUMin, VCPUMax           int
+	MemoryMiBMin, MemoryMiBMax int
+}
+
+// matches reports whether an instance type meets the requirements.
+func (r InstanceRequirements) matches(t InstanceType) bool {
+	within := func(v, lo, hi int) bool { return v >= lo && (hi == 0 || v <= hi) }
+	return within(t.VCPUs, r.VCPUMin, r.VCPUMax) && within(t.MemoryMiB, r.MemoryMiBMin, r.MemoryMiBMax)
 }
 
 // LaunchTemplateRef names a launch template from a group (ID or name, and a
@@ -225,6 +254,7 @@ type Server struct {
 	lastForm      map[string]map[string][]string
 	forms         map[string][]map[string][]string // every request's form, by action
 	unsignedCalls int
+	nodegroups    map[string]Nodegroup // by cluster/name
 }
 
 // New starts a double with a catalogue of common instance types.
@@ -299,6 +329,12 @@ func (s *Server) AddGroup(g Group) {
 
 // launchTypeLocked is the instance type a group's launch source names.
 func (s *Server) launchTypeLocked(g Group) string {
+	if r := g.InstanceRequirements; r != nil {
+		// AWS picks by its allocation strategy; the smallest match will do.
+		if names := s.matchingTypesLocked(*r, []string{"x86_64", "arm64"}); len(names) > 0 {
+			return names[0]
+		}
+	}
 	if len(g.MixedInstanceTypes) > 0 {
 		return g.MixedInstanceTypes[0]
 	}
@@ -569,11 +605,13 @@ func (s *Server) newInstanceLocked(g *group, state string) *Instance {
 	return in
 }
 
-// liveLocked are the machines that count toward desired capacity.
+// liveLocked are the machines that count toward desired capacity: not the
+// warm pool's, nor those in standby (AWS launches a replacement for a
+// machine put in standby unless desired capacity was lowered with it).
 func liveLocked(g *group) []*Instance {
 	var out []*Instance
 	for _, in := range g.instances {
-		if !isTerminating(in.LifecycleState) && !strings.HasPrefix(in.LifecycleState, "Warmed") {
+		if !isTerminating(in.LifecycleState) && !strings.HasPrefix(in.LifecycleState, "Warmed") && !strings.HasSuffix(in.LifecycleState, "Standby") {
 			out = append(out, in)
 		}
 	}

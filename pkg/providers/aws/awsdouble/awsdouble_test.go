@@ -475,3 +475,45 @@ func TestDelayNextLandsTheChangeAndLosesTheAnswer(t *testing.T) {
 		t.Fatalf("desired = %d, want 3", g.DesiredCapacity)
 	}
 }
+
+func TestInstanceRequirements(t *testing.T) {
+	d := awsdouble.New()
+	defer d.Close()
+	as, ec2c, _ := clients(t, d, d.Region())
+	ctx := context.Background()
+	d.AddGroup(awsdouble.Group{Name: "abs", MaxSize: 2, DesiredCapacity: 1, LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-01"},
+		InstanceRequirements: &awsdouble.InstanceRequirements{VCPUMin: 4, VCPUMax: 4, MemoryMiBMin: 16384}})
+	out, err := as.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"abs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mip := out.AutoScalingGroups[0].MixedInstancesPolicy
+	if mip == nil || len(mip.LaunchTemplate.Overrides) != 1 || mip.LaunchTemplate.Overrides[0].InstanceRequirements == nil {
+		t.Fatalf("mixed instances policy = %+v", mip)
+	}
+	r := mip.LaunchTemplate.Overrides[0].InstanceRequirements
+	if awssdk.ToInt32(r.VCpuCount.Min) != 4 || awssdk.ToInt32(r.VCpuCount.Max) != 4 || awssdk.ToInt32(r.MemoryMiB.Min) != 16384 || r.MemoryMiB.Max != nil {
+		t.Errorf("requirements = %+v %+v", *r.VCpuCount, *r.MemoryMiB)
+	}
+	if got := out.AutoScalingGroups[0].Instances[0].InstanceType; awssdk.ToString(got) != "g4dn.xlarge" && awssdk.ToString(got) != "m5.xlarge" {
+		t.Errorf("launched %s", awssdk.ToString(got))
+	}
+	types, err := ec2c.GetInstanceTypesFromInstanceRequirements(ctx, &ec2.GetInstanceTypesFromInstanceRequirementsInput{
+		ArchitectureTypes:   []ec2types.ArchitectureType{ec2types.ArchitectureTypeX8664},
+		VirtualizationTypes: []ec2types.VirtualizationType{ec2types.VirtualizationTypeHvm},
+		InstanceRequirements: &ec2types.InstanceRequirementsRequest{
+			VCpuCount: &ec2types.VCpuCountRangeRequest{Min: awssdk.Int32(4), Max: awssdk.Int32(4)},
+			MemoryMiB: &ec2types.MemoryMiBRequest{Min: awssdk.Int32(16384)},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, it := range types.InstanceTypes {
+		names = append(names, awssdk.ToString(it.InstanceType))
+	}
+	if !slices.Equal(names, []string{"g4dn.xlarge", "m5.xlarge"}) {
+		t.Errorf("matching types %v", names)
+	}
+}

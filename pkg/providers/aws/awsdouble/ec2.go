@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -151,4 +152,90 @@ func (s *Server) describeLaunchTemplateVersions(form map[string][]string, reqID 
 		})
 	}
 	return resp, nil
+}
+
+type getInstanceTypesFromInstanceRequirementsResponse struct {
+	XMLName   xml.Name      `xml:"GetInstanceTypesFromInstanceRequirementsResponse"`
+	NS        string        `xml:"xmlns,attr"`
+	RequestID string        `xml:"requestId"`
+	Types     []xmlTypeName `xml:"instanceTypeSet>item"`
+}
+
+type xmlTypeName struct {
+	InstanceType string `xml:"instanceType"`
+}
+
+// getInstanceTypesFromInstanceRequirements matches the double's instance
+// types on architecture and the vCPU and memory ranges; AWS's required
+// parameters are required here too.
+func (s *Server) getInstanceTypesFromInstanceRequirements(form map[string][]string, reqID string) (any, *apiError) {
+	archs := list(form, "ArchitectureType", "")
+	virt := list(form, "VirtualizationType", "")
+	missing := func(p string) *apiError {
+		return &apiError{status: http.StatusBadRequest, code: "MissingParameter", message: "The request must contain the parameter " + p}
+	}
+	switch {
+	case len(archs) == 0:
+		return nil, missing("ArchitectureType")
+	case len(virt) == 0:
+		return nil, missing("VirtualizationType")
+	case first(form, "InstanceRequirements.VCpuCount.Min") == "":
+		return nil, missing("InstanceRequirements.VCpuCount")
+	case first(form, "InstanceRequirements.MemoryMiB.Min") == "":
+		return nil, missing("InstanceRequirements.MemoryMiB")
+	}
+	num := func(key string) (int, *apiError) {
+		v := first(form, key)
+		if v == "" {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, &apiError{status: http.StatusBadRequest, code: "InvalidParameterValue", message: fmt.Sprintf("Invalid value '%s' for %s", v, key)}
+		}
+		return n, nil
+	}
+	var r InstanceRequirements
+	for key, dst := range map[string]*int{
+		"InstanceRequirements.VCpuCount.Min": &r.VCPUMin, "InstanceRequirements.VCpuCount.Max": &r.VCPUMax,
+		"InstanceRequirements.MemoryMiB.Min": &r.MemoryMiBMin, "InstanceRequirements.MemoryMiB.Max": &r.MemoryMiBMax,
+	} {
+		n, err := num(key)
+		if err != nil {
+			return nil, err
+		}
+		*dst = n
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp := getInstanceTypesFromInstanceRequirementsResponse{NS: ec2NS, RequestID: reqID}
+	for _, n := range s.matchingTypesLocked(r, archs) {
+		resp.Types = append(resp.Types, xmlTypeName{InstanceType: n})
+	}
+	return resp, nil
+}
+
+// matchingTypesLocked are the instance types meeting r on one of archs,
+// smallest (vCPUs, then memory, then name) first.
+func (s *Server) matchingTypesLocked(r InstanceRequirements, archs []string) []string {
+	var match []InstanceType
+	for _, t := range s.types {
+		if r.matches(t) && slices.Contains(archs, t.Architecture) {
+			match = append(match, t)
+		}
+	}
+	slices.SortFunc(match, func(a, b InstanceType) int {
+		if a.VCPUs != b.VCPUs {
+			return a.VCPUs - b.VCPUs
+		}
+		if a.MemoryMiB != b.MemoryMiB {
+			return a.MemoryMiB - b.MemoryMiB
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	names := make([]string, 0, len(match))
+	for _, t := range match {
+		names = append(names, t.Name)
+	}
+	return names
 }

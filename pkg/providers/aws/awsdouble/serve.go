@@ -39,6 +39,10 @@ const (
 )
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/clusters/") {
+		s.serveEKS(w, r)
+		return
+	}
 	if r.Method != http.MethodPost {
 		writeError(w, autoScaling, "", &apiError{status: http.StatusMethodNotAllowed, code: "InvalidAction", message: "the query protocol is POST only"})
 		return
@@ -101,6 +105,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		body, err = s.describeInstanceTypes(form, reqID)
 	case svc == ec2Service && action == "DescribeLaunchTemplateVersions":
 		body, err = s.describeLaunchTemplateVersions(form, reqID)
+	case svc == ec2Service && action == "GetInstanceTypesFromInstanceRequirements":
+		body, err = s.getInstanceTypesFromInstanceRequirements(form, reqID)
 	default:
 		err = &apiError{status: http.StatusBadRequest, code: "InvalidAction", message: fmt.Sprintf("Could not find operation %s for version %s", action, version)}
 	}

@@ -16,7 +16,8 @@
 //	POST /service/server/poweroff|on  {"name"} → ["<command id>"]
 //
 // Every request must carry AuthClientId / AuthSecret; otherwise the answer is
-// 401 {"message": "Authentication failed"}. Application errors are 500 with
+// 401 {"message": "Authentication failed"} (or 200 with the same body, see
+// WithAuthFailureStatus). Application errors are 500 with
 // {"message": …}, as Kamatera answers them.
 //
 // A create makes a queue command in state "pending" and a powered-off server
@@ -32,10 +33,14 @@
 // errors (500 here); whether and when a server being created is listed
 // (here: at once, powered off) and whether a failed create leaves a server
 // behind (here: no); terminate matches the name exactly (Kamatera takes a
-// regular expression) and completes at once (Kamatera queues it); command
+// regular expression) and completes at once unless WithQueuedTerminates or
+// FailTerminates (Kamatera queues it, and may fail it); power on and off
+// complete at once; command
 // IDs are strings unless WithNumericCommandIDs; an unknown command ID gives
-// an empty list; server names must be unique; only quantity 1 is accepted;
-// "billingCycle" and "billingcycle" are both read.
+// an empty list; server names must be unique; only quantity 1 is accepted.
+// A create naming a field the API does not read (e.g. "billingCycle" for
+// "billingcycle") is refused, as a strict server would; whether Kamatera
+// refuses it or ignores it is not documented.
 package kamateradouble
 
 import (
@@ -46,6 +51,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -111,14 +117,24 @@ type CreateRequest struct {
 	Managed            string `json:"managed"`
 	Network            string `json:"network"`
 	Quantity           int    `json:"quantity"`
-	BillingCycle       string `json:"billingCycle"`
-	BillingCycleLower  string `json:"billingcycle"`
+	BillingCycle       string `json:"billingcycle"`
 	MonthlyPackage     string `json:"monthlypackage"`
 	PowerOnAfterCreate string `json:"poweronaftercreate"`
 	ScriptFile         string `json:"script-file"`
 	UserdataFile       string `json:"userdata-file"`
 	Tag                string `json:"tag"`
 }
+
+// createFields are the JSON names of CreateRequest, exactly as the API reads
+// them.
+var createFields = func() map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeFor[CreateRequest]()
+	for i := range t.NumField() {
+		out[strings.Split(t.Field(i).Tag.Get("json"), ",")[0]] = true
+	}
+	return out
+}()
 
 // Tags, Disks and Networks split the space-separated lists.
 func (r CreateRequest) Tags() []string     { return strings.Fields(r.Tag) }
@@ -146,6 +162,20 @@ func WithAutoComplete(delay time.Duration) Option {
 	return func(d *Double) { d.autoComplete, d.autoDelay = true, delay }
 }
 
+// WithAuthFailureStatus sets the status a rejected key is answered with
+// (default 401). Kamatera has been seen to answer 200 with the same
+// {"message"} body, which a client must not take for a result.
+func WithAuthFailureStatus(status int) Option {
+	return func(d *Double) { d.authFailureStatus = status }
+}
+
+// WithQueuedTerminates leaves every terminate command pending (its server
+// listed) until the test calls Complete (the server goes) or Fail (it stays).
+// Without it a terminate completes at once.
+func WithQueuedTerminates() Option {
+	return func(d *Double) { d.queuedTerminates = true }
+}
+
 // WithNumericCommandIDs answers command IDs as JSON numbers.
 func WithNumericCommandIDs() Option {
 	return func(d *Double) { d.numericIDs = true }
@@ -158,20 +188,27 @@ type Double struct {
 	autoComplete     bool
 	autoDelay        time.Duration
 	numericIDs       bool
+	// authFailureStatus answers a rejected key.
+	authFailureStatus int
+	queuedTerminates  bool
 
-	mu          sync.Mutex
-	servers     map[string]*Server
-	commands    map[string]*Command
-	order       []string
-	nextID      int
-	faults      []*fault
-	requests    []Request
-	creates     []CreateRequest
-	onCreate    func(CreateRequest, string)
-	onComplete  func(Server)
-	onTerminate func(string)
-	timers      []*time.Timer
-	closed      bool
+	mu       sync.Mutex
+	servers  map[string]*Server
+	commands map[string]*Command
+	order    []string
+	nextID   int
+	faults   []*fault
+	// failTerminates is how many terminate commands still to end in error,
+	// with failLog.
+	failTerminates int
+	failLog        string
+	requests       []Request
+	creates        []CreateRequest
+	onCreate       func(CreateRequest, string)
+	onComplete     func(Server)
+	onTerminate    func(string)
+	timers         []*time.Timer
+	closed         bool
 }
 
 type fault struct {
@@ -189,6 +226,8 @@ func New(opts ...Option) *Double {
 		servers:  map[string]*Server{},
 		commands: map[string]*Command{},
 		nextID:   1000,
+
+		authFailureStatus: http.StatusUnauthorized,
 	}
 	for _, o := range opts {
 		o(d)
@@ -322,7 +361,8 @@ func (d *Double) RequestCount(method, path string) int {
 	return n
 }
 
-// Complete completes a pending create: its server powers on.
+// Complete completes a pending command: a create's server powers on, a
+// terminate's server goes.
 func (d *Double) Complete(commandID string) error {
 	d.mu.Lock()
 	c, ok := d.commands[commandID]
@@ -331,6 +371,15 @@ func (d *Double) Complete(commandID string) error {
 		return fmt.Errorf("no pending command %q", commandID)
 	}
 	c.Status = StatusComplete
+	if c.Info == InfoTerminate {
+		delete(d.servers, c.ServerName)
+		f := d.onTerminate
+		d.mu.Unlock()
+		if f != nil {
+			f(c.ServerName)
+		}
+		return nil
+	}
 	var done *Server
 	if s, ok := d.servers[c.ServerName]; ok && c.Info == InfoCreate {
 		s.Power = true
@@ -346,6 +395,14 @@ func (d *Double) Complete(commandID string) error {
 	return nil
 }
 
+// FailTerminates makes the next n terminate commands end in "error" with
+// log; their servers stay, powered as they were.
+func (d *Double) FailTerminates(n int, log string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failTerminates, d.failLog = n, log
+}
+
 // CompleteAll completes every pending create and returns their IDs.
 func (d *Double) CompleteAll() []string {
 	var ids []string
@@ -358,7 +415,7 @@ func (d *Double) CompleteAll() []string {
 }
 
 // Fail ends a pending command in "error" with log; a create's server is
-// removed.
+// removed, a terminate's stays.
 func (d *Double) Fail(commandID, log string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -430,7 +487,7 @@ func (d *Double) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.Header.Get("AuthClientId") != d.clientID || r.Header.Get("AuthSecret") != d.secret {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Authentication failed"})
+		writeJSON(w, d.authFailureStatus, map[string]string{"message": "Authentication failed"})
 		return
 	}
 	route := r.Method + " " + r.URL.Path
@@ -553,13 +610,23 @@ var (
 
 func (d *Double) create(body []byte) (any, error) {
 	var req CreateRequest
+	// The server refuses what it does not read, so that a misspelt option
+	// (say "billingCycle") is an error rather than silently the default.
+	// encoding/json matches names case-insensitively, so names are checked
+	// exactly first.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, apiMessagef("Invalid request: %v", err)
+	}
+	for name := range fields {
+		if !createFields[name] {
+			return nil, apiMessagef("Invalid request: unknown field %q", name)
+		}
+	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, apiMessagef("Invalid request: %v", err)
 	}
 	billing := req.BillingCycle
-	if billing == "" {
-		billing = req.BillingCycleLower
-	}
 	switch {
 	case !serverNameRE.MatchString(req.Name):
 		return nil, apiMessagef("Invalid server name %q", req.Name)
@@ -667,6 +734,18 @@ func (d *Double) terminate(body []byte) (any, error) {
 	if s.Power && !req.Force {
 		d.mu.Unlock()
 		return nil, apiMessage("Server is powered on: power it off or use force")
+	}
+	if d.failTerminates > 0 {
+		d.failTerminates--
+		id := d.newCommand(InfoTerminate, req.Name, StatusError)
+		d.commands[id].Log = d.failLog
+		d.mu.Unlock()
+		return d.idList(id), nil
+	}
+	if d.queuedTerminates {
+		id := d.newCommand(InfoTerminate, req.Name, StatusPending)
+		d.mu.Unlock()
+		return d.idList(id), nil
 	}
 	delete(d.servers, req.Name)
 	id := d.newCommand(InfoTerminate, req.Name, StatusComplete)

@@ -44,7 +44,7 @@ func createBody(name, password string) map[string]any {
 	return map[string]any{
 		"name": name, "password": password, "passwordValidate": password, "datacenter": "EU", "image": "ubuntu",
 		"cpu": "2A", "ram": "2048", "disk": "size=20", "network": "name=wan,ip=auto", "quantity": 1,
-		"billingCycle": "hourly", "dailybackup": "no", "managed": "no", "poweronaftercreate": "yes",
+		"billingcycle": "hourly", "dailybackup": "no", "managed": "no", "poweronaftercreate": "yes",
 		"script-file": "#!/bin/sh\n", "tag": "k8sca-c k8scang-g",
 	}
 }
@@ -145,6 +145,8 @@ func TestCreateValidation(t *testing.T) {
 		{"quantity", func(b map[string]any) { b["quantity"] = 2 }, "quantity"},
 		{"long tag", func(b map[string]any) { b["tag"] = "k8scang-aaaaaaaaaaaaaaaaaaaa" }, "Invalid tag"},
 		{"ram", func(b map[string]any) { b["ram"] = "2GB" }, "Invalid ram"},
+		{"billing cycle", func(b map[string]any) { b["billingcycle"] = "weekly" }, "Invalid billing cycle"},
+		{"misspelt field", func(b map[string]any) { delete(b, "billingcycle"); b["billingCycle"] = "monthly" }, `unknown field \"billingCycle\"`},
 	}
 	for i, tt := range tests {
 		body := createBody("srv-"+string(rune('a'+i))+"xyz", "Passw0rd123")
@@ -252,5 +254,37 @@ func TestAutoComplete(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("not completed")
+	}
+}
+
+func TestQueuedAndFailedTerminates(t *testing.T) {
+	d := kamateradouble.New(kamateradouble.WithQueuedTerminates())
+	defer d.Close()
+	d.AddServer(kamateradouble.Server{Name: "node-a", Power: true})
+	d.FailTerminates(1, "Server is locked")
+	_, body := call(t, d, http.MethodPost, "/service/server/terminate", map[string]any{"name": "node-a", "force": true})
+	var ids []string
+	if json.Unmarshal([]byte(body), &ids) != nil || len(ids) != 1 {
+		t.Fatalf("terminate: %s", body)
+	}
+	if _, body := call(t, d, http.MethodGet, "/service/queue?id="+ids[0], nil); !strings.Contains(body, `"status":"error","log":"Server is locked"`) {
+		t.Errorf("failed terminate: %s", body)
+	}
+	if s := mustServer(t, d, "node-a"); !s.Power {
+		t.Error("a failed terminate changed the server")
+	}
+	_, body = call(t, d, http.MethodPost, "/service/server/terminate", map[string]any{"name": "node-a", "force": true})
+	if json.Unmarshal([]byte(body), &ids) != nil || len(ids) != 1 {
+		t.Fatalf("terminate: %s", body)
+	}
+	if _, body := call(t, d, http.MethodGet, "/service/queue?id="+ids[0], nil); !strings.Contains(body, `"status":"pending"`) {
+		t.Errorf("queued terminate: %s", body)
+	}
+	mustServer(t, d, "node-a") // listed until complete
+	if err := d.Complete(ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Server("node-a"); ok {
+		t.Error("completed terminate left the server")
 	}
 }

@@ -13,14 +13,19 @@
 //   - Which nodes a size decrease removes: the double takes nodes that are not
 //     ready first (newest first), then ready ones; Kapsule does not document
 //     its choice.
-//   - The double rejects a size outside [min_size, max_size] whether or not
-//     the pool autoscales; Kapsule documents min/max as autoscaler settings.
+//   - The double rejects a size outside [min_size, max_size] only when the
+//     pool autoscales, as the API documents min/max ("only used when
+//     autoscaling is enabled"); whether Kapsule caps a pool's size otherwise
+//     (a per-cluster node limit, say) is not modelled.
 //   - Nodes get their provider_id at once; Kapsule can leave it empty while
 //     the Instance is being created.
 //   - Deleted nodes stay listed as "deleting" until Reap; Kapsule removes them
 //     on its own schedule. Deleting a node twice answers 409 transient_state.
 //   - Error bodies for 5xx and 429 are guesses ({"message": ...}); the SDK
 //     treats any such body as a plain ResponseError, as it would the real one.
+//     A fault can instead send a raw body the SDK cannot parse (a load
+//     balancer's page, a cut-off document) and a Retry-After header; when
+//     and with what value Scaleway sends Retry-After is not documented.
 //   - The name filter of list calls is a substring match; order_by is ignored
 //     (creation order); default page sizes (20, and 50 for server types) and
 //     the 100 cap are assumed.
@@ -108,6 +113,13 @@ type Fault struct {
 	Times int
 	// Delay is waited before answering (or until the client gives up).
 	Delay time.Duration
+	// RetryAfter, when set, is sent as the Retry-After header (seconds or an
+	// HTTP date), as Scaleway's rate limiter does on 429.
+	RetryAfter string
+	// RawBody, when set, is the answer's body as is, under Content-Type
+	// application/json: e.g. a proxy's HTML page or a cut-off document, which
+	// the SDK cannot parse.
+	RawBody string
 }
 
 // Request is one request the double answered.
@@ -392,12 +404,18 @@ func (s *Server) wrap(op string, auth bool, h handler) http.Handler {
 		if status == 0 {
 			return // the client went away
 		}
+		written := status < 0 // a raw fault body, already sent
+		if written {
+			status = -status
+		}
 		if op != OpMetadata {
 			s.mu.Lock()
 			s.log = append(s.log, Request{Op: op, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Status: status})
 			s.mu.Unlock()
 		}
-		writeJSON(w, status, body)
+		if !written {
+			writeJSON(w, status, body)
+		}
 	})
 }
 
@@ -418,6 +436,15 @@ func (s *Server) serve(op string, auth bool, h handler, w http.ResponseWriter, r
 			case <-r.Context().Done():
 				return 0, nil
 			}
+		}
+		if f.RetryAfter != "" {
+			w.Header().Set("Retry-After", f.RetryAfter)
+		}
+		if f.Status != 0 && f.RawBody != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(f.Status)
+			_, _ = w.Write([]byte(f.RawBody))
+			return -f.Status, nil // answered here
 		}
 		if f.Status != 0 {
 			return f.Status, faultBody(f.Status)
@@ -516,10 +543,16 @@ func (s *Server) updatePool(_ http.ResponseWriter, r *http.Request) (int, any) {
 		if minSize > maxSize {
 			return invalidArgument("min_size", "constraint", "min_size must be lower or equal to max_size")
 		}
-		if size > maxSize {
+		autoscaling := p.Autoscaling
+		if req.Autoscaling != nil {
+			autoscaling = *req.Autoscaling
+		}
+		// min_size and max_size are documented as used only when the pool
+		// autoscales.
+		if autoscaling && size > maxSize {
 			return invalidArgument("size", "constraint", fmt.Sprintf("size must be lower or equal to max_size (%d)", maxSize))
 		}
-		if size < minSize {
+		if autoscaling && size < minSize {
 			return invalidArgument("size", "constraint", fmt.Sprintf("size must be greater or equal to min_size (%d)", minSize))
 		}
 		if size > p.Size && s.quota > 0 {

@@ -3,6 +3,8 @@ package scwdouble
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"sync"
 	"testing"
 
@@ -94,9 +96,10 @@ func TestPoolsAndNodesThroughTheSDK(t *testing.T) {
 		t.Errorf("pool %s after boot", p.Status)
 	}
 
-	// Above max and below min are invalid arguments.
+	// Above max and below min are invalid arguments when the pool
+	// autoscales (min/max are autoscaler settings).
 	for _, size := range []uint32{6, 0} {
-		_, err = api.UpdatePool(&k8s.UpdatePoolRequest{PoolID: pool.ID, Size: scw.Uint32Ptr(size)})
+		_, err = api.UpdatePool(&k8s.UpdatePoolRequest{PoolID: pool.ID, Size: scw.Uint32Ptr(size), Autoscaling: scw.BoolPtr(true)})
 		var invalid *scw.InvalidArgumentsError
 		if !errors.As(err, &invalid) || invalid.Details[0].ArgumentName != "size" {
 			t.Errorf("size %d: got %v", size, err)
@@ -181,5 +184,43 @@ func TestServerTypes(t *testing.T) {
 	}
 	if _, err := api.ListServersTypes(&instance.ListServersTypesRequest{Zone: scw.ZoneNlAms1}); err == nil {
 		t.Error("a zone outside the region answered")
+	}
+}
+
+func TestRawFaultsAndRetryAfter(t *testing.T) {
+	s := newDouble(t, Options{})
+	pool := s.AddPool(PoolSpec{Name: "p", Size: 1, MaxSize: 10})
+	s.Inject(Fault{Op: OpGetPool, Status: 502, RawBody: "<html>502 Bad Gateway</html>"})
+	s.Inject(Fault{Op: OpGetPool, Status: 429, RetryAfter: "7"})
+	get := func() *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, s.URL()+"/k8s/v1/regions/"+s.Region().String()+"/pools/"+pool.ID, nil)
+		req.Header.Set("X-Auth-Token", key)
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := get()
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 502 || string(body) != "<html>502 Bad Gateway</html>" || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("raw fault: %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	resp = get()
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "7" {
+		t.Errorf("429: %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// Through the SDK, the raw body is an error it cannot parse.
+	api, _ := sdk(t, s, key)
+	s.Inject(Fault{Op: OpGetPool, Status: 500, RawBody: `{"message": "cut`})
+	_, err := api.GetPool(&k8s.GetPoolRequest{PoolID: pool.ID})
+	var re *scw.ResponseError
+	if err == nil || errors.As(err, &re) {
+		t.Errorf("SDK on a cut-off body: %v", err)
+	}
+	if n := len(s.Requests()); n < 3 {
+		t.Errorf("%d requests logged", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/planner"
 )
 
@@ -31,6 +32,11 @@ nodes, pods and PDBs as the API serves them instead. plan --snapshot reads both.
 			if err != nil {
 				return err
 			}
+			if full {
+				// The evaluator's reader trims as it reads; --full keeps the
+				// objects as the API serves them.
+				ev.Reader = k8s.NewReader(ev.Client, g.logger(), k8s.WithFull())
+			}
 			snap, _, err := ev.Snapshot(cmd.Context())
 			if err != nil {
 				return err
@@ -46,8 +52,6 @@ nodes, pods and PDBs as the API serves them instead. plan --snapshot reads both.
 			}
 			write := planner.WriteSnapshot
 			if !full {
-				// Trimming now lets the full objects go before writing.
-				planner.NewTrimmer().Snapshot(&snap)
 				write = planner.WriteCompactSnapshot
 			}
 			if err := write(w, snap); err != nil {

@@ -28,6 +28,9 @@ type Build func(ctx context.Context, cfg *config.Config, a *setup.AWS, log *slog
 // serves invocations until the runtime stops the process.
 func Run(name string, build Build) {
 	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", name)
+	// Libraries and providers that log to the default logger (warnings
+	// about a skipped template tag, say) reach CloudWatch as JSON too.
+	slog.SetDefault(log)
 	if limit, percent := TuneGC(os.Getenv); limit > 0 || percent > 0 {
 		log.Info("garbage collector", "memoryLimitBytes", limit, "gcPercent", percent)
 	}

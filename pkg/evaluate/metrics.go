@@ -73,6 +73,13 @@ func recordCycle(ctx context.Context, snap planner.Snapshot, plan planner.Plan, 
 		m.Gauge(metrics.ReadyNodes, metrics.Count, float64(ready[g.Name]), d)
 		m.Gauge(metrics.UnneededNodes, metrics.Count, float64(unneeded[g.Name]), d)
 	}
+	recordActions(ctx, actions)
+}
+
+// recordActions publishes the nodes asked of providers and the actions that
+// failed (a cycle's, or a schedule's shrink).
+func recordActions(ctx context.Context, actions []Action) {
+	m := metrics.From(ctx)
 	for _, a := range actions {
 		switch {
 		case a.Kind == "scaleUp" && a.Error == "":

@@ -152,8 +152,11 @@ func (a *alarms) nodetide(o Options, sm awsstepfunctions.StateMachine, queue aws
 	sum := func(name string) awscloudwatch.Metric { return a.custom(name, "Sum", fiveMinutes) }
 	a.add(alarm{id: "ScaleUpFailedAlarm", metric: sum(metrics.ScaleUpFailures), threshold: 1,
 		description: "a scale-up failed (metric ScaleUpFailures; its Reason dimension says why); the group is backed off, see the evaluate log"})
+	// Over at least 5 minutes, and never shorter than the interval: a
+	// period without a cycle's data point would flip the alarm to OK and
+	// back, notifying each time.
 	minutes := o.PendingPodAlarmMinutes
-	a.add(alarm{id: "PodsPendingAlarm", metric: a.custom(metrics.OldestPendingPodAge, "Maximum", time.Minute),
+	a.add(alarm{id: "PodsPendingAlarm", metric: a.custom(metrics.OldestPendingPodAge, "Maximum", max(fiveMinutes, evaluateEvery)),
 		threshold:   float64(minutes * 60),
 		description: fmt.Sprintf("a pod has been unschedulable for more than %d minutes (OldestPendingPodAge); see the plan's unschedulable reasons in the evaluate log", minutes)})
 	a.add(alarm{id: "DrainStartFailedAlarm", metric: sum(metrics.DrainStartFailures), threshold: 1,

@@ -79,7 +79,7 @@ func TestAlarms(t *testing.T) {
 		dims                             []any
 	}{
 		{"ScaleUpFailedAlarm", "nodetide", "ScaleUpFailures", "Sum", 300, 1, ge, "notBreaching", cluster},
-		{"PodsPendingAlarm", "nodetide", "OldestPendingPodAge", "Maximum", 60, 15 * 60, ge, "notBreaching", cluster},
+		{"PodsPendingAlarm", "nodetide", "OldestPendingPodAge", "Maximum", 300, 15 * 60, ge, "notBreaching", cluster},
 		{"DrainStartFailedAlarm", "nodetide", "DrainStartFailures", "Sum", 300, 1, ge, "notBreaching", cluster},
 		{"DrainRolledBackAlarm", "nodetide", "DrainsRolledBack", "Sum", 300, 1, ge, "notBreaching", cluster},
 		{"DrainEndedUnfinishedAlarm", "nodetide", "DrainsRecovered", "Sum", 300, 1, ge, "notBreaching", cluster},
@@ -135,7 +135,8 @@ func TestAlarms(t *testing.T) {
 	}
 }
 
-// A slower evaluate interval widens the stalled-cycle window.
+// A slower evaluate interval widens the stalled-cycle window and the
+// pending pods' period.
 func TestEvaluateStalledWindow(t *testing.T) {
 	data, err := os.ReadFile(exampleConfig)
 	if err != nil {
@@ -148,7 +149,11 @@ func TestEvaluateStalledWindow(t *testing.T) {
 	f := synth(t, options(t, map[string]string{CtxConfig: path}), false)
 	_, p := f.resourceID(t, "AWS::CloudWatch::Alarm", "EvaluateStalledAlarm")
 	if p["Period"] != 1200.0 {
-		t.Errorf("period %v, want 1200 (two 10-minute intervals)", p["Period"])
+		t.Errorf("stalled: period %v, want 1200 (two 10-minute intervals)", p["Period"])
+	}
+	_, p = f.resourceID(t, "AWS::CloudWatch::Alarm", "PodsPendingAlarm")
+	if p["Period"] != 600.0 {
+		t.Errorf("pending: period %v, want 600 (one data point per period)", p["Period"])
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/pkg/metrics"
+	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/testbed"
 )
@@ -55,9 +57,13 @@ nodeGroups:
 	var errOut string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		var code int
-		_, errOut, code = nodetide(t, "run", "--once", "--config", cfg)
+		var out string
+		out, errOut, code = nodetide(t, "run", "--once", "--config", cfg)
 		if code != 0 {
 			t.Fatalf("run --once: exit %d: %s", code, errOut)
+		}
+		if strings.Contains(out, `"_aws"`) {
+			t.Fatalf("run printed metrics without --emf:\n%s", out)
 		}
 		if strings.Contains(errOut, "schedule every: fire") || time.Now().After(deadline) {
 			break
@@ -69,5 +75,18 @@ nodeGroups:
 	d, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 	if err != nil || *d.Spec.Replicas != 2 {
 		t.Fatalf("web: %v, %v; want 2 replicas", err, d.Spec.Replicas)
+	}
+
+	// --emf: the cycle's metrics on stdout, as in Lambda.
+	out, errOut, code := nodetide(t, "run", "--once", "--emf", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("run --once --emf: exit %d: %s", code, errOut)
+	}
+	published, err := metricstest.Parse([]byte(out), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if published.Sum(metrics.CycleCompleted, nil) != 1 || !published.Has(metrics.TargetSize, metrics.Dims{metrics.DimNodeGroup: ns}) {
+		t.Errorf("run --emf published %v, want a completed cycle and the group's target size", published)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/sfnlocal"
@@ -52,7 +53,7 @@ func (g *globals) localDrains(ctx context.Context, cfg *config.Config, ev *evalu
 
 func newRunCmd(g *globals) *cobra.Command {
 	var interval time.Duration
-	var once, localDrains, showStatus bool
+	var once, localDrains, showStatus, emf bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer (local or long-running use)",
@@ -87,9 +88,19 @@ func newRunCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
+			if !cmd.Flags().Changed("emf") {
+				// In Lambda stdout is the log group, which reads EMF; at a
+				// terminal the documents are noise.
+				emf = os.Getenv("AWS_LAMBDA_FUNCTION_NAME") != ""
+			}
 			tick := time.NewTicker(interval)
 			defer tick.Stop()
 			for {
+				m := metrics.New(cfg.Cluster.Name, nil)
+				if !emf {
+					m = nil // records nothing
+				}
+				ctx := metrics.NewContext(ctx, m)
 				res, err := ev.Run(ctx)
 				switch {
 				case err != nil:
@@ -106,6 +117,9 @@ func newRunCmd(g *globals) *cobra.Command {
 						err = serr
 					}
 				}
+				if werr := m.Write(g.stdout); werr != nil {
+					fmt.Fprintf(g.stderr, "%v\n", werr)
+				}
 				if once {
 					return err
 				}
@@ -120,6 +134,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd.Flags().DurationVar(&interval, "interval", 0, "time between cycles (default: the config's evaluate.interval, 1m unless set)")
 	cmd.Flags().BoolVar(&once, "once", false, "run one cycle and exit")
 	cmd.Flags().BoolVar(&showStatus, "status", false, "after each cycle, print what nodetide status shows (works with state.memory too)")
+	cmd.Flags().BoolVar(&emf, "emf", false, "write each cycle's metrics to stdout as CloudWatch Embedded Metric Format documents (default: only when run in AWS Lambda)")
 	cmd.Flags().BoolVar(&localDrains, "local-drains", false, "run the drain state machine locally (from a checkout of this repository; needs make testbed and npm ci) and act on removals")
 	return cmd
 }

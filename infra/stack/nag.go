@@ -2,6 +2,7 @@ package stack
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -30,10 +31,20 @@ var (
 	reasonLogDelivery = "Step Functions logging to CloudWatch Logs needs logs:CreateLogDelivery, GetLogDelivery, " +
 		"UpdateLogDelivery, DeleteLogDelivery, ListLogDeliveries, PutResourcePolicy, DescribeResourcePolicies and " +
 		"DescribeLogGroups, which support no resource-level permission (CDK adds them for the log group)."
+	reasonQueueIsDLQ = "This queue is itself the dead-letter queue: of the EventBridge rules' targets and the functions' " +
+		"asynchronous on-failure destination (cdk-nag recognises only an SQS redrive policy as DLQ use). Nothing " +
+		"consumes it automatically, so no message can fail to be processed into a further queue."
 	reasonNoXRay = "X-Ray is off on purpose: every step is the drain function, whose logs and the execution history " +
 		"(logged at level ALL with execution data) already trace each drain; tracing would add cost per transition " +
 		"and show nothing the history doesn't."
 )
+
+// suppressFailureQueue records the failure queue's kept finding.
+func suppressFailureQueue(q awssqs.Queue) {
+	cdknag.NagSuppressions_AddResourceSuppressions(q, &[]*cdknag.NagPackSuppression{
+		nag("AwsSolutions-SQS3", reasonQueueIsDLQ),
+	}, jsii.Bool(false))
+}
 
 func suppressionsFor(spec Function, vpc bool) []*cdknag.NagPackSuppression {
 	s := []*cdknag.NagPackSuppression{

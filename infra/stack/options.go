@@ -14,19 +14,22 @@ import (
 
 // Context keys (cdk -c key=value) the app reads. Every one is optional.
 const (
-	CtxConfig           = "config"            // path of nodetide.yaml
-	CtxStackName        = "stackName"         // default Nodetide-<cluster>
-	CtxBuildDir         = "buildDir"          // default ../build
-	CtxSubnetIDs        = "subnetIds"         // a,b: run the functions in these subnets
-	CtxSecurityGroupIDs = "securityGroupIds"  // sg-1,sg-2: with subnetIds
-	CtxVpcID            = "vpcId"             // the subnets' VPC: adds the VPC endpoints
-	CtxRouteTableIDs    = "routeTableIds"     // the subnets' route tables: DynamoDB gateway endpoint
-	CtxVpcEndpoints     = "vpcEndpoints"      // false: no endpoints (the subnets have a NAT)
-	CtxScalewayCluster  = "scalewayClusterId" // CLUSTER_ID for scaleway groups (default: kapsule.clusterId)
-	CtxScalewayRegion   = "scalewayRegion"    // SCW_REGION for scaleway groups (default: kapsule.region)
-	CtxAlarmTopic       = "alarmTopicArn"     // SNS topic the alarms notify
-	CtxLogRetentionDays = "logRetentionDays"  // default 30
-	CtxEKSAccessEntries = "eksAccessEntries"  // true: create the EKS access entries
+	CtxConfig           = "config"                   // path of nodetide.yaml
+	CtxStackName        = "stackName"                // default Nodetide-<cluster>
+	CtxBuildDir         = "buildDir"                 // default ../build
+	CtxSubnetIDs        = "subnetIds"                // a,b: run the functions in these subnets
+	CtxSecurityGroupIDs = "securityGroupIds"         // sg-1,sg-2: with subnetIds
+	CtxVpcID            = "vpcId"                    // the subnets' VPC: adds the VPC endpoints
+	CtxRouteTableIDs    = "routeTableIds"            // the subnets' route tables: DynamoDB gateway endpoint
+	CtxVpcEndpoints     = "vpcEndpoints"             // false: no endpoints (the subnets have a NAT)
+	CtxScalewayCluster  = "scalewayClusterId"        // CLUSTER_ID for scaleway groups (default: kapsule.clusterId)
+	CtxScalewayRegion   = "scalewayRegion"           // SCW_REGION for scaleway groups (default: kapsule.region)
+	CtxAlarmTopic       = "alarmTopicArn"            // SNS topic the alarms notify (default: one made by the stack)
+	CtxAlarmEmail       = "alarmEmail"               // a@x,b@y: subscribe these addresses to the stack's topic
+	CtxPendingPodAlarm  = "pendingPodAlarmMinutes"   // a pod unschedulable this long fires an alarm (default 10)
+	CtxDrainReserved    = "drainReservedConcurrency" // the drain function's reserved concurrency (default 10; 0: none)
+	CtxLogRetentionDays = "logRetentionDays"         // default 30
+	CtxEKSAccessEntries = "eksAccessEntries"         // true: create the EKS access entries
 )
 
 // EnvConfigFile names the config file when the context does not.
@@ -61,8 +64,17 @@ type Options struct {
 	ScalewayClusterID string
 	ScalewayRegion    string
 	AlarmTopicArn     string
-	LogRetentionDays  int
-	EKSAccessEntries  bool
+	// AlarmEmails subscribe to the topic the stack makes (not to one
+	// given by AlarmTopicArn).
+	AlarmEmails []string
+	// PendingPodAlarmMinutes: how long a pod may stay unschedulable
+	// before the alarm fires.
+	PendingPodAlarmMinutes int
+	// DrainReservedConcurrency is the drain function's reserved
+	// concurrency; 0 reserves none.
+	DrainReservedConcurrency int
+	LogRetentionDays         int
+	EKSAccessEntries         bool
 
 	StackName string
 }
@@ -71,17 +83,21 @@ type Options struct {
 // unset key) and the environment, and loads the config file.
 func LoadOptions(ctx, getenv func(string) string) (Options, error) {
 	o := Options{
-		ConfigFile:        ctx(CtxConfig),
-		BuildDir:          ctx(CtxBuildDir),
-		StateMachineFile:  "../functions/drain/statemachine.asl.json",
-		SubnetIDs:         list(ctx(CtxSubnetIDs)),
-		SecurityGroupIDs:  list(ctx(CtxSecurityGroupIDs)),
-		VpcID:             strings.TrimSpace(ctx(CtxVpcID)),
-		RouteTableIDs:     list(ctx(CtxRouteTableIDs)),
-		AlarmTopicArn:     strings.TrimSpace(ctx(CtxAlarmTopic)),
-		ScalewayClusterID: strings.TrimSpace(ctx(CtxScalewayCluster)),
-		ScalewayRegion:    strings.TrimSpace(ctx(CtxScalewayRegion)),
-		StackName:         strings.TrimSpace(ctx(CtxStackName)),
+		ConfigFile:       ctx(CtxConfig),
+		BuildDir:         ctx(CtxBuildDir),
+		StateMachineFile: "../functions/drain/statemachine.asl.json",
+		SubnetIDs:        list(ctx(CtxSubnetIDs)),
+		SecurityGroupIDs: list(ctx(CtxSecurityGroupIDs)),
+		VpcID:            strings.TrimSpace(ctx(CtxVpcID)),
+		RouteTableIDs:    list(ctx(CtxRouteTableIDs)),
+		AlarmTopicArn:    strings.TrimSpace(ctx(CtxAlarmTopic)),
+		AlarmEmails:      list(ctx(CtxAlarmEmail)),
+
+		PendingPodAlarmMinutes:   DefaultPendingPodAlarmMinutes,
+		DrainReservedConcurrency: DefaultDrainReservedConcurrency,
+		ScalewayClusterID:        strings.TrimSpace(ctx(CtxScalewayCluster)),
+		ScalewayRegion:           strings.TrimSpace(ctx(CtxScalewayRegion)),
+		StackName:                strings.TrimSpace(ctx(CtxStackName)),
 	}
 	var errs []error
 	if o.ConfigFile == "" {
@@ -106,6 +122,15 @@ func LoadOptions(ctx, getenv func(string) string) (Options, error) {
 			errs = append(errs, fmt.Errorf("context %s: want true or false, got %q", CtxEKSAccessEntries, v))
 		}
 		o.EKSAccessEntries = b
+	}
+	for key, dst := range map[string]*int{CtxPendingPodAlarm: &o.PendingPodAlarmMinutes, CtxDrainReserved: &o.DrainReservedConcurrency} {
+		if v := strings.TrimSpace(ctx(key)); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("context %s: want a whole number, got %q", key, v))
+			}
+			*dst = n
+		}
 	}
 	if v := ctx(CtxLogRetentionDays); v != "" {
 		n, err := strconv.Atoi(v)
@@ -190,6 +215,20 @@ func (o Options) Check() error {
 	}
 	if o.AlarmTopicArn != "" && !strings.HasPrefix(o.AlarmTopicArn, "arn:") {
 		add("context %s: want an SNS topic ARN, got %q", CtxAlarmTopic, o.AlarmTopicArn)
+	}
+	for _, e := range o.AlarmEmails {
+		if at := strings.Index(e, "@"); at < 1 || at == len(e)-1 || strings.ContainsAny(e, " ,;<>") {
+			add("context %s: %q is not an email address", CtxAlarmEmail, e)
+		}
+	}
+	if len(o.AlarmEmails) > 0 && o.AlarmTopicArn != "" {
+		add("context %s: subscribe the addresses to %s yourself; the stack subscribes them only to the topic it makes", CtxAlarmEmail, CtxAlarmTopic)
+	}
+	if o.PendingPodAlarmMinutes < 1 || o.PendingPodAlarmMinutes > 1440 {
+		add("context %s: want 1 to 1440 minutes, got %d", CtxPendingPodAlarm, o.PendingPodAlarmMinutes)
+	}
+	if o.DrainReservedConcurrency < 0 || o.DrainReservedConcurrency > 1000 {
+		add("context %s: want 0 (none) to 1000, got %d", CtxDrainReserved, o.DrainReservedConcurrency)
 	}
 	if o.LogRetentionDays != 0 {
 		if _, ok := retentionDays[o.LogRetentionDays]; !ok {

@@ -2,7 +2,8 @@
 // its nodetide.yaml: the state table, the evaluate, drain and schedule
 // functions with one least-privilege role each, the EventBridge rules, the
 // drain state machine (functions/drain/statemachine.asl.json), the config in
-// SSM, alarms and outputs; optionally the VPC placement and endpoints and
+// SSM, the alarms with their SNS topic, the failed-invocation queue, the
+// dashboard and outputs; optionally the VPC placement and endpoints and
 // the EKS access entries.
 package stack
 
@@ -20,7 +21,6 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseks"
@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -140,6 +141,10 @@ type Built struct {
 	Functions    map[string]awslambda.Function
 	Roles        map[string]awsiam.Role
 	StateMachine awsstepfunctions.StateMachine
+	AlarmTopic   awssns.ITopic
+	FailureQueue awssqs.Queue
+	Alarms       []awscloudwatch.IAlarm
+	Dashboard    awscloudwatch.Dashboard
 	// StateMachineName is fixed, so the functions get its ARN without a
 	// reference (which would be a cycle: the machine invokes drain).
 	StateMachineName string
@@ -232,10 +237,11 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 
 	asgStatements := autoScalingStatements(st, cfg)
 	secretArns := secretResources(cfg)
-	var alarmAction awscloudwatch.IAlarmAction
-	if o.AlarmTopicArn != "" {
-		alarmAction = awscloudwatchactions.NewSnsAction(awssns.Topic_FromTopicArn(st, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn)))
-	}
+	topic, _ := alarmTopic(st, o, prefix)
+	b.AlarmTopic = topic
+	al := &alarms{st: st, cluster: cfg.Cluster.Name, action: action(topic)}
+	b.FailureQueue = failureQueue(st, prefix)
+	suppressFailureQueue(b.FailureQueue)
 
 	for _, spec := range Functions(cfg) {
 		title := strings.ToUpper(spec.Name[:1]) + spec.Name[1:]
@@ -309,6 +315,15 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 			LogGroup:     logs,
 			Environment:  &env,
 		}
+		if spec.Name == "drain" {
+			// Reserved so that a busy account cannot throttle a drain's
+			// steps, above all its Rollback: an account-wide burst could
+			// outlast the state machine's retries and leave a node
+			// cordoned until recovery. Each running drain runs one step
+			// at a time, so this is room for that many drains at once;
+			// more are throttled and retried, never lost.
+			spec.Reserved = o.DrainReservedConcurrency
+		}
 		if spec.Reserved > 0 {
 			fp.ReservedConcurrentExecutions = jsii.Number(float64(spec.Reserved))
 		}
@@ -319,12 +334,17 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 		case "schedule":
 			// A failed tick is retried, within the lateness schedules allow.
 			fp.RetryAttempts, fp.MaxEventAge = jsii.Number(2), awscdk.Duration_Minutes(jsii.Number(15))
+		case "drain":
+			// Its asynchronous invocations are the drain-ended rule's.
+			fp.RetryAttempts, fp.MaxEventAge = jsii.Number(2), awscdk.Duration_Minutes(jsii.Number(15))
 		}
+
 		fn := awslambda.NewFunction(st, jsii.String(title+"Function"), fp)
 		b.Functions[spec.Name] = fn
 		if spec.Name == "evaluate" {
 			addTrigger(st, fn, role, prefix+"-"+spec.Name)
 		}
+		onFailure(fn, role, b.FailureQueue)
 
 		if len(o.SubnetIDs) > 0 {
 			cfn := fn.Node().DefaultChild().(awslambda.CfnFunction)
@@ -334,19 +354,7 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 			role.AddManagedPolicy(awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("service-role/AWSLambdaVPCAccessExecutionRole")))
 		}
 
-		alarm := awscloudwatch.NewAlarm(st, jsii.String(title+"ErrorsAlarm"), &awscloudwatch.AlarmProps{
-			AlarmDescription: jsii.String("nodetide " + spec.Name + " (" + cfg.Cluster.Name + ") returned errors; see its log group"),
-			Metric: fn.MetricErrors(&awscloudwatch.MetricOptions{
-				Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum"),
-			}),
-			Threshold:          jsii.Number(1),
-			EvaluationPeriods:  jsii.Number(1),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-		})
-		if alarmAction != nil {
-			alarm.AddAlarmAction(alarmAction)
-		}
+		al.function(title, fn)
 		awscdk.NewCfnOutput(st, jsii.String(title+"FunctionName"), &awscdk.CfnOutputProps{
 			Value: fn.FunctionName(), Description: jsii.String("the " + spec.Name + " function"),
 		})
@@ -372,6 +380,7 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(float64(rate)))),
 		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(b.Functions["evaluate"], &awseventstargets.LambdaFunctionProps{
 			RetryAttempts: jsii.Number(2), MaxEventAge: awscdk.Duration_Seconds(jsii.Number(60)),
+			DeadLetterQueue: b.FailureQueue,
 		})},
 	})
 	awsevents.NewRule(st, jsii.String("ScheduleRule"), &awsevents.RuleProps{
@@ -379,6 +388,7 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
 		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(b.Functions["schedule"], &awseventstargets.LambdaFunctionProps{
 			RetryAttempts: jsii.Number(2), MaxEventAge: awscdk.Duration_Minutes(jsii.Number(15)),
+			DeadLetterQueue: b.FailureQueue,
 		})},
 	})
 
@@ -420,21 +430,14 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 		},
 		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(drainFn, &awseventstargets.LambdaFunctionProps{
 			RetryAttempts: jsii.Number(2), MaxEventAge: awscdk.Duration_Minutes(jsii.Number(15)),
+			DeadLetterQueue: b.FailureQueue,
 		})},
 	})
-	smAlarm := awscloudwatch.NewAlarm(st, jsii.String("DrainFailedAlarm"), &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String("a nodetide drain (" + cfg.Cluster.Name + ") failed and was rolled back, or its rollback failed; see the execution history"),
-		Metric: b.StateMachine.MetricFailed(&awscloudwatch.MetricOptions{
-			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum"),
-		}),
-		Threshold:          jsii.Number(1),
-		EvaluationPeriods:  jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-	})
-	if alarmAction != nil {
-		smAlarm.AddAlarmAction(alarmAction)
-	}
+	// Not the executions' Failed count: a Rejected drain (already
+	// draining, at the minimum) fails its execution and is no alarm.
+	al.nodetide(o, b.StateMachine, b.FailureQueue, time.Duration(rate)*time.Minute)
+	b.Alarms = al.all
+	b.Dashboard = dashboard(st, prefix, cfg.Cluster.Name, b.Functions, b.StateMachine, b.FailureQueue, al.all)
 
 	if o.VpcID != "" && !o.NoVpcEndpoints {
 		vpcEndpoints(st, o)
@@ -450,6 +453,8 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 	}
 
 	awscdk.NewCfnOutput(st, jsii.String("DrainStateMachineArn"), &awscdk.CfnOutputProps{Value: b.StateMachine.StateMachineArn()})
+	awscdk.NewCfnOutput(st, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: topic.TopicArn(), Description: jsii.String("the topic every alarm notifies")})
+	awscdk.NewCfnOutput(st, jsii.String("FailedInvocationsQueueUrl"), &awscdk.CfnOutputProps{Value: b.FailureQueue.QueueUrl(), Description: jsii.String("events of invocations that failed past their retries")})
 	awscdk.NewCfnOutput(st, jsii.String("StateTableName"), &awscdk.CfnOutputProps{Value: b.Table.TableName()})
 	awscdk.NewCfnOutput(st, jsii.String("ConfigParameterName"), &awscdk.CfnOutputProps{Value: b.Parameter.ParameterName()})
 	return b, nil

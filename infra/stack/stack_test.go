@@ -131,11 +131,15 @@ func TestStackResources(t *testing.T) {
 	tpl := f.tpl
 	counts := map[string]float64{
 		"AWS::Lambda::Function":            3,
-		"AWS::Lambda::EventInvokeConfig":   2,
+		"AWS::Lambda::EventInvokeConfig":   3,
 		"AWS::DynamoDB::Table":             1,
 		"AWS::Events::Rule":                3,
 		"AWS::StepFunctions::StateMachine": 1,
-		"AWS::CloudWatch::Alarm":           4,
+		"AWS::CloudWatch::Alarm":           17,
+		"AWS::CloudWatch::Dashboard":       1,
+		"AWS::SNS::Topic":                  1,
+		"AWS::KMS::Key":                    1,
+		"AWS::SQS::Queue":                  1,
 		"AWS::SSM::Parameter":              1,
 		"AWS::Logs::LogGroup":              4,
 		"AWS::IAM::Role":                   4,
@@ -154,7 +158,7 @@ func TestStackResources(t *testing.T) {
 	}
 	for name, w := range map[string]want{
 		"evaluate": {384, 60, 3, true},
-		"drain":    {256, 120, nil, true},
+		"drain":    {256, 120, 10, true},
 		"schedule": {384, 90, nil, true},
 	} {
 		var smArn any = assertions.Match_Absent()
@@ -302,23 +306,10 @@ func TestStackResources(t *testing.T) {
 		}
 	}
 
-	for _, fn := range []string{"evaluate", "drain", "schedule"} {
-		id, _ := f.function(t, fn)
-		check(t, fn+" errors alarm", func() {
-			tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
-				"Namespace": "AWS/Lambda", "MetricName": "Errors", "Statistic": "Sum", "Threshold": 1,
-				"Dimensions": []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": id}}},
-			})
-		})
-	}
-	check(t, "state machine alarm", func() {
-		tpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
-			"Namespace": "AWS/States", "MetricName": "ExecutionsFailed", "Threshold": 1,
-		})
-	})
+	// The alarms: TestAlarms.
 	for _, out := range []string{"EvaluateFunctionName", "DrainFunctionName", "ScheduleFunctionName",
 		"EvaluateRoleArn", "DrainRoleArn", "ScheduleRoleArn", "DrainStateMachineArn", "StateTableName", "ConfigParameterName",
-		TriggerOutput} {
+		TriggerOutput, "AlarmTopicArn", "FailedInvocationsQueueUrl"} {
 		check(t, "output "+out, func() { tpl.HasOutput(jsii.String(out), map[string]any{}) })
 	}
 
@@ -503,6 +494,7 @@ func TestLeastPrivilege(t *testing.T) {
 			"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem",
 			"ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplateVersions", "ec2:GetInstanceTypesFromInstanceRequirements",
 			"eks:DescribeCluster", "eks:DescribeNodegroup", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter",
+			"sqs:SendMessage", // the failed-invocation queue (TestFailureDestinations)
 		}
 		want = append(want, asgWrites[fn]...)
 		want = append(want, "states:DescribeExecution", "states:StartExecution")
@@ -572,6 +564,7 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 		contains("eks:DescribeCluster", ":cluster/prod\"")
+		contains("sqs:SendMessage", "FailedInvocations")
 		contains("states:StartExecution", ":stateMachine:nodetide-prod-drain\"")
 		contains("states:DescribeExecution", ":execution:nodetide-prod-drain:*\"")
 		contains("states:StopExecution", ":execution:nodetide-prod-drain:*\"")
@@ -764,7 +757,7 @@ func TestEKSAccessEntries(t *testing.T) {
 	check(t, "alarm actions", func() {
 		f.tpl.ResourcePropertiesCountIs(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
 			"AlarmActions": []string{"arn:aws:sns:eu-west-1:123456789012:ops"},
-		}, jsii.Number(4))
+		}, jsii.Number(17))
 	})
 }
 
@@ -821,6 +814,11 @@ func TestOptionsErrors(t *testing.T) {
 		"bad retention":              {map[string]string{CtxLogRetentionDays: "31"}, "logRetentionDays"},
 		"missing config":             {map[string]string{CtxConfig: filepath.Join(dir, "none.yaml")}, "-c config=PATH"},
 		"bad config":                 {map[string]string{CtxConfig: write("d.yaml", "onTimeout: abort", "onTimeout: later")}, "drain.onTimeout"},
+		"pending alarm not a number": {map[string]string{CtxPendingPodAlarm: "ten"}, "pendingPodAlarmMinutes: want a whole number"},
+		"pending alarm zero":         {map[string]string{CtxPendingPodAlarm: "0"}, "pendingPodAlarmMinutes: want 1 to 1440"},
+		"negative drain reserved":    {map[string]string{CtxDrainReserved: "-1"}, "drainReservedConcurrency: want 0"},
+		"bad alarm email":            {map[string]string{CtxAlarmEmail: "oncall"}, `alarmEmail: "oncall" is not an email address`},
+		"email with a given topic":   {map[string]string{CtxAlarmEmail: "a@example.com", CtxAlarmTopic: "arn:aws:sns:eu-west-1:123456789012:ops"}, "subscribe the addresses"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if c.ctx[CtxConfig] == "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/kubeevents"
+	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -126,6 +127,11 @@ func (r *Recovery) Drains(ctx context.Context) (Recovered, error) {
 	}
 	if len(res.RolledBack)+len(res.Completed) > 0 {
 		r.Steps.log().Warn("drains recovered", "rolledBack", res.RolledBack, "completed", res.Completed)
+		m := metrics.From(ctx)
+		m.Add(metrics.DrainsRecovered, float64(len(res.RolledBack)+len(res.Completed)), nil)
+		if len(res.Completed) > 0 {
+			m.Add(metrics.NodesRemoved, float64(len(res.Completed)), nil)
+		}
 	}
 	return res, errors.Join(errs...)
 }
@@ -272,6 +278,7 @@ func (r *Recovery) Untaint(ctx context.Context, nodes []corev1.Node) ([]string, 
 	}
 	if len(out) > 0 {
 		d.log().Warn("draining taint removed from nodes no drain holds", "nodes", out)
+		metrics.From(ctx).Add(metrics.StrayCordonsRecovered, float64(len(out)), nil)
 	}
 	return out, errors.Join(errs...)
 }

@@ -22,6 +22,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodetide/nodetide/pkg/drain"
+	"github.com/nodetide/nodetide/pkg/metrics"
+	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 	"github.com/nodetide/nodetide/pkg/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/testbed"
@@ -246,6 +248,16 @@ func TestMachinePDBAbortRollsBack(t *testing.T) {
 	b.cp.WaitPodsRunning(t, b.ns, "app=guarded", 2, time.Minute)
 	if got := reasons(b.nodeEvents(t, victim)); !slices.Equal(got, []string{"DrainStarted", "DrainRolledBack"}) {
 		t.Errorf("events on %s: %v, want [DrainStarted DrainRolledBack]", victim, got)
+	}
+
+	// The drain function's own output, read as CloudWatch reads it.
+	published, err := metricstest.Parse([]byte(m.svc.FunctionLogs("drain")), b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if published.Sum(metrics.DrainsStarted, nil) != 1 || published.Sum(metrics.DrainsRolledBack, nil) != 1 ||
+		len(published[metrics.DrainDuration]) != 1 || published.Has(metrics.DrainsSucceeded, nil) {
+		t.Errorf("the drain function published %v, want one drain started and rolled back, with its duration", published)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/kubeevents"
+	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -128,6 +129,9 @@ func (d *Steps) Run(ctx context.Context, step string, s State) (State, error) {
 		out, err = d.checked(ctx, step, s, fn)
 	}
 	attrs := []any{"step", step, "node", s.Node, "drainId", s.DrainID, "ms", time.Since(start).Milliseconds()}
+	if step == "Prepare" && err != nil && rejected(err) {
+		metrics.From(ctx).Add(metrics.DrainsRejected, 1, nil)
+	}
 	if err != nil {
 		name := ErrorName(err)
 		d.log().Warn("drain step failed", append(attrs, "error", err.Error(), "errorName", name)...)
@@ -325,6 +329,7 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 		msg += "; " + s.Reason
 	}
 	d.nodeEvent(ctx, s.Node, corev1.EventTypeNormal, kubeevents.ReasonDrainStarted, msg)
+	metrics.From(ctx).Add(metrics.DrainsStarted, 1, nil)
 	return s, nil
 }
 
@@ -1054,7 +1059,8 @@ func (d *Steps) RemoveNode(ctx context.Context, s State) (State, error) {
 // Finish records success and frees the node's drain mark; a surge still
 // raised is taken back first.
 func (d *Steps) Finish(ctx context.Context, s State) (State, error) {
-	if _, err := d.needPhase(ctx, "Finish", s, state.PhaseTerminated); err != nil {
+	rec, err := d.needPhase(ctx, "Finish", s, state.PhaseTerminated)
+	if err != nil {
 		return s, err
 	}
 	if err := d.restoreSurged(ctx, s); err != nil {
@@ -1065,7 +1071,33 @@ func (d *Steps) Finish(ctx context.Context, s State) (State, error) {
 	}
 	d.nodeEvent(ctx, s.Node, corev1.EventTypeNormal, kubeevents.ReasonScaleDown,
 		fmt.Sprintf("node removed: drain %s completed, machine %s terminated", s.DrainID, s.ProviderID))
+	d.recordEnd(ctx, rec, true)
 	return s, nil
+}
+
+// recordEnd publishes a drain's end: succeeded (its node removed) or
+// rolled back, and how long it took.
+func (d *Steps) recordEnd(ctx context.Context, rec state.DrainRecord, removed bool) {
+	m := metrics.From(ctx)
+	if removed {
+		m.Add(metrics.DrainsSucceeded, 1, nil)
+		m.Add(metrics.NodesRemoved, 1, nil)
+	} else {
+		m.Add(metrics.DrainsRolledBack, 1, nil)
+	}
+	if !rec.StartedAt.IsZero() {
+		m.Observe(metrics.DrainDuration, metrics.Seconds, d.now().Sub(rec.StartedAt).Seconds(), nil)
+	}
+}
+
+// rejected tells a Prepare refusal (the drain never began, nothing
+// changed) from a failure.
+func rejected(err error) bool {
+	switch ErrorName(err) {
+	case ErrNameNodeNotFound, ErrNameNotManaged, ErrNameAlreadyDraining, ErrNameBelowMinSize, ErrNameNotDisruptable, ErrNameForbidden:
+		return true
+	}
+	return false
 }
 
 // restoreSurged takes back the delta of every surged Deployment not yet
@@ -1101,6 +1133,9 @@ func (d *Steps) Rollback(ctx context.Context, s State) (State, error) {
 	completed, err := d.end(ctx, rec, cause)
 	if completed && err == nil {
 		d.log().Warn("drain failed after its machine was terminated: the removal was completed instead of rolled back", "node", s.Node, "drainId", s.DrainID, "cause", cause)
+	}
+	if err == nil {
+		d.recordEnd(ctx, rec, completed)
 	}
 	return s, err
 }

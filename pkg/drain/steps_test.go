@@ -41,6 +41,8 @@ type bed struct {
 	group *kwok.Group
 	store *state.Memory
 	steps *drain.Steps
+	// ctx, when set, is what runSteps runs the steps with.
+	ctx context.Context
 }
 
 func newBed(t *testing.T, minSize, nodes int) *bed {
@@ -183,6 +185,9 @@ func (b *bed) start(node string, timeout time.Duration, policy string) drain.Sta
 func (b *bed) runSteps(t *testing.T, s drain.State) (drain.State, error) {
 	t.Helper()
 	ctx := context.Background()
+	if b.ctx != nil {
+		ctx = b.ctx
+	}
 	var err error
 	step := func(name string) bool {
 		s, err = b.steps.Run(ctx, name, s)

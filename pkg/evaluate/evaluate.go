@@ -18,6 +18,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/kubeevents"
+	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
@@ -81,6 +82,8 @@ type Action struct {
 	Node      string `json:"node,omitempty"`
 	Delta     int    `json:"delta,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Reason sorts a failed scale-up's error (the Reason* constants).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Result is what a run did.
@@ -201,6 +204,7 @@ func (e *Evaluator) Plan(ctx context.Context) (planner.Plan, error) {
 // Run is one evaluate cycle. When another run holds the lease it does nothing
 // and says so in Result.Skipped.
 func (e *Evaluator) Run(ctx context.Context) (Result, error) {
+	start := time.Now()
 	lease, skipped, err := e.acquire(ctx)
 	if err != nil || skipped != "" {
 		return Result{Skipped: skipped, Actions: []Action{}}, err
@@ -208,6 +212,9 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 	defer e.release(lease)
 	began := time.Now()
 	res, snap, err := e.cycle(ctx)
+	if err == nil && res.Plan != nil {
+		recordCycle(ctx, snap, *res.Plan, res.Actions, time.Since(start))
+	}
 	e.saveStatus(ctx, began, snap, res, err)
 	return res, err
 }
@@ -266,6 +273,7 @@ func (e *Evaluator) acquire(ctx context.Context) (state.Lease, string, error) {
 	lease, err := e.Store.AcquireLease(ctx, LeaseName, holder, ttl, e.now())
 	if errors.Is(err, state.ErrLeaseHeld) {
 		e.log().Info("skipped: another evaluate run holds the lease", "error", err.Error())
+		metrics.From(ctx).Add(metrics.LeaseSkips, 1, nil)
 		return lease, err.Error(), nil
 	}
 	if err != nil {
@@ -304,8 +312,8 @@ func (e *Evaluator) act(ctx context.Context, plan planner.Plan, groups []provide
 	for _, up := range plan.ScaleUp {
 		a := Action{Kind: "scaleUp", NodeGroup: up.NodeGroup, Delta: up.Delta}
 		if err := byName[up.NodeGroup].IncreaseSize(ctx, up.Delta); err != nil {
-			a.Error = err.Error()
-			e.log().Error("scale up", "nodeGroup", up.NodeGroup, "delta", up.Delta, "error", a.Error)
+			a.Error, a.Reason = err.Error(), failureReason(err)
+			e.log().Error("scale up", "nodeGroup", up.NodeGroup, "delta", up.Delta, "reason", a.Reason, "error", a.Error)
 			restore(next.LastScaleUp, snap.State.LastScaleUp, up.NodeGroup)
 			if next.BackoffUntil == nil {
 				next.BackoffUntil = map[string]time.Time{}
@@ -320,7 +328,7 @@ func (e *Evaluator) act(ctx context.Context, plan planner.Plan, groups []provide
 		a := Action{Kind: "drain", NodeGroup: down.NodeGroup, Node: down.Node}
 		switch {
 		case e.Drainer == nil:
-			a.Error = "not started: no drainer configured"
+			a.Error = notStarted + " no drainer configured"
 			e.log().Info("scale-down planned, not acted on", "nodeGroup", down.NodeGroup, "node", down.Node, "reason", down.Reason)
 		default:
 			if err := e.Drainer.StartDrain(ctx, down, next.UnneededSince[down.Node]); err != nil {
@@ -383,6 +391,7 @@ func (e *Evaluator) Add(ctx context.Context, group string, count int) (Result, e
 		return Result{}, fmt.Errorf("add: node group %s: %d + %d is above its max size %d: %w", group, target, count, g.MaxSize(), providers.ErrAboveMax)
 	}
 	if err := g.IncreaseSize(ctx, count); err != nil {
+		metrics.From(ctx).AddRollUp(metrics.ScaleUpFailures, 1, metrics.Dims{metrics.DimReason: failureReason(err)})
 		return Result{}, fmt.Errorf("add: node group %s: %w", group, err)
 	}
 	prev, err := e.Store.LoadState(ctx)
@@ -394,6 +403,7 @@ func (e *Evaluator) Add(ctx context.Context, group string, count int) (Result, e
 	if err := e.Store.SaveState(ctx, prev, next); err != nil {
 		return Result{}, fmt.Errorf("add: save state: %w", err)
 	}
+	metrics.From(ctx).Add(metrics.ScaleUpNodes, float64(count), metrics.Dims{metrics.DimNodeGroup: group})
 	e.log().Info("added", "nodeGroup", group, "count", count, "newTargetSize", target+count)
 	return Result{Actions: []Action{{Kind: "add", NodeGroup: group, Delta: count}}}, nil
 }

@@ -1,6 +1,7 @@
 package evaluate_test
 
 import (
+	"bytes"
 	"context"
 	"strconv"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/metrics"
+	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/aws"
@@ -27,12 +30,13 @@ import (
 func TestProviderFaultOnScaleUp(t *testing.T) {
 	const maxSize = 2
 	tests := []struct {
-		name  string
-		fault awsdouble.Fault
+		name   string
+		fault  awsdouble.Fault
+		reason string // the ScaleUpFailures metric's
 	}{
-		{"5xx", awsdouble.InternalFailure()},
-		{"service unavailable", awsdouble.ServiceUnavailable()},
-		{"throttling", awsdouble.Throttling()},
+		{"5xx", awsdouble.InternalFailure(), evaluate.ReasonCloudError},
+		{"service unavailable", awsdouble.ServiceUnavailable(), evaluate.ReasonCloudError},
+		{"throttling", awsdouble.Throttling(), evaluate.ReasonThrottled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,10 +78,20 @@ func TestProviderFaultOnScaleUp(t *testing.T) {
 				Now:      func() time.Time { return now },
 			}
 			ctx := context.Background()
+			var published metricstest.Published
 			cycle := func(at time.Time) []evaluate.Action {
 				t.Helper()
 				now = at
-				res, err := e.Run(ctx)
+				m := metrics.New("prod", nil)
+				res, err := e.Run(metrics.NewContext(ctx, m))
+				var out bytes.Buffer
+				if werr := m.Write(&out); werr != nil {
+					t.Fatal(werr)
+				}
+				var perr error
+				if published, perr = metricstest.Parse(out.Bytes(), "prod"); perr != nil {
+					t.Fatal(perr)
+				}
 				if err != nil {
 					t.Fatalf("cycle at %s: %v", at, err)
 				}
@@ -100,6 +114,28 @@ func TestProviderFaultOnScaleUp(t *testing.T) {
 			ups := cycle(start)
 			if len(ups) != 1 || ups[0].Error == "" {
 				t.Fatalf("scale-up actions %+v, want one that failed", ups)
+			}
+			// What an on-call engineer is paged on, and why.
+			group := metrics.Dims{metrics.DimNodeGroup: ns}
+			for _, c := range []struct {
+				name string
+				dims metrics.Dims
+				want float64
+			}{
+				{metrics.ScaleUpFailures, nil, 1},
+				{metrics.ScaleUpFailures, metrics.Dims{metrics.DimReason: tt.reason}, 1},
+				{metrics.CycleCompleted, nil, 1},
+				{metrics.PendingPods, nil, 3},
+				{metrics.TargetSize, group, 0},
+				{metrics.RegisteredNodes, group, 0},
+				{metrics.ScaleUpNodes, group, 0}, // asked, not given
+			} {
+				if got := published.Sum(c.name, c.dims); got != c.want {
+					t.Errorf("%s: %v, want %v (published %v)", metricstest.Key(c.name, c.dims), got, c.want, published)
+				}
+			}
+			if !published.Has(metrics.OldestPendingPodAge, nil) || !published.Has(metrics.CycleDuration, nil) {
+				t.Errorf("no pending pod age or cycle duration: %v", published)
 			}
 			if desired() != 0 {
 				t.Errorf("desired capacity %d after the failed scale-up, want 0", desired())
@@ -127,6 +163,9 @@ func TestProviderFaultOnScaleUp(t *testing.T) {
 			ups = cycle(st.BackoffUntil[ns].Add(time.Second))
 			if len(ups) != 1 || ups[0].Error != "" || ups[0].Delta != maxSize {
 				t.Fatalf("scale-up actions %+v after the backoff, want one of +%d", ups, maxSize)
+			}
+			if got := published.Sum(metrics.ScaleUpNodes, group); got != maxSize || published.Has(metrics.ScaleUpFailures, nil) {
+				t.Errorf("after the backoff: %v nodes asked, failures published %v; want %d and none", got, published[metrics.ScaleUpFailures], maxSize)
 			}
 			if desired() != maxSize {
 				t.Errorf("desired capacity %d, want %d", desired(), maxSize)

@@ -1,6 +1,7 @@
 package evaluate_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/metrics"
+	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -61,9 +64,27 @@ func TestCycleRecoversDrains(t *testing.T) {
 	ev := f.evaluator("recover")
 	ev.Recoverer = &drain.Recovery{Steps: steps, SFN: noExecutions{}, Grace: time.Nanosecond,
 		StateMachineArn: "arn:aws:states:us-east-1:000000000000:stateMachine:drain"}
-	res, err := ev.Run(ctx)
+	m := metrics.New("prod", nil)
+	res, err := ev.Run(metrics.NewContext(ctx, m))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// What pages someone: a drain that ended unfinished, a stray cordon.
+	var out bytes.Buffer
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	published, err := metricstest.Parse(out.Bytes(), "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]float64{
+		metrics.DrainsRecovered: 1, metrics.StrayCordonsRecovered: 1, metrics.CycleCompleted: 1,
+		metrics.DrainsRolledBack: 0, // recovered, counted apart
+	} {
+		if got := published.Sum(name, nil); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
 	}
 	if res.Recovered == nil || len(res.Recovered.RolledBack) != 1 || len(res.Recovered.Untainted) != 1 || res.Recovered.Untainted[0] != stray {
 		t.Fatalf("recovered %+v, want the orphaned drain rolled back and %s untainted", res.Recovered, stray)

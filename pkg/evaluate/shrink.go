@@ -69,6 +69,7 @@ func (e *Evaluator) Shrink(ctx context.Context, sizes map[string]int, from strin
 	}
 	only.State = next
 	actions := e.act(ctx, only, groups, snap, &next)
+	recordActions(ctx, actions)
 	if err := e.Store.SaveState(ctx, snap.State, next); err != nil {
 		e.log().Warn("shrink: save state", "error", err.Error())
 	}

@@ -1,12 +1,14 @@
 // Package lambdarun is the cold start the three Lambda functions share: a
 // JSON logger on stdout, the config read from the environment (inline, a
-// file or an SSM parameter), the handler built once, and a start-up failure
-// that ends the process loudly instead of failing every invocation obscurely.
+// file or an SSM parameter), the handler built once, each invocation's
+// metrics written as EMF documents on stdout, and a start-up failure that
+// ends the process loudly instead of failing every invocation obscurely.
 package lambdarun
 
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -15,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
@@ -34,24 +37,44 @@ func Run(name string, build Build) {
 	if limit, percent := TuneGC(os.Getenv); limit > 0 || percent > 0 {
 		log.Info("garbage collector", "memoryLimitBytes", limit, "gcPercent", percent)
 	}
-	h, err := Start(context.Background(), os.Getenv, build, log)
+	h, cfg, err := start(context.Background(), os.Getenv, build, log)
 	if err != nil {
 		// Lambda reports the failed start on the invocation and retries it
 		// with a new cold start; the log line says why.
 		log.Error("start", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(h)
+	lambda.Start(Instrument(h, cfg.Cluster.Name, os.Stdout, log))
 }
 
 // Start loads the config as getenv names it and builds the handler.
 func Start(ctx context.Context, getenv func(string) string, build Build, log *slog.Logger) (Handler, error) {
+	h, _, err := start(ctx, getenv, build, log)
+	return h, err
+}
+
+func start(ctx context.Context, getenv func(string) string, build Build, log *slog.Logger) (Handler, *config.Config, error) {
 	a := &setup.AWS{}
 	cfg, err := setup.LoadConfig(ctx, getenv, a)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return build(ctx, cfg, a, log)
+	h, err := build(ctx, cfg, a, log)
+	return h, cfg, err
+}
+
+// Instrument gives each invocation of h a metrics.Recorder for cluster and
+// writes what it recorded to w as EMF documents when it returns, failed or
+// not: in Lambda, w is stdout, which CloudWatch Logs reads the metrics from.
+func Instrument(h Handler, cluster string, w io.Writer, log *slog.Logger) Handler {
+	return func(ctx context.Context, payload json.RawMessage) (any, error) {
+		m := metrics.New(cluster, nil)
+		out, err := h(metrics.NewContext(ctx, m), payload)
+		if werr := m.Write(w); werr != nil {
+			log.Warn("metrics", "error", werr.Error())
+		}
+		return out, err
+	}
 }
 
 // gcPercent lets the heap grow to 1.5× what a collection left live instead

@@ -1,6 +1,7 @@
 package lambdarun_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/lambdarun"
+	"github.com/nodetide/nodetide/pkg/metrics"
+	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
@@ -122,5 +125,34 @@ func TestTuneGC(t *testing.T) {
 				t.Errorf("memory limit %d, want %d", got, tc.wantLimit)
 			}
 		})
+	}
+}
+
+// Every invocation's metrics are written when it returns, failed or not,
+// and the next invocation starts from nothing.
+func TestInstrumentWritesEachInvocationsMetrics(t *testing.T) {
+	failing := errors.New("boom")
+	h := func(ctx context.Context, payload json.RawMessage) (any, error) {
+		metrics.From(ctx).Add(metrics.LeaseSkips, 1, nil)
+		if string(payload) == `"fail"` {
+			return nil, failing
+		}
+		return "ok", nil
+	}
+	var out bytes.Buffer
+	wrapped := lambdarun.Instrument(h, "c1", &out, slog.New(slog.DiscardHandler))
+	for i, payload := range []string{`"fail"`, `"ok"`} {
+		out.Reset()
+		res, err := wrapped(context.Background(), json.RawMessage(payload))
+		if (payload == `"fail"`) != errors.Is(err, failing) || (err == nil && res != "ok") {
+			t.Fatalf("invocation %d: %v, %v", i, res, err)
+		}
+		got, perr := metricstest.Parse(out.Bytes(), "c1")
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		if got.Sum(metrics.LeaseSkips, nil) != 1 {
+			t.Errorf("invocation %d published %v, want LeaseSkips 1", i, got)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/lambdaevent"
+	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/strictjson"
 )
 
@@ -235,6 +236,7 @@ func (h *Handler) Run(ctx context.Context, name string) (Result, error) {
 	res := Result{Schedule: name, Action: ActionRun}
 	h.Applier.Apply(ctx, rec.Schedule, h.now(), &res)
 	h.recordResult(ctx, &res)
+	recordFire(ctx, res)
 	return res, nil
 }
 
@@ -264,6 +266,7 @@ func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
 	decisions, derr := Decide(records, now, h.MaxLateness)
 	if derr != nil {
 		h.log().Error("undecidable schedules", "error", derr.Error())
+		metrics.From(ctx).Add(metrics.ScheduleFailures, 1, nil)
 		out.Errors = append(out.Errors, derr.Error())
 	}
 	byName := map[string]Schedule{}
@@ -293,7 +296,20 @@ func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
 		if err := res.Err(); err != nil {
 			h.log().Error("schedule", "schedule", d.Name, "error", err.Error())
 		}
+		recordFire(ctx, res)
 		out.Schedules = append(out.Schedules, res)
 	}
 	return out, nil
+}
+
+// recordFire publishes a schedule applied (fired or run by hand) and one
+// with a failed effect or a failed claim (pkg/metrics).
+func recordFire(ctx context.Context, res Result) {
+	m := metrics.From(ctx)
+	if res.Action == string(ActionFire) || res.Action == ActionRun {
+		m.Add(metrics.ScheduleFires, 1, nil)
+	}
+	if len(res.Errors) > 0 {
+		m.Add(metrics.ScheduleFailures, 1, nil)
+	}
 }

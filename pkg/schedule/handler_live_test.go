@@ -1,6 +1,7 @@
 package schedule_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodetide/nodetide/pkg/metrics"
+	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/schedule"
@@ -158,9 +161,10 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	results := make([]schedule.TickResult, 2)
 	errs := make([]error, 2)
+	m := metrics.New("prod", nil) // both ticks' metrics, as one invocation's
 	for i := range 2 {
 		wg.Go(func() {
-			out, err := newHandler(tickAt).Handle(ctx, tick)
+			out, err := newHandler(tickAt).Handle(metrics.NewContext(ctx, m), tick)
 			errs[i] = err
 			if err == nil {
 				results[i] = out.(schedule.TickResult)
@@ -201,6 +205,18 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 	if len(fired.Errors) != 2 || !strings.Contains(fired.Errors[0], "above the node group's maximum size 1") ||
 		!strings.Contains(fired.Errors[1], "needs the drain state machine") {
 		t.Errorf("errors %q, want one naming small's maximum and one saying shrinking needs drains", fired.Errors)
+	}
+	// One fire, with failed effects: counted once as fired and once as failed.
+	var emf bytes.Buffer
+	if err := m.Write(&emf); err != nil {
+		t.Fatal(err)
+	}
+	published, err := metricstest.Parse(emf.Bytes(), "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if published.Sum(metrics.ScheduleFires, nil) != 1 || published.Sum(metrics.ScheduleFailures, nil) != 1 {
+		t.Errorf("published %v, want ScheduleFires 1 and ScheduleFailures 1", published)
 	}
 	outcomes := map[string]string{}
 	for _, c := range fired.Changes {

@@ -1,0 +1,238 @@
+package stack
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// resourceID finds the one resource of typ whose logical ID starts with
+// prefix (CDK appends a hash).
+func (f fixture) resourceID(t *testing.T, typ, prefix string) (string, map[string]any) {
+	t.Helper()
+	var id string
+	var found map[string]any
+	for k, r := range f.resources(typ) {
+		if strings.HasPrefix(k, prefix) {
+			if id != "" {
+				t.Fatalf("two %s resources named %s*: %s, %s", typ, prefix, id, k)
+			}
+			id, found = k, r
+		}
+	}
+	if id == "" {
+		t.Fatalf("no %s named %s*", typ, prefix)
+	}
+	return id, props(found)
+}
+
+// Every alarm watches what its name says, fires at the threshold that
+// matters, and notifies the topic; the stack makes an encrypted, TLS-only
+// topic when none is given.
+func TestAlarms(t *testing.T) {
+	f := synth(t, options(t, map[string]string{CtxPendingPodAlarm: "15", CtxAlarmEmail: "oncall@example.com"}), false)
+	topicID, topic := f.resourceID(t, "AWS::SNS::Topic", "AlarmTopic")
+	keyID, _ := f.resourceID(t, "AWS::KMS::Key", "AlarmTopicKey")
+	if str(topic["KmsMasterKeyId"]) != str(map[string]any{"Fn::GetAtt": []any{keyID, "Arn"}}) {
+		t.Errorf("topic key %s, want the stack's key %s", str(topic["KmsMasterKeyId"]), keyID)
+	}
+	check(t, "key lets CloudWatch publish", func() {
+		f.tpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), map[string]any{
+			"EnableKeyRotation": true,
+			"KeyPolicy": assertions.Match_ObjectLike(&map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(&map[string]any{
+					"Principal": map[string]any{"Service": "cloudwatch.amazonaws.com"},
+					"Action":    []any{"kms:Decrypt", "kms:GenerateDataKey*"},
+				}),
+			})}),
+		})
+	})
+	check(t, "topic refuses plain HTTP", func() {
+		f.tpl.HasResourceProperties(jsii.String("AWS::SNS::TopicPolicy"), map[string]any{
+			"PolicyDocument": assertions.Match_ObjectLike(&map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(&map[string]any{
+					"Effect": "Deny", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
+				}),
+			})}),
+		})
+	})
+	check(t, "email subscription", func() {
+		f.tpl.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), map[string]any{
+			"Protocol": "email", "Endpoint": "oncall@example.com", "TopicArn": map[string]any{"Ref": topicID},
+		})
+	})
+
+	queueID, _ := f.resourceID(t, "AWS::SQS::Queue", "FailedInvocations")
+	cluster := []any{map[string]any{"Name": "Cluster", "Value": "prod"}}
+	smID, _ := f.resourceID(t, "AWS::StepFunctions::StateMachine", "DrainStateMachine")
+	sm := []any{map[string]any{"Name": "StateMachineArn", "Value": map[string]any{"Ref": smID}}}
+	queue := []any{map[string]any{"Name": "QueueName", "Value": map[string]any{"Fn::GetAtt": []any{queueID, "QueueName"}}}}
+	ge, lt := "GreaterThanOrEqualToThreshold", "LessThanThreshold"
+	tests := []struct {
+		id, namespace, metric, statistic string
+		period, threshold                float64
+		comparison, missing              string
+		dims                             []any
+	}{
+		{"ScaleUpFailedAlarm", "nodetide", "ScaleUpFailures", "Sum", 300, 1, ge, "notBreaching", cluster},
+		{"PodsPendingAlarm", "nodetide", "OldestPendingPodAge", "Maximum", 300, 15 * 60, ge, "notBreaching", cluster},
+		{"DrainStartFailedAlarm", "nodetide", "DrainStartFailures", "Sum", 300, 1, ge, "notBreaching", cluster},
+		{"DrainRolledBackAlarm", "nodetide", "DrainsRolledBack", "Sum", 300, 1, ge, "notBreaching", cluster},
+		{"DrainEndedUnfinishedAlarm", "nodetide", "DrainsRecovered", "Sum", 300, 1, ge, "notBreaching", cluster},
+		{"StrayCordonAlarm", "nodetide", "StrayCordonsRecovered", "Sum", 300, 1, ge, "notBreaching", cluster},
+		{"ScheduleFailedAlarm", "nodetide", "ScheduleFailures", "Sum", 300, 1, ge, "notBreaching", cluster},
+		{"EvaluateStalledAlarm", "nodetide", "CycleCompleted", "Sum", 300, 1, lt, "breaching", cluster},
+		{"DrainTimedOutAlarm", "AWS/States", "ExecutionsTimedOut", "Sum", 300, 1, ge, "notBreaching", sm},
+		{"DrainAbortedAlarm", "AWS/States", "ExecutionsAborted", "Sum", 300, 1, ge, "notBreaching", sm},
+		{"FailedInvocationsAlarm", "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", 300, 1, ge, "notBreaching", queue},
+	}
+	for _, fn := range []string{"evaluate", "drain", "schedule"} {
+		id, _ := f.function(t, fn)
+		dims := []any{map[string]any{"Name": "FunctionName", "Value": map[string]any{"Ref": id}}}
+		title := strings.ToUpper(fn[:1]) + fn[1:]
+		tests = append(tests,
+			struct {
+				id, namespace, metric, statistic string
+				period, threshold                float64
+				comparison, missing              string
+				dims                             []any
+			}{title + "ErrorsAlarm", "AWS/Lambda", "Errors", "Sum", 300, 1, ge, "notBreaching", dims},
+			struct {
+				id, namespace, metric, statistic string
+				period, threshold                float64
+				comparison, missing              string
+				dims                             []any
+			}{title + "ThrottlesAlarm", "AWS/Lambda", "Throttles", "Sum", 300, 1, ge, "notBreaching", dims})
+	}
+	for _, tc := range tests {
+		t.Run(tc.id, func(t *testing.T) {
+			_, p := f.resourceID(t, "AWS::CloudWatch::Alarm", tc.id)
+			want := map[string]any{
+				"Namespace": tc.namespace, "MetricName": tc.metric, "Statistic": tc.statistic, "Period": tc.period,
+				"Threshold": tc.threshold, "ComparisonOperator": tc.comparison, "TreatMissingData": tc.missing,
+				"EvaluationPeriods": 1.0, "Dimensions": tc.dims, "AlarmActions": []any{map[string]any{"Ref": topicID}},
+			}
+			for k, v := range want {
+				if str(p[k]) != str(v) {
+					t.Errorf("%s = %s, want %s", k, str(p[k]), str(v))
+				}
+			}
+		})
+	}
+	// Nothing alarms on the executions' Failed count, which a Rejected
+	// drain (already draining, at the minimum) also raises.
+	if n := len(f.resources("AWS::CloudWatch::Alarm")); n != len(tests) {
+		t.Errorf("%d alarms, want the %d above", n, len(tests))
+	}
+	for id, r := range f.resources("AWS::CloudWatch::Alarm") {
+		if props(r)["MetricName"] == "ExecutionsFailed" {
+			t.Errorf("alarm %s on ExecutionsFailed", id)
+		}
+	}
+}
+
+// A slower evaluate interval widens the stalled-cycle window and the
+// pending pods' period.
+func TestEvaluateStalledWindow(t *testing.T) {
+	data, err := os.ReadFile(exampleConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "nodetide.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), "interval: 1m", "interval: 10m", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := synth(t, options(t, map[string]string{CtxConfig: path}), false)
+	_, p := f.resourceID(t, "AWS::CloudWatch::Alarm", "EvaluateStalledAlarm")
+	if p["Period"] != 1200.0 {
+		t.Errorf("stalled: period %v, want 1200 (two 10-minute intervals)", p["Period"])
+	}
+	_, p = f.resourceID(t, "AWS::CloudWatch::Alarm", "PodsPendingAlarm")
+	if p["Period"] != 600.0 {
+		t.Errorf("pending: period %v, want 600 (one data point per period)", p["Period"])
+	}
+}
+
+// Failed scheduled and event-driven invocations land in one encrypted,
+// TLS-only queue: EventBridge's dead-letter queue and the functions'
+// on-failure destination.
+func TestFailureDestinations(t *testing.T) {
+	f := synth(t, options(t, map[string]string{}), false)
+	queueID, q := f.resourceID(t, "AWS::SQS::Queue", "FailedInvocations")
+	if q["SqsManagedSseEnabled"] != true || q["MessageRetentionPeriod"] != 1209600.0 {
+		t.Errorf("queue %v: want SQS-managed encryption and 14 days' retention", q)
+	}
+	arn := map[string]any{"Fn::GetAtt": []any{queueID, "Arn"}}
+	check(t, "queue refuses plain HTTP", func() {
+		f.tpl.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), map[string]any{
+			"PolicyDocument": assertions.Match_ObjectLike(&map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(&map[string]any{
+					"Effect": "Deny", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
+				}),
+				assertions.Match_ObjectLike(&map[string]any{
+					"Effect": "Allow", "Action": "sqs:SendMessage", "Principal": map[string]any{"Service": "events.amazonaws.com"},
+				}),
+			})}),
+		})
+	})
+	rules := 0
+	for id, r := range f.resources("AWS::Events::Rule") {
+		for _, target := range props(r)["Targets"].([]any) {
+			tg := target.(map[string]any)
+			if str(tg["DeadLetterConfig"]) != str(map[string]any{"Arn": arn}) || tg["RetryPolicy"] == nil {
+				t.Errorf("rule %s: target %s has no dead-letter queue and retry policy", id, str(tg))
+			}
+			rules++
+		}
+	}
+	if rules != 3 {
+		t.Errorf("%d rule targets, want 3 (evaluate, schedule, drain ended)", rules)
+	}
+	for _, fn := range []string{"evaluate", "drain", "schedule"} {
+		id, _ := f.function(t, fn)
+		check(t, fn+" on-failure destination", func() {
+			f.tpl.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), map[string]any{
+				"FunctionName":      map[string]any{"Ref": id},
+				"DestinationConfig": map[string]any{"OnFailure": map[string]any{"Destination": arn}},
+			})
+		})
+	}
+}
+
+// The drain function keeps room of its own: configurable, off with 0.
+func TestDrainReservedConcurrency(t *testing.T) {
+	for _, tc := range []struct {
+		ctx  string
+		want any
+	}{{"", 10.0}, {"25", 25.0}, {"0", nil}} {
+		ctx := map[string]string{}
+		if tc.ctx != "" {
+			ctx[CtxDrainReserved] = tc.ctx
+		}
+		f := synth(t, options(t, ctx), false)
+		_, p := f.function(t, "drain")
+		if p["ReservedConcurrentExecutions"] != tc.want {
+			t.Errorf("%s=%q: reserved %v, want %v", CtxDrainReserved, tc.ctx, p["ReservedConcurrentExecutions"], tc.want)
+		}
+	}
+}
+
+// The dashboard draws the functions' metrics and the alarms' states.
+func TestDashboard(t *testing.T) {
+	f := synth(t, options(t, map[string]string{}), false)
+	_, p := f.resourceID(t, "AWS::CloudWatch::Dashboard", "Dashboard")
+	body := str(p["DashboardBody"])
+	for _, want := range []string{"PendingPods", "OldestPendingPodAge", "ReadyNodes", "TargetSize", "RegisteredNodes",
+		"UnneededNodes", "ScaleUpNodes", "ScaleUpFailures", "DrainsStarted", "DrainsSucceeded", "DrainsRolledBack",
+		"DrainsRejected", "DrainsRecovered", "DrainDuration", "NodesRemoved", "StrayCordonsRecovered", "CycleCompleted",
+		"CycleDuration", "LeaseSkips", "SnapshotPods", "SnapshotNodes", "ScheduleFires", "ScheduleFailures",
+		"DrainStartFailures", "ApproximateNumberOfMessagesVisible", "Throttles", `alarm`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("dashboard lacks %s", want)
+		}
+	}
+}

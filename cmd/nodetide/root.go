@@ -41,9 +41,14 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 }
 
 // addOutputFlag adds -o for commands that print documents.
+// Each command has a variable of its own: registering a flag writes its
+// default into the variable at once, so one shared variable would take the
+// default of whichever command registered last.
 func addOutputFlag(cmd *cobra.Command, g *globals, def string, allowed ...string) {
-	cmd.Flags().StringVarP(&g.output, "output", "o", def, fmt.Sprintf("output format: %v", allowed))
+	out := new(string)
+	cmd.Flags().StringVarP(out, "output", "o", def, fmt.Sprintf("output format: %v", allowed))
 	cmd.PreRunE = func(*cobra.Command, []string) error {
+		g.output = *out
 		for _, a := range allowed {
 			if g.output == a {
 				return nil

@@ -101,7 +101,11 @@ func startRIE(t *testing.T, rie, fn, cfg string) func([]byte) map[string]any {
 	}
 	cmd := exec.Command(rie, "--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), bootstrap)
-	cmd.Env = []string{"NODETIDE_CONFIG=" + cfg, "AWS_REGION=us-east-1", "AWS_LAMBDA_FUNCTION_TIMEOUT=60", "PATH=" + os.Getenv("PATH")}
+	// Any AWS call a sample event leads to (the webhook's self-invocation,
+	// say) goes to a closed loopback port with dummy keys: refused at once,
+	// never out to AWS or the instance metadata service.
+	cmd.Env = []string{"NODETIDE_CONFIG=" + cfg, "AWS_REGION=us-east-1", "AWS_LAMBDA_FUNCTION_TIMEOUT=60", "PATH=" + os.Getenv("PATH"),
+		"AWS_ENDPOINT_URL=http://127.0.0.1:1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_EC2_METADATA_DISABLED=true"}
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

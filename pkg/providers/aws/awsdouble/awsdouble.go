@@ -10,6 +10,7 @@
 //   - Auto Scaling: DescribeAutoScalingGroups (AutoScalingGroupNames, Filters
 //     tag-key / tag-value / tag:<key>, MaxRecords + NextToken, IncludeInstances),
 //     SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
+//     PutLifecycleHook, CompleteLifecycleAction, RecordLifecycleActionHeartbeat,
 //     DescribeScalingActivities and DescribeLaunchConfigurations.
 //   - EC2: DescribeInstanceTypes and DescribeLaunchTemplateVersions.
 //
@@ -38,7 +39,12 @@
 //     Pending, or InService with WithAutoBoot) before the response is sent,
 //     and DescribeAutoScalingGroups is strongly consistent. AWS launches
 //     seconds later and its reads can lag its writes.
-//   - No cooldowns, lifecycle hooks, instance protection, termination
+//   - Lifecycle hooks: PutLifecycleHook, CompleteLifecycleAction and
+//     RecordLifecycleActionHeartbeat, for termination hooks on machines a
+//     test takes out with ScaleIn (the double never scales in by itself
+//     under a hook); a launch hook is stored and never holds a launch.
+//     Timeouts are applied when the double is next called, not on a timer.
+//   - No cooldowns, instance protection, termination
 //     policies (scale-in takes Pending machines first, then the newest), AZ
 //     rebalancing, weighted capacity or instance requirements.
 //   - Warm pools only as machines a test adds in a Warmed:* state
@@ -187,6 +193,9 @@ func WithRegion(r string) Option { return func(s *Server) { s.region = r } }
 // WithAutoBoot makes launched machines InService at once instead of Pending.
 func WithAutoBoot() Option { return func(s *Server) { s.autoBoot = true } }
 
+// WithClock sets the double's clock (lifecycle hook timeouts, activities).
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
 type group struct {
 	spec          Group
 	desired       int
@@ -194,6 +203,7 @@ type group struct {
 	created       time.Time
 	launchFailure string
 	honorCooldown string
+	hooks         map[string]LifecycleHook // by name
 }
 
 type activity struct {
@@ -225,6 +235,7 @@ type Server struct {
 	lastForm      map[string]map[string][]string
 	forms         map[string][]map[string][]string // every request's form, by action
 	unsignedCalls int
+	actions       map[string]*LifecycleAction // by token
 }
 
 // New starts a double with a catalogue of common instance types.
@@ -379,6 +390,7 @@ func (s *Server) SetBounds(groupName string, minSize, maxSize int) error {
 func (s *Server) Group(name string) (GroupState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireLocked()
 	g, ok := s.groups[name]
 	if !ok {
 		return GroupState{}, false

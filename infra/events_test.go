@@ -14,6 +14,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/state"
 )
 
 // The sample events (make invoke, sam local invoke -e): one per function and
@@ -83,6 +84,18 @@ func TestEvents(t *testing.T) {
 			if ev := drainEvent(t, data); ev.Action != drain.ActionRecover {
 				t.Errorf("the drain function reads it as %+v, want a recover", ev)
 			}
+		},
+		"drain-lifecycle-terminate.json": func(t *testing.T, data []byte, _ map[string]any) {
+			interruption(t, data, state.InterruptLifecycle)
+		},
+		"drain-spot-interruption.json": func(t *testing.T, data []byte, _ map[string]any) {
+			interruption(t, data, state.InterruptSpot)
+		},
+		"drain-rebalance.json": func(t *testing.T, data []byte, _ map[string]any) {
+			interruption(t, data, state.InterruptRebalance)
+		},
+		"drain-scheduled-maintenance.json": func(t *testing.T, data []byte, _ map[string]any) {
+			interruption(t, data, state.InterruptMaintenance)
 		},
 		"drain-step.json": func(t *testing.T, data []byte, _ map[string]any) {
 			ev := drainEvent(t, data)
@@ -187,6 +200,18 @@ func drainEvent(t *testing.T, data []byte) drain.Event {
 		t.Fatalf("drain rejects it: %v", err)
 	}
 	return ev
+}
+
+// interruption checks an event the cloud sends about a machine it takes.
+func interruption(t *testing.T, data []byte, kind string) {
+	t.Helper()
+	ins := drainEvent(t, data).Interruptions()
+	if len(ins) != 1 || ins[0].Kind != kind || ins[0].InstanceID == "" {
+		t.Fatalf("the drain function reads %+v, want one %s interruption", ins, kind)
+	}
+	if kind == state.InterruptLifecycle && (ins[0].Token == "" || ins[0].Hook == "" || ins[0].AutoScalingGroup == "") {
+		t.Errorf("lifecycle action without token, hook or group: %+v", ins[0])
+	}
 }
 
 func scheduleAction(t *testing.T, data []byte, want string) schedule.Request {

@@ -107,7 +107,7 @@ func Functions(cfg *config.Config) []Function {
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
 			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true, StopsDrains: true,
-			ASGWrites: []string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}},
+			ASGWrites: append([]string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}, LifecycleActions...)},
 		{Name: "schedule", Description: "nodetide schedule: fires due schedules (node group sizes, workload replicas)",
 			MemoryMB: 384, Timeout: 90 * time.Second, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
@@ -409,6 +409,7 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 			RetryAttempts: jsii.Number(2), MaxEventAge: awscdk.Duration_Minutes(jsii.Number(15)),
 		})},
 	})
+	interruptions(st, cfg, drainFn)
 	smAlarm := awscloudwatch.NewAlarm(st, jsii.String("DrainFailedAlarm"), &awscloudwatch.AlarmProps{
 		AlarmDescription: jsii.String("a nodetide drain (" + cfg.Cluster.Name + ") failed and was rolled back, or its rollback failed; see the execution history"),
 		Metric: b.StateMachine.MetricFailed(&awscloudwatch.MetricOptions{

@@ -228,14 +228,10 @@ type InterruptResult struct {
 // lifecycle hook holding it is completed at once; a machine of no managed
 // group is ignored, changing nothing.
 func (h *Handler) Interrupt(ctx context.Context, ins []Interruption) ([]InterruptResult, error) {
-	nodes, err := h.Steps.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("interruption: list nodes: %w", err)
-	}
 	out := make([]InterruptResult, 0, len(ins))
 	var errs []error
 	for _, in := range ins {
-		res, err := h.interruptOne(ctx, nodes.Items, in)
+		res, err := h.interruptOne(ctx, in)
 		out = append(out, res)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("instance %s: %w", in.InstanceID, err))
@@ -244,7 +240,7 @@ func (h *Handler) Interrupt(ctx context.Context, ins []Interruption) ([]Interrup
 	return out, errors.Join(errs...)
 }
 
-func (h *Handler) interruptOne(ctx context.Context, nodes []corev1.Node, in Interruption) (InterruptResult, error) {
+func (h *Handler) interruptOne(ctx context.Context, in Interruption) (InterruptResult, error) {
 	res := InterruptResult{InstanceID: in.InstanceID, Event: in.Event}
 	log := h.Steps.log().With("event", in.Event, "instanceId", in.InstanceID)
 	if in.Kind == state.InterruptRebalance && !h.Rebalance {
@@ -252,7 +248,10 @@ func (h *Handler) interruptOne(ctx context.Context, nodes []corev1.Node, in Inte
 		log.Info("interruption ignored", "reason", res.Reason)
 		return res, nil
 	}
-	node := nodeOfInstance(nodes, in.InstanceID)
+	node, err := h.Steps.nodeOfInstance(ctx, in.InstanceID)
+	if err != nil {
+		return res, err
+	}
 	if node == nil {
 		if in.Kind == state.InterruptLifecycle {
 			// Never registered (or already gone): nothing to drain, so the
@@ -323,16 +322,29 @@ func (h *Handler) replace(ctx context.Context, g providers.NodeGroup, node strin
 	return true, nil
 }
 
+// nodeListPage bounds the nodes held at once while looking for a machine's
+// node (Node objects are large; a cluster may have thousands).
+const nodeListPage = 500
+
 // nodeOfInstance finds the node whose providerID names the EC2 machine
-// (aws:///<az>/<id>).
-func nodeOfInstance(nodes []corev1.Node, id string) *corev1.Node {
-	for i := range nodes {
-		pid := nodes[i].Spec.ProviderID
-		if strings.HasPrefix(pid, "aws:///") && strings.HasSuffix(pid, "/"+id) {
-			return &nodes[i]
+// (aws:///<az>/<id>), nil if none does.
+func (d *Steps) nodeOfInstance(ctx context.Context, id string) (*corev1.Node, error) {
+	opts := metav1.ListOptions{Limit: nodeListPage}
+	for {
+		list, err := d.Client.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("find the node of machine %s: list nodes: %w", id, err)
 		}
+		for i := range list.Items {
+			if instanceOf(list.Items[i].Spec.ProviderID) == id {
+				return &list.Items[i], nil
+			}
+		}
+		if list.Continue == "" {
+			return nil, nil
+		}
+		opts.Continue = list.Continue
 	}
-	return nil
 }
 
 // instanceOf is the EC2 machine a providerID names ("" for another form).
@@ -428,11 +440,13 @@ func (d *Steps) heartbeat(ctx context.Context, s *State) {
 }
 
 // ReleaseHook completes the lifecycle action of a drain Prepare refused
-// (no such node, not managed, nothing to drain), so the machine need not
-// wait for the hook's timeout. It acts only while no drain of that ID holds
-// the node.
+// because there is nothing it may drain (no node has the machine any more,
+// or it is in no managed group), so the machine need not wait for the
+// hook's timeout. It checks that again itself: a step event made by hand
+// cannot release a machine whose node nodetide would drain.
 func (d *Steps) ReleaseHook(ctx context.Context, s State) (State, error) {
-	if s.Interruption == nil || s.Interruption.Kind != state.InterruptLifecycle {
+	in := s.Interruption
+	if in == nil || in.Kind != state.InterruptLifecycle {
 		return s, stepErr(ErrNameInvalidInput, "step ReleaseHook: drain %s of node %s carries no lifecycle action", s.DrainID, s.Node)
 	}
 	if _, err := d.Store.GetDrain(ctx, s.Node, s.DrainID); err == nil {
@@ -440,5 +454,18 @@ func (d *Steps) ReleaseHook(ctx context.Context, s State) (State, error) {
 	} else if !errors.Is(err, state.ErrNoDrain) {
 		return s, err
 	}
-	return s, d.completeHook(ctx, s.Interruption)
+	node, err := d.nodeOfInstance(ctx, in.InstanceID)
+	if err != nil {
+		return s, err
+	}
+	if node != nil {
+		g, err := d.groupOf(ctx, node.Spec.ProviderID)
+		if err != nil {
+			return s, err
+		}
+		if g != nil {
+			return s, stepErr(ErrNameInvalidInput, "step ReleaseHook: machine %s is node %s of managed group %s: its drain completes the action", in.InstanceID, node.Name, g.Name())
+		}
+	}
+	return s, d.completeHook(ctx, in)
 }

@@ -362,3 +362,48 @@ func TestLifecycleHeartbeats(t *testing.T) {
 		t.Errorf("state carries no heartbeat time: %s", data)
 	}
 }
+
+// A lifecycle drain Prepare refuses (here: its node is gone by then) lets
+// the hook go through the state machine's ReleaseHook state; the same step
+// made by hand for a machine whose node nodetide would drain is refused and
+// completes nothing.
+func TestMachineRefusedLifecycleDrainReleasesTheHook(t *testing.T) {
+	cb := newCloudBed(t, 1, true)
+	ctx := context.Background()
+	lone, err := cb.d.AddInstance(cb.ns, awsdouble.Instance{LifecycleState: awsdouble.StateInService})
+	if err != nil {
+		t.Fatal(err)
+	}
+	act, err := cb.d.ScaleIn(cb.ns, lone.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := drain.Interruption{Interruption: state.Interruption{Kind: state.InterruptLifecycle, InstanceID: lone.ID,
+		AutoScalingGroup: cb.ns, Hook: hookName, Token: act.Token}, At: time.Now(), Event: "EC2 Instance-terminate Lifecycle Action"}
+	exec, err := cb.m.starter.Interrupted(ctx, "gone-"+cb.ns[len(cb.ns)-5:], cb.ns, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := cb.m.wait(t, exec.ExecutionArn)
+	if out.Status != sfntypes.ExecutionStatusFailed || awssdk.ToString(out.Error) != drain.ErrNameNodeNotFound {
+		t.Fatalf("execution %s: %s %s, want refused with NodeNotFound", out.Status, awssdk.ToString(out.Error), awssdk.ToString(out.Cause))
+	}
+	if got, _ := cb.d.Action(act.Token); got.Result != awsdouble.ResultContinue {
+		t.Errorf("lifecycle action after the refusal: %q, want CONTINUE", got.Result)
+	}
+
+	nodes := cb.nodes(t)
+	id := cb.instanceOf(t, nodes[0].Name)
+	held, err := cb.d.ScaleIn(cb.ns, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := drain.State{Node: nodes[0].Name, DrainID: "forged", Deadline: time.Now().Add(time.Minute), Policy: drain.PolicyForce,
+		Interruption: &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id, AutoScalingGroup: cb.ns, Hook: hookName, Token: held.Token}}
+	if _, err := cb.h.Steps.Run(ctx, "ReleaseHook", forged); drain.ErrorName(err) != drain.ErrNameInvalidInput {
+		t.Errorf("hand-made ReleaseHook for a drainable node: %v, want InvalidInput", err)
+	}
+	if got, _ := cb.d.Action(held.Token); got.Result != "" {
+		t.Errorf("a hand-made ReleaseHook completed the action of a drainable node (%q)", got.Result)
+	}
+}

@@ -355,6 +355,14 @@ func instanceOf(providerID string) string {
 	return providerID[strings.LastIndex(providerID, "/")+1:]
 }
 
+// groupLowered reports whether a drain's group lowered its target for the
+// machine before the drain began: an Auto Scaling Group terminating a
+// machine under its lifecycle hook (drains named by Interrupted). Such a
+// drain does not count against the minimum again.
+func groupLowered(drainID string) bool {
+	return strings.HasPrefix(drainID, state.InterruptLifecycle+"-")
+}
+
 // Interrupted starts the drain of a node the cloud takes; the execution is
 // named from the machine and the event (the lifecycle action's token), and
 // a repeated event returns the execution the first one started, whether it

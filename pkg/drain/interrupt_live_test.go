@@ -407,3 +407,34 @@ func TestMachineRefusedLifecycleDrainReleasesTheHook(t *testing.T) {
 		t.Errorf("a hand-made ReleaseHook completed the action of a drainable node (%q)", got.Result)
 	}
 }
+
+// A machine its group terminates under the hook has already left the
+// group's target: its drain does not count against the minimum a second
+// time, so a scale-down the minimum allows is not refused.
+func TestLifecycleDrainIsNotCountedTwiceAgainstTheMinimum(t *testing.T) {
+	cb := newCloudBed(t, 3, false)
+	if err := cb.d.SetBounds(cb.ns, 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	nodes := cb.nodes(t)
+	id := cb.instanceOf(t, nodes[0].Name)
+	act, err := cb.d.ScaleIn(cb.ns, id) // desired 3 -> 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := drain.Interruption{Interruption: state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id,
+		AutoScalingGroup: cb.ns, Hook: hookName, Token: act.Token}}
+	life := drain.State{Node: nodes[0].Name, DrainID: "lifecycle-" + id + "-1", Deadline: time.Now().Add(time.Minute),
+		Policy: drain.PolicyForce, Interruption: &in.Interruption}
+	cb.steps1(t, life, "Prepare")
+	// Two machines left in the target, min 1: one more may go.
+	s := cb.start(nodes[1].Name, time.Minute, drain.PolicyAbort)
+	if _, err := cb.steps.Run(context.Background(), "Prepare", s); err != nil {
+		t.Fatalf("scale-down beside a lifecycle drain: %v", err)
+	}
+	// And no further.
+	s = cb.start(nodes[2].Name, time.Minute, drain.PolicyAbort)
+	if _, err := cb.steps.Run(context.Background(), "Prepare", s); drain.ErrorName(err) != drain.ErrNameBelowMinSize {
+		t.Fatalf("third drain: %v, want BelowMinSize", err)
+	}
+}

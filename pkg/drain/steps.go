@@ -393,7 +393,8 @@ func (d *Steps) checkMin(ctx context.Context, g providers.NodeGroup, node string
 
 // drainingIn counts the drains that hold a node of the group (other than
 // except) by their claims in the state table: a drain counts from the moment
-// Prepare claims its node until it ends, whether or not it has cordoned yet.
+// Prepare claims its node until it ends, whether or not it has cordoned yet;
+// not one whose machine the group had already taken out of its target.
 func (d *Steps) drainingIn(ctx context.Context, g providers.NodeGroup, except string) (int, error) {
 	running, err := d.Store.RunningDrains(ctx)
 	if err != nil {
@@ -401,7 +402,7 @@ func (d *Steps) drainingIn(ctx context.Context, g providers.NodeGroup, except st
 	}
 	n := 0
 	for _, r := range running {
-		if r.Node != except && r.NodeGroup == g.Name() {
+		if r.Node != except && r.NodeGroup == g.Name() && !groupLowered(r.ID) {
 			n++
 		}
 	}

@@ -278,6 +278,17 @@ func (h *Handler) interruptOne(ctx context.Context, in Interruption) (InterruptR
 		return res, nil
 	}
 	res.NodeGroup = g.Name()
+	if in.Kind == state.InterruptLifecycle {
+		joined, err := h.joinRunning(ctx, node.Name, in)
+		if err != nil {
+			return res, err
+		}
+		if joined != "" {
+			res.Action, res.Reason = "joined", "drain "+joined+" already holds the node: it completes the lifecycle action"
+			log.Info("lifecycle action joined the running drain", "node", node.Name, "drainId", joined)
+			return res, nil
+		}
+	}
 	exec, err := h.Starter.Interrupted(ctx, node.Name, g.Name(), in)
 	if err != nil {
 		return res, err
@@ -290,6 +301,38 @@ func (h *Handler) interruptOne(ctx context.Context, in Interruption) (InterruptR
 	}
 	res.Replacement, err = h.replace(ctx, g, node.Name)
 	return res, err
+}
+
+// joinRunning hands a lifecycle action to a drain that already holds the
+// node (a scale-down under way): recorded on its drain record, the action
+// gets that drain's heartbeats, and its Terminate (or rollback) completes
+// the action instead of terminating the machine again. It returns the
+// drain's ID, or "" when no other running drain holds the node (or it ended
+// meanwhile: then the action gets a drain of its own).
+func (h *Handler) joinRunning(ctx context.Context, node string, in Interruption) (string, error) {
+	active, _, err := h.Steps.Store.NodeDrain(ctx, node)
+	if err != nil || active == "" || groupLowered(active) {
+		return "", err
+	}
+	rec, err := h.Steps.Store.GetDrain(ctx, node, active)
+	if errors.Is(err, state.ErrNoDrain) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if rec.Status != state.DrainRunning || rec.Interruption != nil || state.PhaseAtLeast(rec.Phase, state.PhaseTerminating) {
+		return "", nil
+	}
+	rec.Interruption = &in.Interruption
+	err = h.Steps.Store.UpdateDrain(ctx, rec)
+	if errors.Is(err, state.ErrDrainEnded) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return active, nil
 }
 
 // replace asks the group for one more machine at once when the interrupted

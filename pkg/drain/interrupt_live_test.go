@@ -438,3 +438,44 @@ func TestLifecycleDrainIsNotCountedTwiceAgainstTheMinimum(t *testing.T) {
 		t.Fatalf("third drain: %v, want BelowMinSize", err)
 	}
 }
+
+// The group takes out a node a scale-down is already draining: the action
+// joins that drain, which heartbeats it and completes it at Terminate
+// instead of terminating the machine a second time.
+func TestLifecycleActionJoinsTheRunningDrain(t *testing.T) {
+	cb := newCloudBed(t, 2, false)
+	cb.steps.HeartbeatEvery = time.Millisecond
+	cb.deploy(t, "web", 1, "")
+	victim := cb.podNode(t, "web")
+	id := cb.instanceOf(t, victim)
+	s := cb.start(victim, time.Minute, drain.PolicyAbort)
+	s = cb.steps1(t, s, "Prepare", "Cordon")
+
+	act, err := cb.d.ScaleIn(cb.ns, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := cb.handle(t, cb.event(t, "drain-lifecycle-terminate.json", id, act.Token))[0]
+	if res.Action != "joined" || !strings.Contains(res.Reason, s.DrainID) {
+		t.Fatalf("lifecycle action for a node being drained: %+v, want joined to %s", res, s.DrainID)
+	}
+	for !s.SurgeDone {
+		s = cb.steps1(t, s, "Surge")
+	}
+	for !s.Evicted {
+		s = cb.steps1(t, s, "Evict")
+	}
+	if got, _ := cb.d.Action(act.Token); got.Heartbeats == 0 || got.Result != "" {
+		t.Errorf("lifecycle action during the drain: %+v, want heartbeats and still waiting", got)
+	}
+	s = cb.steps1(t, s, "Terminate")
+	if got, _ := cb.d.Action(act.Token); got.Result != awsdouble.ResultContinue {
+		t.Errorf("lifecycle action after Terminate: %q, want CONTINUE", got.Result)
+	}
+	if n := cb.d.Calls(terminateAction); n != 0 {
+		t.Errorf("%d TerminateInstanceInAutoScalingGroup calls, want none", n)
+	}
+	if g, _ := cb.d.Group(cb.ns); g.DesiredCapacity != 1 {
+		t.Errorf("desired capacity %d, want 1 (the group's own scale-in only)", g.DesiredCapacity)
+	}
+}

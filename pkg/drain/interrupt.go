@@ -253,7 +253,7 @@ func (h *Handler) interruptOne(ctx context.Context, in Interruption) (InterruptR
 		return res, err
 	}
 	if node == nil {
-		if in.Kind == state.InterruptLifecycle {
+		if in.Kind == state.InterruptLifecycle && h.Steps.Lifecycle != nil {
 			// Never registered (or already gone): nothing to drain, so the
 			// machine need not wait for the hook's timeout.
 			if err := h.Steps.completeHook(ctx, &in.Interruption); err != nil {
@@ -440,7 +440,10 @@ func (d *Steps) completeHook(ctx context.Context, in *state.Interruption) error 
 		return nil
 	}
 	if d.Lifecycle == nil {
-		return stepErr(ErrNameFailed, "lifecycle action of %s: no Auto Scaling client configured", in.InstanceID)
+		// Evaluate's recovery pass has no Auto Scaling client (nor the
+		// grant): the hook's own timeout lets the machine go.
+		d.log().Warn("lifecycle action left to the hook's timeout: no Auto Scaling client here", "instanceId", in.InstanceID, "autoScalingGroup", in.AutoScalingGroup, "hook", in.Hook)
+		return nil
 	}
 	_, err := d.Lifecycle.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName: aws.String(in.AutoScalingGroup), LifecycleHookName: aws.String(in.Hook),

@@ -400,7 +400,7 @@ func TestMachineRefusedLifecycleDrainReleasesTheHook(t *testing.T) {
 	}
 	forged := drain.State{Node: nodes[0].Name, DrainID: "forged", Deadline: time.Now().Add(time.Minute), Policy: drain.PolicyForce,
 		Interruption: &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id, AutoScalingGroup: cb.ns, Hook: hookName, Token: held.Token}}
-	if _, err := cb.h.Steps.Run(ctx, "ReleaseHook", forged); drain.ErrorName(err) != drain.ErrNameInvalidInput {
+	if _, err := cb.h.Steps.Run(ctx, "ReleaseHook", forged); err == nil || drain.ErrorName(err) != drain.ErrNameInvalidInput {
 		t.Errorf("hand-made ReleaseHook for a drainable node: %v, want InvalidInput", err)
 	}
 	if got, _ := cb.d.Action(held.Token); got.Result != "" {
@@ -434,7 +434,7 @@ func TestLifecycleDrainIsNotCountedTwiceAgainstTheMinimum(t *testing.T) {
 	}
 	// And no further.
 	s = cb.start(nodes[2].Name, time.Minute, drain.PolicyAbort)
-	if _, err := cb.steps.Run(context.Background(), "Prepare", s); drain.ErrorName(err) != drain.ErrNameBelowMinSize {
+	if _, err := cb.steps.Run(context.Background(), "Prepare", s); err == nil || drain.ErrorName(err) != drain.ErrNameBelowMinSize {
 		t.Fatalf("third drain: %v, want BelowMinSize", err)
 	}
 }
@@ -478,4 +478,24 @@ func TestLifecycleActionJoinsTheRunningDrain(t *testing.T) {
 	if g, _ := cb.d.Group(cb.ns); g.DesiredCapacity != 1 {
 		t.Errorf("desired capacity %d, want 1 (the group's own scale-in only)", g.DesiredCapacity)
 	}
+}
+
+// A lifecycle drain whose action is not the group's (a made-up token: the
+// machine is not terminating) does not end with its node deleted.
+func TestLifecycleDrainOfARunningMachineKeepsItsNode(t *testing.T) {
+	cb := newCloudBed(t, 2, false)
+	node := cb.nodes(t)[0].Name
+	id := cb.instanceOf(t, node)
+	s := cb.start(node, time.Minute, drain.PolicyForce)
+	s.DrainID = "lifecycle-" + id + "-forged"
+	s.Interruption = &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id, AutoScalingGroup: cb.ns, Hook: hookName,
+		Token: "00000000-0000-0000-0000-000000000000"}
+	s = cb.steps1(t, s, "Prepare", "Cordon", "Surge", "Evict", "WaitReplacements")
+	if _, err := cb.steps.Run(context.Background(), "Terminate", s); err == nil || drain.ErrorName(err) != drain.ErrNameFailed {
+		t.Fatalf("Terminate of a machine its group is not terminating: %v, want StepFailed", err)
+	}
+	if _, err := cb.steps.Run(context.Background(), "RemoveNode", s); err == nil || drain.ErrorName(err) != drain.ErrNameInvalidInput {
+		t.Errorf("RemoveNode after a refused Terminate: %v, want InvalidInput", err)
+	}
+	cb.node(t, node) // still there
 }

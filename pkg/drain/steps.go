@@ -1021,8 +1021,15 @@ func (d *Steps) Terminate(ctx context.Context, s State) (State, error) {
 	switch {
 	case in != nil && in.Kind == state.InterruptLifecycle:
 		// The Auto Scaling Group terminates the machine, and has already
-		// lowered its desired capacity: it only waits for the hook.
-		err = d.completeHook(ctx, in)
+		// lowered its desired capacity: it only waits for the hook. A
+		// machine the group is not terminating after that (the action was
+		// not the group's) keeps its node.
+		if err = d.completeHook(ctx, in); err == nil {
+			var gone bool
+			if gone, err = d.machineGone(ctx, rec); err == nil && !gone {
+				err = stepErr(ErrNameFailed, "machine %s of node %s is not terminating after its lifecycle action completed: the action was not its group's", in.InstanceID, s.Node)
+			}
+		}
 	case in.Terminal():
 		// EC2 reclaims it anyway; removing it now through the group lowers
 		// the target the replacement raised. At the provider's own

@@ -64,6 +64,9 @@ type Interruption struct {
 	At time.Time `json:"at"`
 	// Event names what was received, for logs and results.
 	Event string `json:"event"`
+	// Over says the change the event announced is over (AWS Health's
+	// closed status): nothing to drain for.
+	Over bool `json:"over,omitempty"`
 }
 
 // parseInterruptions reads the EventBridge events nodetide drains for. The
@@ -199,10 +202,18 @@ func parseHealth(env *lambdaevent.Envelope, detail map[string]json.RawMessage, s
 	if len(ids) == 0 {
 		return fail(errors.New("detail.affectedEntities names no machine"))
 	}
+	over := false
+	if _, ok := detail["statusCode"]; ok {
+		status, err := str("statusCode")
+		if err != nil {
+			return fail(err)
+		}
+		over = status == "closed"
+	}
 	out := make([]Interruption, 0, len(ids))
 	for _, id := range ids {
 		out = append(out, Interruption{Interruption: state.Interruption{Kind: state.InterruptMaintenance, InstanceID: id},
-			At: env.Time, Event: code})
+			At: env.Time, Event: code, Over: over})
 	}
 	return out, nil
 }
@@ -243,6 +254,11 @@ func (h *Handler) Interrupt(ctx context.Context, ins []Interruption) ([]Interrup
 func (h *Handler) interruptOne(ctx context.Context, in Interruption) (InterruptResult, error) {
 	res := InterruptResult{InstanceID: in.InstanceID, Event: in.Event}
 	log := h.Steps.log().With("event", in.Event, "instanceId", in.InstanceID)
+	if in.Over {
+		res.Action, res.Reason = "ignored", "the scheduled change is over (status closed)"
+		log.Info("interruption ignored", "reason", res.Reason)
+		return res, nil
+	}
 	if in.Kind == state.InterruptRebalance && !h.Rebalance {
 		res.Action, res.Reason = "ignored", "rebalance recommendations are not acted on (drain.rebalance: ignore)"
 		log.Info("interruption ignored", "reason", res.Reason)

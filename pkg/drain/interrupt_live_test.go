@@ -327,6 +327,12 @@ func TestInterruptionOfUnknownMachines(t *testing.T) {
 			t.Errorf("%s for an unmanaged machine: %+v, want ignored", file, res)
 		}
 	}
+	// An update saying the scheduled change is over, for a managed node.
+	managed := cb.nodes(t)[0]
+	closed := strings.Replace(string(cb.event(t, "drain-scheduled-maintenance.json", cb.instanceOf(t, managed.Name), "")), `"statusCode": "upcoming"`, `"statusCode": "closed"`, 1)
+	if res = cb.handle(t, []byte(closed))[0]; res.Action != "ignored" || !strings.Contains(res.Reason, "over") {
+		t.Errorf("closed maintenance event: %+v, want ignored", res)
+	}
 	if cb.d.Calls("SetDesiredCapacity") != before || cb.node(t, "other-"+cb.ns[len(cb.ns)-5:]).Spec.Unschedulable {
 		t.Error("an ignored interruption changed something")
 	}

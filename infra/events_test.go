@@ -103,6 +103,18 @@ func TestEvents(t *testing.T) {
 				t.Errorf("the drain function reads it as %+v, want a recover", ev)
 			}
 		},
+		"drain-lifecycle-terminate.json": func(t *testing.T, data []byte, _ map[string]any) {
+			interruption(t, data, state.InterruptLifecycle)
+		},
+		"drain-spot-interruption.json": func(t *testing.T, data []byte, _ map[string]any) {
+			interruption(t, data, state.InterruptSpot)
+		},
+		"drain-rebalance.json": func(t *testing.T, data []byte, _ map[string]any) {
+			interruption(t, data, state.InterruptRebalance)
+		},
+		"drain-scheduled-maintenance.json": func(t *testing.T, data []byte, _ map[string]any) {
+			interruption(t, data, state.InterruptMaintenance)
+		},
 		"drain-step.json": func(t *testing.T, data []byte, _ map[string]any) {
 			ev := drainEvent(t, data)
 			if st, ok := asl.States[ev.Step]; !ok || st.Type != "Task" {
@@ -206,6 +218,18 @@ func drainEvent(t *testing.T, data []byte) drain.Event {
 		t.Fatalf("drain rejects it: %v", err)
 	}
 	return ev
+}
+
+// interruption checks an event the cloud sends about a machine it takes.
+func interruption(t *testing.T, data []byte, kind string) {
+	t.Helper()
+	ins := drainEvent(t, data).Interruptions()
+	if len(ins) != 1 || ins[0].Kind != kind || ins[0].InstanceID == "" {
+		t.Fatalf("the drain function reads %+v, want one %s interruption", ins, kind)
+	}
+	if kind == state.InterruptLifecycle && (ins[0].Token == "" || ins[0].Hook == "" || ins[0].AutoScalingGroup == "") {
+		t.Errorf("lifecycle action without token, hook or group: %+v", ins[0])
+	}
 }
 
 func scheduleAction(t *testing.T, data []byte, want string) schedule.Request {

@@ -110,7 +110,7 @@ func Functions(cfg *config.Config) []Function {
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
 			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true, StopsDrains: true,
-			ASGWrites: []string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}},
+			ASGWrites: append([]string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}, LifecycleActions...)},
 		{Name: "schedule", Description: "nodetide schedule: fires due schedules (node group sizes, workload replicas)",
 			MemoryMB: 384, Timeout: 90 * time.Second, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
@@ -433,6 +433,7 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 			DeadLetterQueue: b.FailureQueue,
 		})},
 	})
+	interruptions(st, cfg, drainFn)
 	// Not the executions' Failed count: a Rejected drain (already
 	// draining, at the minimum) fails its execution and is no alarm.
 	al.nodetide(o, b.StateMachine, b.FailureQueue, time.Duration(rate)*time.Minute)

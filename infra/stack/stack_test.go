@@ -133,7 +133,7 @@ func TestStackResources(t *testing.T) {
 		"AWS::Lambda::Function":            3,
 		"AWS::Lambda::EventInvokeConfig":   3,
 		"AWS::DynamoDB::Table":             1,
-		"AWS::Events::Rule":                3,
+		"AWS::Events::Rule":                6, // evaluate, schedule, drain ended; lifecycle, Spot, maintenance
 		"AWS::StepFunctions::StateMachine": 1,
 		"AWS::CloudWatch::Alarm":           17,
 		"AWS::CloudWatch::Dashboard":       1,
@@ -478,7 +478,8 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	asgWrites := map[string][]string{
 		"evaluate": {"autoscaling:SetDesiredCapacity"},
-		"drain":    {"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"},
+		"drain": {"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup",
+			"autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"},
 		"schedule": {"autoscaling:SetDesiredCapacity"},
 	}
 	for _, fn := range []string{"evaluate", "drain", "schedule"} {

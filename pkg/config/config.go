@@ -182,7 +182,16 @@ type Drain struct {
 	Timeout   *Duration `yaml:"timeout"`
 	OnTimeout string    `yaml:"onTimeout"`
 	Surge     *bool     `yaml:"surge"`
+	// Rebalance: what EC2's rebalance recommendations do (RebalanceIgnore
+	// or RebalanceDrain).
+	Rebalance string `yaml:"rebalance"`
 }
+
+// What drain.rebalance may say.
+const (
+	RebalanceIgnore = "ignore"
+	RebalanceDrain  = "drain"
+)
 
 // Evaluate tunes the evaluate function's timing.
 type Evaluate struct {
@@ -472,6 +481,11 @@ func (c *Config) validate(errs *fieldErrors) {
 	default:
 		errs.add(0, "drain.onTimeout", fmt.Sprintf("unknown policy %q (use abort or force)", c.Drain.OnTimeout))
 	}
+	switch c.Drain.Rebalance {
+	case "", RebalanceIgnore, RebalanceDrain:
+	default:
+		errs.add(0, "drain.rebalance", fmt.Sprintf("unknown value %q (use ignore or drain)", c.Drain.Rebalance))
+	}
 	if c.Drain.Timeout != nil && c.Drain.Timeout.Duration < 30*time.Second {
 		errs.add(0, "drain.timeout", "must be at least 30s")
 	}
@@ -684,6 +698,8 @@ type DrainSettings struct {
 	Timeout   time.Duration
 	OnTimeout string
 	Surge     bool
+	// Rebalance drains the machines EC2 recommends rebalancing.
+	Rebalance bool
 }
 
 // DrainSettings returns the drain settings with defaults.
@@ -696,6 +712,7 @@ func (c *Config) DrainSettings() DrainSettings {
 	if c.Drain.Surge != nil {
 		d.Surge = *c.Drain.Surge
 	}
+	d.Rebalance = c.Drain.Rebalance == RebalanceDrain
 	return d
 }
 

@@ -98,6 +98,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad threshold", base + kwok + "scaleDown: {utilizationThreshold: 1.5}\n", []string{"scaleDown.utilizationThreshold: must be in (0, 1]"}},
 		{"bad expander", base + kwok + "scaleUp: {expander: random}\n", []string{`unknown expander "random"`}},
 		{"bad drain policy", base + kwok + "drain: {onTimeout: wait}\n", []string{`drain.onTimeout: unknown policy "wait"`}},
+		{"bad rebalance", base + kwok + "drain: {rebalance: cordon}\n", []string{`drain.rebalance: unknown value "cordon" (use ignore or drain)`}},
 		{"wrong type", base + kwok + "scaleUp: {maxNodesPerStep: many}\n", []string{"maxNodesPerStep"}},
 		{"watch too long", base + kwok + "evaluate: {interval: 1m, watchFor: 2m}\n", []string{"evaluate.watchFor: must be shorter than evaluate.interval (1m0s)"}},
 		{"no pod events", base + kwok + "events: {maxPodEventsPerCycle: 0}\n", []string{"events.maxPodEventsPerCycle: must be from 1 to 10000, got 0"}},

@@ -40,6 +40,12 @@ func (d *Steps) checkDisruptable(ctx context.Context, node *corev1.Node, s State
 		d.log().Warn("drain forced over what must not be disrupted", "node", s.Node, "drainId", s.DrainID, "overrides", named)
 		return nil
 	}
+	if s.Interruption.Terminal() {
+		// The cloud takes the machine whatever the drain does: moving the
+		// pods first is all that is left to decide.
+		d.log().Warn("machine interrupted by the cloud: drained over what must not be disrupted", "node", s.Node, "drainId", s.DrainID, "interruption", s.Interruption.Kind, "overrides", named)
+		return nil
+	}
 	return stepErr(ErrNameNotDisruptable, "node %s must not be disrupted: %s; nothing was changed (a request with \"force\": true drains it anyway)", s.Node, named)
 }
 

@@ -3,13 +3,16 @@ package drain
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
 // FuzzParseEvent: whatever the payload, ParseEvent does not panic; an event
 // it accepts encodes and parses back to the same event; an accepted step's
 // state is valid JSON; and a named node is never empty (which enable would
-// otherwise take for every node).
+// otherwise take for every node). An interruption the cloud sends names a
+// well-formed machine (and token).
 //
 // Run it longer with: go test -run '^$' -fuzz FuzzParseEvent ./pkg/drain/
 func FuzzParseEvent(f *testing.F) {
@@ -26,9 +29,29 @@ func FuzzParseEvent(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	// The events the cloud sends (an interruption of a machine).
+	samples, _ := filepath.Glob("../../events/drain-*.json")
+	for _, path := range samples {
+		if data, err := os.ReadFile(path); err == nil {
+			f.Add(data)
+		}
+	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		ev, err := ParseEvent(payload)
 		if err != nil {
+			return
+		}
+		if ins := ev.Interruptions(); len(ins) > 0 {
+			// Read from an EventBridge envelope, not a request: what acts
+			// is each machine's ID (and a lifecycle action's token).
+			for _, in := range ins {
+				if !instanceIDPattern.MatchString(in.InstanceID) || in.At.IsZero() {
+					t.Fatalf("%s: accepted interruption %+v", payload, in)
+				}
+				if in.Kind == "lifecycle" && (!tokenPattern.MatchString(in.Token) || in.Hook == "" || in.AutoScalingGroup == "") {
+					t.Fatalf("%s: accepted lifecycle action %+v", payload, in)
+				}
+			}
 			return
 		}
 		enc, err := json.Marshal(ev)

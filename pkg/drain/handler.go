@@ -26,6 +26,9 @@ type Handler struct {
 	// Recovery finishes drains whose execution ended (nil without a state
 	// machine: recover and enable --force then say so).
 	Recovery *Recovery
+	// Rebalance drains the machines EC2 recommends rebalancing; they are
+	// ignored otherwise.
+	Rebalance bool
 }
 
 // Event is every shape the drain function accepts.
@@ -44,7 +47,14 @@ type Event struct {
 	// enable of one node, end the drain holding it first, whatever its
 	// execution is doing.
 	Force bool `json:"force,omitempty"`
+
+	// interruptions: an EventBridge event saying the cloud takes machines.
+	interruptions []Interruption
 }
+
+// Interruptions are the machines an EventBridge event says the cloud
+// takes (an ASG's termination lifecycle action, a Spot interruption, ...).
+func (e Event) Interruptions() []Interruption { return e.interruptions }
 
 // MaxShutdownTimeout bounds a shutdown's "timeout": a drain is meant to end
 // within minutes, and a longer one would hold the node for good.
@@ -75,10 +85,14 @@ func ParseEvent(payload []byte) (Event, error) {
 	if env != nil {
 		// Only a trigger: Recovery asks Step Functions itself, so a forged
 		// event costs one recovery pass and changes nothing else.
-		if env.Source != statusChangeSource || env.DetailType != statusChangeDetailType {
-			return Event{}, fmt.Errorf("unsupported EventBridge event: source %q, detail-type %q (want %s, %s)", env.Source, env.DetailType, statusChangeSource, statusChangeDetailType)
+		if env.Source == statusChangeSource && env.DetailType == statusChangeDetailType {
+			return Event{Action: ActionRecover}, nil
 		}
-		return Event{Action: ActionRecover}, nil
+		ins, err := parseInterruptions(env)
+		if err != nil {
+			return Event{}, err
+		}
+		return Event{interruptions: ins}, nil
 	}
 	var ev Event
 	if err := strictjson.Decode(trimmed, &ev); err != nil {
@@ -185,6 +199,8 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 		return nil, typed(&StepError{Name: ErrNameInvalidInput, Err: err})
 	}
 	switch {
+	case len(ev.interruptions) > 0:
+		return typedResult(h.Interrupt(ctx, ev.interruptions))
 	case ev.Step != "":
 		var s State
 		if err := strictjson.Decode(ev.State, &s); err != nil {

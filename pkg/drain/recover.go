@@ -195,6 +195,11 @@ func (r *Recovery) executionStatus(ctx context.Context, drainID string) (sfntype
 // otherwise. A Terminate that timed out may have reached the cloud: then
 // giving the node back would hand pods a machine about to vanish.
 func (d *Steps) end(ctx context.Context, rec state.DrainRecord, cause string) (completed bool, err error) {
+	// The Auto Scaling Group terminates the machine whatever the drain did:
+	// it need not wait for the hook's timeout.
+	if err := d.completeHook(ctx, rec.Interruption); err != nil {
+		return false, err
+	}
 	gone := rec.Phase == state.PhaseTerminated
 	if rec.Phase == state.PhaseTerminating {
 		if gone, err = d.machineGone(ctx, rec); err != nil {

@@ -100,6 +100,10 @@ func (st *Starter) Shutdown(ctx context.Context, r ShutdownRequest) (Execution, 
 	})
 }
 
+// maxStartAttempts bounds the names tried after ended executions; starting
+// at it returns an existing execution of the name whatever its status.
+const maxStartAttempts = 3
+
 func (st *Starter) start(ctx context.Context, name string, s State) (Execution, error) {
 	return st.startAttempt(ctx, name, s, 0)
 }
@@ -124,7 +128,7 @@ func (st *Starter) startAttempt(ctx context.Context, name string, s State, attem
 		if derr != nil {
 			return Execution{}, fmt.Errorf("drain of node %s: execution %s exists but cannot be read: %w", s.Node, name, derr)
 		}
-		if prev.Status == sfntypes.ExecutionStatusRunning || attempt >= 3 {
+		if prev.Status == sfntypes.ExecutionStatusRunning || attempt >= maxStartAttempts {
 			return Execution{ExecutionArn: arn, Name: name, Node: s.Node, AlreadyStarted: true}, nil
 		}
 		// It ended without beginning a drain (Prepare refused it: the

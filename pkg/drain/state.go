@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nodetide/nodetide/pkg/state"
 )
 
 // TaintKey is the NoSchedule taint a draining node carries.
@@ -42,6 +44,12 @@ type State struct {
 	// do-not-disrupt annotation, ...), which Prepare otherwise refuses.
 	Force  bool   `json:"force,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Interruption is set when the cloud takes the machine (see
+	// state.Interruption); the later steps read it from the drain record.
+	Interruption *state.Interruption `json:"interruption,omitempty"`
+	// HeartbeatAt is when the lifecycle hook holding the machine was last
+	// told the drain is still going.
+	HeartbeatAt time.Time `json:"heartbeatAt,omitzero"`
 
 	// Progress, set by the steps; the Choice states read the booleans.
 	SurgeDone    bool       `json:"surgeDone"`

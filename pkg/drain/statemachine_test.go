@@ -319,19 +319,24 @@ func TestMachineTerminateFailureRollsBack(t *testing.T) {
 // needs except deleting nodes.
 func (b *bed) restrictedKubeconfig(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
-	c := b.cp.Client
-	name := b.pool + "-drain"
-	if _, err := c.CoreV1().ServiceAccounts(b.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "drain"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rules := []rbacv1.PolicyRule{
+	return b.kubeconfigWith(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "replicasets", "statefulsets"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments/scale"}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"get", "list", "watch"}},
+	})
+}
+
+// kubeconfigWith is a ServiceAccount's kubeconfig allowed only rules.
+func (b *bed) kubeconfigWith(t *testing.T, rules []rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	c := b.cp.Client
+	name := b.pool + "-drain"
+	if _, err := c.CoreV1().ServiceAccounts(b.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "drain"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

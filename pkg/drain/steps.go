@@ -46,6 +46,11 @@ type Steps struct {
 	MinSize func(ctx context.Context, g providers.NodeGroup) (int, error)
 	Now     func() time.Time
 	Log     *slog.Logger
+	// Lifecycle completes and heartbeats Auto Scaling lifecycle actions
+	// (drains of machines an ASG terminates); nil without AWS groups.
+	Lifecycle LifecycleAPI
+	// HeartbeatEvery: see DefaultHeartbeatEvery (used when zero).
+	HeartbeatEvery time.Duration
 	// StepWait is how long a step keeps checking for progress it can expect
 	// within seconds (an evicted pod going away, a replacement turning
 	// Ready) before handing back to the state machine's Wait loop; it saves
@@ -106,7 +111,7 @@ func (d *Steps) Run(ctx context.Context, step string, s State) (State, error) {
 	fns := map[string]func(context.Context, State) (State, error){
 		"Prepare": d.Prepare, "Cordon": d.Cordon, "Surge": d.SurgeStep, "Evict": d.Evict,
 		"ForceDelete": d.ForceDelete, "WaitReplacements": d.WaitReplacements, "Terminate": d.Terminate,
-		"RemoveNode": d.RemoveNode, "Finish": d.Finish, "Rollback": d.Rollback,
+		"RemoveNode": d.RemoveNode, "Finish": d.Finish, "Rollback": d.Rollback, "ReleaseHook": d.ReleaseHook,
 	}
 	fn, ok := fns[step]
 	if !ok {
@@ -123,9 +128,14 @@ func (d *Steps) Run(ctx context.Context, step string, s State) (State, error) {
 	start := time.Now()
 	var out State
 	var err error
-	if step == "Prepare" {
+	switch step {
+	case "Prepare", "ReleaseHook":
 		out, err = fn(ctx, s)
-	} else {
+	case "Cordon", "Surge", "Evict", "ForceDelete", "WaitReplacements":
+		if out, err = d.checked(ctx, step, s, fn); err == nil {
+			d.heartbeat(ctx, &out)
+		}
+	default:
 		out, err = d.checked(ctx, step, s, fn)
 	}
 	attrs := []any{"step", step, "node", s.Node, "drainId", s.DrainID, "ms", time.Since(start).Milliseconds()}
@@ -204,7 +214,7 @@ func (d *Steps) checked(ctx context.Context, step string, s State, fn func(conte
 		return s, stepErr(ErrNameInvalidInput, "step %s: node group %q and providerID %q do not match drain %s of node %s (%q, %q)",
 			step, s.NodeGroup, s.ProviderID, s.DrainID, s.Node, rec.NodeGroup, rec.ProviderID)
 	}
-	s.Policy, s.Deadline, s.BelowMin, s.Force = rec.Policy, rec.Deadline, rec.BelowMin, rec.Force
+	s.Policy, s.Deadline, s.BelowMin, s.Force, s.Interruption = rec.Policy, rec.Deadline, rec.BelowMin, rec.Force, rec.Interruption
 	if rec.Status != state.DrainRunning {
 		if step == "Finish" || step == "Rollback" {
 			// Ended already: a retried or late last step. Ending again only
@@ -271,6 +281,9 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 		return s, stepErr(ErrNameNotManaged, "node %s belongs to node group %s, not %s", s.Node, g.Name(), s.NodeGroup)
 	}
 	s.NodeGroup, s.ProviderID = g.Name(), node.Spec.ProviderID
+	if in := s.Interruption; in != nil && instanceOf(node.Spec.ProviderID) != in.InstanceID {
+		return s, stepErr(ErrNameInvalidInput, "node %s (providerID %q) is not machine %s the interruption names", s.Node, node.Spec.ProviderID, in.InstanceID)
+	}
 
 	active, _, err := d.Store.NodeDrain(ctx, s.Node)
 	if err != nil {
@@ -310,13 +323,17 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	if s.BelowMin {
 		check = d.checkOwnMin // nodetide's minimum may go, the provider's stays
 	}
+	if s.Interruption.Terminal() {
+		// The cloud decided: the machine goes at whatever size it leaves.
+		check = func(context.Context, providers.NodeGroup, string) error { return nil }
+	}
 	if err := check(ctx, g, s.Node); err != nil {
 		return s, err
 	}
 	rec, err := d.Store.BeginDrain(ctx, state.DrainRecord{
 		Node: s.Node, ID: s.DrainID, NodeGroup: g.Name(), StartedAt: d.now(),
 		ProviderID: s.ProviderID, Policy: s.Policy, Deadline: s.Deadline, BelowMin: s.BelowMin, Force: s.Force,
-		WasUnschedulable: node.Spec.Unschedulable, Phase: state.PhasePrepared,
+		WasUnschedulable: node.Spec.Unschedulable, Phase: state.PhasePrepared, Interruption: s.Interruption,
 	})
 	if err != nil {
 		return s, err
@@ -401,7 +418,8 @@ func (d *Steps) checkMin(ctx context.Context, g providers.NodeGroup, node string
 
 // drainingIn counts the drains that hold a node of the group (other than
 // except) by their claims in the state table: a drain counts from the moment
-// Prepare claims its node until it ends, whether or not it has cordoned yet.
+// Prepare claims its node until it ends, whether or not it has cordoned yet;
+// not one whose machine the group had already taken out of its target.
 func (d *Steps) drainingIn(ctx context.Context, g providers.NodeGroup, except string) (int, error) {
 	running, err := d.Store.RunningDrains(ctx)
 	if err != nil {
@@ -409,7 +427,7 @@ func (d *Steps) drainingIn(ctx context.Context, g providers.NodeGroup, except st
 	}
 	n := 0
 	for _, r := range running {
-		if r.Node != except && r.NodeGroup == g.Name() {
+		if r.Node != except && r.NodeGroup == g.Name() && !groupLowered(r.ID) {
 			n++
 		}
 	}
@@ -1024,11 +1042,33 @@ func (d *Steps) Terminate(ctx context.Context, s State) (State, error) {
 	if err := d.setPhase(ctx, s, state.PhaseTerminating); err != nil {
 		return s, err
 	}
-	if rec.BelowMin {
+	in := rec.Interruption
+	switch {
+	case in != nil && in.Kind == state.InterruptLifecycle:
+		// The Auto Scaling Group terminates the machine, and has already
+		// lowered its desired capacity: it only waits for the hook. A
+		// machine the group is not terminating after that (the action was
+		// not the group's) keeps its node.
+		if err = d.completeHook(ctx, in); err == nil {
+			var gone bool
+			if gone, err = d.machineGone(ctx, rec); err == nil && !gone {
+				err = stepErr(ErrNameFailed, "machine %s of node %s is not terminating after its lifecycle action completed: the action was not its group's", in.InstanceID, s.Node)
+			}
+		}
+	case in.Terminal():
+		// EC2 reclaims it anyway; removing it now through the group lowers
+		// the target the replacement raised. At the provider's own
+		// minimum the group keeps its size and replaces it itself.
+		err = providers.DeleteBelowMin(ctx, g, rec.ProviderID)
+		if errors.Is(err, providers.ErrBelowMin) {
+			d.log().Info("interrupted machine left to the cloud: its group is at its minimum", "node", s.Node, "providerID", rec.ProviderID)
+			err = nil
+		}
+	case rec.BelowMin:
 		// Prepare allowed going below nodetide's minimum: the provider's
 		// own minimum is the one left to keep.
 		err = providers.DeleteBelowMin(ctx, g, rec.ProviderID)
-	} else {
+	default:
 		err = g.DeleteInstance(ctx, rec.ProviderID)
 	}
 	switch {
@@ -1148,9 +1188,12 @@ func (d *Steps) Rollback(ctx context.Context, s State) (State, error) {
 func (d *Steps) undo(ctx context.Context, rec state.DrainRecord, cause string) error {
 	var errs []error
 	var err error
-	if rec.WasUnschedulable {
+	switch {
+	case rec.Interruption.Terminal():
+		// The machine goes anyway: no pod should land on it meanwhile.
+	case rec.WasUnschedulable:
 		err = k8s.RemoveTaint(ctx, d.Client, rec.Node, TaintKey)
-	} else {
+	default:
 		err = k8s.Uncordon(ctx, d.Client, rec.Node, TaintKey)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -578,13 +578,31 @@ func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, l
 	if cfg.EventSettings().Enabled {
 		steps.Events = &kubeevents.Recorder{Client: client, Instance: InstanceID("drain"), Log: log}
 	}
-	h := &drain.Handler{Steps: steps, Starter: starter}
+	h := &drain.Handler{Steps: steps, Starter: starter, Rebalance: cfg.DrainSettings().Rebalance}
+	if usesAWS(cfg) {
+		ac, err := a.Config(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// Completes and heartbeats the lifecycle actions of machines an
+		// Auto Scaling Group terminates.
+		steps.Lifecycle, _ = awsprovider.NewClients(ac)
+	}
 	if starter == nil {
 		h.Starter = &drain.Starter{SFN: noStateMachine{}, Store: store}
 	} else {
 		h.Recovery = &drain.Recovery{Steps: steps, SFN: starter.SFN, StateMachineArn: starter.StateMachineArn}
 	}
 	return h, nil
+}
+
+func usesAWS(cfg *config.Config) bool {
+	for _, g := range cfg.NodeGroups {
+		if g.Provider == "aws" {
+			return true
+		}
+	}
+	return false
 }
 
 // noStateMachine makes shutdown say what is missing instead of failing

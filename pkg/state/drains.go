@@ -56,6 +56,38 @@ type DrainRecord struct {
 	// Phase is how far the drain got (the Phase constants), recorded
 	// before the step that depends on it acts.
 	Phase string `json:"phase,omitempty"`
+	// Interruption is set when the cloud, not nodetide, decided the machine
+	// goes (an Auto Scaling lifecycle hook, a Spot interruption, ...).
+	Interruption *Interruption `json:"interruption,omitempty"`
+}
+
+// Interruption kinds: why the cloud takes a machine.
+const (
+	// InterruptLifecycle: the Auto Scaling Group terminates the machine and
+	// waits on its termination lifecycle hook until the drain completes it.
+	InterruptLifecycle = "lifecycle"
+	// InterruptSpot: EC2 reclaims a Spot machine two minutes after warning.
+	InterruptSpot = "spot"
+	// InterruptRebalance: EC2 says a Spot machine is at raised risk.
+	InterruptRebalance = "rebalance"
+	// InterruptMaintenance: AWS Health scheduled a stop, reboot or
+	// retirement of the machine.
+	InterruptMaintenance = "maintenance"
+)
+
+// Interruption is what the cloud said about a machine it takes.
+type Interruption struct {
+	Kind       string `json:"kind"`
+	InstanceID string `json:"instanceId"`
+	// The termination lifecycle hook holding the machine (lifecycle only).
+	AutoScalingGroup string `json:"autoScalingGroup,omitempty"`
+	Hook             string `json:"hook,omitempty"`
+	Token            string `json:"token,omitempty"`
+}
+
+// Terminal reports whether the machine goes whatever the drain does.
+func (i *Interruption) Terminal() bool {
+	return i != nil && (i.Kind == InterruptLifecycle || i.Kind == InterruptSpot)
 }
 
 // Drain phases, in order. A step that needs an earlier one done refuses

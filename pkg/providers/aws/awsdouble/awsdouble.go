@@ -10,6 +10,7 @@
 //   - Auto Scaling: DescribeAutoScalingGroups (AutoScalingGroupNames, Filters
 //     tag-key / tag-value / tag:<key>, MaxRecords + NextToken, IncludeInstances),
 //     SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
+//     PutLifecycleHook, CompleteLifecycleAction, RecordLifecycleActionHeartbeat,
 //     DescribeScalingActivities and DescribeLaunchConfigurations.
 //   - EC2: DescribeInstanceTypes, DescribeLaunchTemplateVersions and
 //     GetInstanceTypesFromInstanceRequirements.
@@ -42,7 +43,12 @@
 //     Pending, or InService with WithAutoBoot) before the response is sent,
 //     and DescribeAutoScalingGroups is strongly consistent. AWS launches
 //     seconds later and its reads can lag its writes.
-//   - No cooldowns, lifecycle hooks, instance protection, termination
+//   - Lifecycle hooks: PutLifecycleHook, CompleteLifecycleAction and
+//     RecordLifecycleActionHeartbeat, for termination hooks on machines a
+//     test takes out with ScaleIn (the double never scales in by itself
+//     under a hook); a launch hook is stored and never holds a launch.
+//     Timeouts are applied when the double is next called, not on a timer.
+//   - No cooldowns, instance protection, termination
 //     policies (scale-in takes Pending machines first, then the newest), AZ
 //     rebalancing or weighted capacity.
 //   - Attribute-based instance selection only by vCPU and memory ranges
@@ -216,6 +222,9 @@ func WithRegion(r string) Option { return func(s *Server) { s.region = r } }
 // WithAutoBoot makes launched machines InService at once instead of Pending.
 func WithAutoBoot() Option { return func(s *Server) { s.autoBoot = true } }
 
+// WithClock sets the double's clock (lifecycle hook timeouts, activities).
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
 type group struct {
 	spec          Group
 	desired       int
@@ -223,6 +232,7 @@ type group struct {
 	created       time.Time
 	launchFailure string
 	honorCooldown string
+	hooks         map[string]LifecycleHook // by name
 }
 
 type activity struct {
@@ -255,6 +265,7 @@ type Server struct {
 	forms         map[string][]map[string][]string // every request's form, by action
 	unsignedCalls int
 	nodegroups    map[string]Nodegroup // by cluster/name
+	actions       map[string]*LifecycleAction // by token
 }
 
 // New starts a double with a catalogue of common instance types.
@@ -415,6 +426,7 @@ func (s *Server) SetBounds(groupName string, minSize, maxSize int) error {
 func (s *Server) Group(name string) (GroupState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireLocked()
 	g, ok := s.groups[name]
 	if !ok {
 		return GroupState{}, false

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -86,7 +87,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		delay = q[0]
 		s.delays[action] = q[1:]
 	}
+	expired := s.expireLocked()
+	onTerminate := slices.Clone(s.onTerminate)
 	s.mu.Unlock()
+	notify(onTerminate, expired)
 
 	var body any
 	var err *apiError
@@ -97,6 +101,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		body, err = s.setDesiredCapacity(form, reqID)
 	case svc == autoScaling && action == "TerminateInstanceInAutoScalingGroup":
 		body, err = s.terminateInstance(form, reqID)
+	case svc == autoScaling && action == "PutLifecycleHook":
+		body, err = s.putLifecycleHook(form, reqID)
+	case svc == autoScaling && action == "CompleteLifecycleAction":
+		body, err = s.completeLifecycleAction(form, reqID)
+	case svc == autoScaling && action == "RecordLifecycleActionHeartbeat":
+		body, err = s.recordHeartbeat(form, reqID)
 	case svc == autoScaling && action == "DescribeScalingActivities":
 		body, err = s.describeScalingActivities(form, reqID)
 	case svc == autoScaling && action == "DescribeLaunchConfigurations":

@@ -1,0 +1,105 @@
+package stack
+
+import (
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsautoscaling"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/nodetide/nodetide/pkg/config"
+)
+
+// LifecycleHookName is the termination lifecycle hook nodetide puts on the
+// Auto Scaling Groups the config names, and the one the lifecycle rule
+// listens to: a group found by discovery needs a hook of this name made by
+// hand (see the README).
+const LifecycleHookName = "nodetide-drain"
+
+// LifecycleActions are what the drain function does with a group's
+// lifecycle actions, granted on the same groups as its other writes.
+var LifecycleActions = []string{"autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"}
+
+// HookHeartbeatTimeout is how long a hook holds a machine with no word
+// from the drain: its drain.timeout and two minutes more (at least five
+// minutes, at most the two hours AWS allows). The drain's steps send a
+// heartbeat every minute, so this only bounds a drain that stopped.
+func HookHeartbeatTimeout(cfg *config.Config) time.Duration {
+	return min(max(cfg.DrainSettings().Timeout+2*time.Minute, 5*time.Minute), 2*time.Hour)
+}
+
+// interruptions routes the events of machines the cloud takes to the drain
+// function, and puts the termination hook on the named groups. Only for
+// configs with AWS groups.
+func interruptions(st awscdk.Stack, cfg *config.Config, drainFn awslambda.Function) {
+	if !hasProvider(cfg, config.ProviderAWS) {
+		return
+	}
+	heartbeat := HookHeartbeatTimeout(cfg)
+	for _, g := range cfg.NodeGroups {
+		if g.Provider != config.ProviderAWS || g.AWS == nil || g.AWS.AutoScalingGroup == "" {
+			continue
+		}
+		awsautoscaling.NewCfnLifecycleHook(st, jsii.String("DrainHook-"+constructName(g.AWS.AutoScalingGroup)), &awsautoscaling.CfnLifecycleHookProps{
+			AutoScalingGroupName: jsii.String(g.AWS.AutoScalingGroup),
+			LifecycleHookName:    jsii.String(LifecycleHookName),
+			LifecycleTransition:  jsii.String("autoscaling:EC2_INSTANCE_TERMINATING"),
+			// The machine goes either way; CONTINUE also lets a launch
+			// hook of another tool run its own course.
+			DefaultResult:    jsii.String("CONTINUE"),
+			HeartbeatTimeout: jsii.Number(heartbeat.Seconds()),
+		})
+	}
+	target := func() *[]awsevents.IRuleTarget {
+		return &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(drainFn, &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(2), MaxEventAge: awscdk.Duration_Minutes(jsii.Number(5)),
+		})}
+	}
+	name := cfg.Cluster.Name
+	awsevents.NewRule(st, jsii.String("LifecycleHookRule"), &awsevents.RuleProps{
+		Description: jsii.String("nodetide: drain the nodes Auto Scaling Groups terminate (" + name + ")"),
+		EventPattern: &awsevents.EventPattern{
+			Source:     jsii.Strings("aws.autoscaling"),
+			DetailType: jsii.Strings("EC2 Instance-terminate Lifecycle Action"),
+			Detail:     &map[string]any{"LifecycleHookName": []string{LifecycleHookName}},
+		},
+		Targets: target(),
+	})
+	ec2Types := []string{"EC2 Spot Instance Interruption Warning"}
+	if cfg.DrainSettings().Rebalance {
+		ec2Types = append(ec2Types, "EC2 Instance Rebalance Recommendation")
+	}
+	awsevents.NewRule(st, jsii.String("SpotInterruptionRule"), &awsevents.RuleProps{
+		Description:  jsii.String("nodetide: drain Spot nodes EC2 reclaims (" + name + ")"),
+		EventPattern: &awsevents.EventPattern{Source: jsii.Strings("aws.ec2"), DetailType: jsii.Strings(ec2Types...)},
+		Targets:      target(),
+	})
+	awsevents.NewRule(st, jsii.String("ScheduledMaintenanceRule"), &awsevents.RuleProps{
+		Description: jsii.String("nodetide: drain nodes AWS scheduled for a stop, reboot or retirement (" + name + ")"),
+		EventPattern: &awsevents.EventPattern{
+			Source:     jsii.Strings("aws.health"),
+			DetailType: jsii.Strings("AWS Health Event"),
+			Detail: &map[string]any{
+				"service":           []string{"EC2"},
+				"eventTypeCategory": []string{"scheduledChange"},
+				"eventTypeCode":     []any{map[string]string{"prefix": "AWS_EC2_INSTANCE_"}},
+			},
+		},
+		Targets: target(),
+	})
+}
+
+// constructName keeps what a construct ID may hold of an Auto Scaling
+// Group's name (no "/").
+func constructName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r < 0x20 {
+			return '-'
+		}
+		return r
+	}, s)
+}

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"strings"
 	"time"
 
@@ -35,7 +36,7 @@ func HookHeartbeatTimeout(cfg *config.Config) time.Duration {
 // interruptions routes the events of machines the cloud takes to the drain
 // function, and puts the termination hook on the named groups. Only for
 // configs with AWS groups.
-func interruptions(st awscdk.Stack, cfg *config.Config, drainFn awslambda.Function) {
+func interruptions(st awscdk.Stack, cfg *config.Config, drainFn awslambda.Function, failures awssqs.IQueue) {
 	if !hasProvider(cfg, config.ProviderAWS) {
 		return
 	}
@@ -57,6 +58,9 @@ func interruptions(st awscdk.Stack, cfg *config.Config, drainFn awslambda.Functi
 	target := func() *[]awsevents.IRuleTarget {
 		return &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(drainFn, &awseventstargets.LambdaFunctionProps{
 			RetryAttempts: jsii.Number(2), MaxEventAge: awscdk.Duration_Minutes(jsii.Number(5)),
+			// An event that could not be delivered is kept, as the other
+			// rules' are: a lost termination warning is a node gone undrained.
+			DeadLetterQueue: failures,
 		})}
 	}
 	name := cfg.Cluster.Name

@@ -433,7 +433,7 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 			DeadLetterQueue: b.FailureQueue,
 		})},
 	})
-	interruptions(st, cfg, drainFn)
+	interruptions(st, cfg, drainFn, b.FailureQueue)
 	// Not the executions' Failed count: a Rejected drain (already
 	// draining, at the minimum) fails its execution and is no alarm.
 	al.nodetide(o, b.StateMachine, b.FailureQueue, time.Duration(rate)*time.Minute)

@@ -3,7 +3,7 @@
 // functions with one least-privilege role each, the EventBridge rules, the
 // drain state machine (functions/drain/statemachine.asl.json), the config in
 // SSM, the alarms with their SNS topic, the failed-invocation queue, the
-// dashboard and outputs; optionally the VPC placement and endpoints and
+// dashboard (as the monitoring level has them) and outputs; optionally the VPC placement and endpoints and
 // the EKS access entries.
 package stack
 
@@ -147,7 +147,8 @@ type Built struct {
 	AlarmTopic   awssns.ITopic
 	FailureQueue awssqs.Queue
 	Alarms       []awscloudwatch.IAlarm
-	Dashboard    awscloudwatch.Dashboard
+	// Dashboard is nil at monitoring off.
+	Dashboard awscloudwatch.Dashboard
 	// StateMachineName is fixed, so the functions get its ARN without a
 	// reference (which would be a cycle: the machine invokes drain).
 	StateMachineName string

@@ -1,7 +1,8 @@
 // Package lambdarun is the cold start the three Lambda functions share: a
 // JSON logger on stdout, the config read from the environment (inline, a
 // file or an SSM parameter), the handler built once, each invocation's
-// metrics written as EMF documents on stdout, and a start-up failure that
+// metrics written as EMF documents on stdout (as many as NODETIDE_METRICS
+// lets: full, essential or none), and a start-up failure that
 // ends the process loudly instead of failing every invocation obscurely.
 package lambdarun
 

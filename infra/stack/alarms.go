@@ -28,30 +28,38 @@ const (
 )
 
 // alarmTopic is the topic every alarm notifies: the one the options name,
-// or one made here, encrypted with a key of its own (CloudWatch cannot
-// publish to a topic under the AWS-managed SNS key) and refusing
-// non-TLS publishers.
+// or one made here, refusing non-TLS publishers. At monitoring full it is
+// encrypted with a key of its own (CloudWatch cannot publish to a topic
+// under the AWS-managed SNS key); below, that key's $1 a month would be
+// more than the rest of the stack costs, and a notification carries nothing
+// secret (the alarm's name, description, metric, threshold and state), so
+// the topic is left unencrypted at rest. cdk-nag's AwsSolutions pack checks
+// SNS topics for TLS only (SNS3, met); its NIST and HIPAA packs' rule on
+// topic encryption would flag it.
 func alarmTopic(st awscdk.Stack, o Options, prefix string) (awssns.ITopic, bool) {
 	if o.AlarmTopicArn != "" {
 		return awssns.Topic_FromTopicArn(st, jsii.String("AlarmTopic"), jsii.String(o.AlarmTopicArn)), false
 	}
-	key := awskms.NewKey(st, jsii.String("AlarmTopicKey"), &awskms.KeyProps{
-		Description:       jsii.String("nodetide " + o.Config.Cluster.Name + ": alarm topic encryption"),
-		EnableKeyRotation: jsii.Bool(true),
-		RemovalPolicy:     awscdk.RemovalPolicy_DESTROY,
-	})
-	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:        jsii.String("CloudWatchAlarmsPublish"),
-		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
-		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
-		Resources:  jsii.Strings("*"), // in a key policy, * is this key
-	}), jsii.Bool(false))
-	topic := awssns.NewTopic(st, jsii.String("AlarmTopic"), &awssns.TopicProps{
+	props := &awssns.TopicProps{
 		TopicName:   jsii.String(prefix + "-alarms"),
 		DisplayName: jsii.String("nodetide " + o.Config.Cluster.Name + " alarms"),
-		MasterKey:   key,
 		EnforceSSL:  jsii.Bool(true),
-	})
+	}
+	if o.Monitoring == metrics.LevelFull {
+		key := awskms.NewKey(st, jsii.String("AlarmTopicKey"), &awskms.KeyProps{
+			Description:       jsii.String("nodetide " + o.Config.Cluster.Name + ": alarm topic encryption"),
+			EnableKeyRotation: jsii.Bool(true),
+			RemovalPolicy:     awscdk.RemovalPolicy_DESTROY,
+		})
+		key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("CloudWatchAlarmsPublish"),
+			Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)},
+			Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey*"),
+			Resources:  jsii.Strings("*"), // in a key policy, * is this key
+		}), jsii.Bool(false))
+		props.MasterKey = key
+	}
+	topic := awssns.NewTopic(st, jsii.String("AlarmTopic"), props)
 	for _, email := range o.AlarmEmails {
 		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(email), nil))
 	}
@@ -80,17 +88,32 @@ func onFailure(fn awslambda.Function, role awsiam.Role, queue awssqs.Queue) {
 	allow(role, []string{"sqs:SendMessage"}, queue.QueueArn())
 }
 
-// alarms builds the stack's alarms, all notifying one action.
+// alarms builds the stack's alarms, all notifying one action, those of the
+// monitoring level only.
 type alarms struct {
 	st      awscdk.Stack
 	cluster string
+	level   metrics.Level
 	action  awscloudwatch.IAlarmAction
 	all     []awscloudwatch.IAlarm
+}
+
+// rank orders the monitoring levels: a level has the alarms of those below.
+func rank(l metrics.Level) int {
+	switch l {
+	case metrics.LevelFull:
+		return 2
+	case metrics.LevelEssential:
+		return 1
+	}
+	return 0
 }
 
 // alarm is one alarm: fire when the statistic over the period compares to
 // the threshold, once.
 type alarm struct {
+	// at is the lowest monitoring level that has the alarm.
+	at              metrics.Level
 	id, description string
 	metric          awscloudwatch.IMetric
 	threshold       float64
@@ -98,7 +121,10 @@ type alarm struct {
 	missing         awscloudwatch.TreatMissingData
 }
 
-func (a *alarms) add(al alarm) awscloudwatch.Alarm {
+func (a *alarms) add(al alarm) {
+	if rank(a.level) < rank(al.at) {
+		return
+	}
 	cmp := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 	if al.below {
 		cmp = awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
@@ -117,7 +143,6 @@ func (a *alarms) add(al alarm) awscloudwatch.Alarm {
 	})
 	x.AddAlarmAction(a.action)
 	a.all = append(a.all, x)
-	return x
 }
 
 // custom is one of the functions' own metrics (pkg/metrics) for the cluster.
@@ -137,50 +162,60 @@ func customMetric(cluster, name, stat string, period time.Duration) awscloudwatc
 
 var fiveMinutes = 5 * time.Minute
 
-// function adds a function's errors and throttles alarms.
+// function adds a function's errors and throttles alarms. Errors stay at
+// every level: on AWS's own metric they cost $0.10 each and nothing to
+// publish, and with no custom metric they are what tells a function fails
+// (at start, on the cluster, on the cloud). Throttles are full only: a
+// throttled invocation is retried, and throttling that lasts shows as a
+// stalled cycle or a drain that ends unfinished.
 func (a *alarms) function(title string, fn awslambda.Function) {
 	opts := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}
-	a.add(alarm{id: title + "ErrorsAlarm", metric: fn.MetricErrors(opts), threshold: 1,
+	a.add(alarm{at: metrics.LevelOff, id: title + "ErrorsAlarm", metric: fn.MetricErrors(opts), threshold: 1,
 		description: strings.ToLower(title) + " returned errors; see its log group"})
-	a.add(alarm{id: title + "ThrottlesAlarm", metric: fn.MetricThrottles(opts), threshold: 1,
+	a.add(alarm{at: metrics.LevelFull, id: title + "ThrottlesAlarm", metric: fn.MetricThrottles(opts), threshold: 1,
 		description: strings.ToLower(title) + " was throttled (account concurrency, or its reserved concurrency is too small)"})
 }
 
 // nodetide adds the alarms on what the functions report and on the drain
-// state machine's executions and the failure queue.
+// state machine's executions and the failure queue. Essential are those on
+// the metrics metrics.Essential keeps (scaling stalled or failing, a drain
+// undone or ended unfinished, a node left cordoned) and the failure queue;
+// the state machine's TimedOut and Aborted are full only, as
+// DrainEndedUnfinished fires for both (and for RollbackFailed, which only
+// the Failed count shows, together with every rejected drain).
 func (a *alarms) nodetide(o Options, sm awsstepfunctions.StateMachine, queue awssqs.Queue, evaluateEvery time.Duration) {
 	sum := func(name string) awscloudwatch.Metric { return a.custom(name, "Sum", fiveMinutes) }
-	a.add(alarm{id: "ScaleUpFailedAlarm", metric: sum(metrics.ScaleUpFailures), threshold: 1,
+	a.add(alarm{at: metrics.LevelEssential, id: "ScaleUpFailedAlarm", metric: sum(metrics.ScaleUpFailures), threshold: 1,
 		description: "a scale-up failed (metric ScaleUpFailures; its Reason dimension says why); the group is backed off, see the evaluate log"})
 	// Over at least 5 minutes, and never shorter than the interval: a
 	// period without a cycle's data point would flip the alarm to OK and
 	// back, notifying each time.
 	minutes := o.PendingPodAlarmMinutes
-	a.add(alarm{id: "PodsPendingAlarm", metric: a.custom(metrics.OldestPendingPodAge, "Maximum", max(fiveMinutes, evaluateEvery)),
+	a.add(alarm{at: metrics.LevelEssential, id: "PodsPendingAlarm", metric: a.custom(metrics.OldestPendingPodAge, "Maximum", max(fiveMinutes, evaluateEvery)),
 		threshold:   float64(minutes * 60),
 		description: fmt.Sprintf("a pod has been unschedulable for more than %d minutes (OldestPendingPodAge); see the plan's unschedulable reasons in the evaluate log", minutes)})
-	a.add(alarm{id: "DrainStartFailedAlarm", metric: sum(metrics.DrainStartFailures), threshold: 1,
+	a.add(alarm{at: metrics.LevelFull, id: "DrainStartFailedAlarm", metric: sum(metrics.DrainStartFailures), threshold: 1,
 		description: "evaluate could not start a drain execution; see the evaluate log"})
-	a.add(alarm{id: "DrainRolledBackAlarm", metric: sum(metrics.DrainsRolledBack), threshold: 1,
+	a.add(alarm{at: metrics.LevelEssential, id: "DrainRolledBackAlarm", metric: sum(metrics.DrainsRolledBack), threshold: 1,
 		description: "a drain was rolled back (a PDB past the timeout, a failed step); its node is back in service, see the execution history"})
-	a.add(alarm{id: "DrainEndedUnfinishedAlarm", metric: sum(metrics.DrainsRecovered), threshold: 1,
+	a.add(alarm{at: metrics.LevelEssential, id: "DrainEndedUnfinishedAlarm", metric: sum(metrics.DrainsRecovered), threshold: 1,
 		description: "a drain's execution ended without finishing it (RollbackFailed, stopped, timed out) and recovery finished it; see the execution history"})
 	opts := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}
-	a.add(alarm{id: "DrainTimedOutAlarm", metric: sm.MetricTimedOut(opts), threshold: 1,
+	a.add(alarm{at: metrics.LevelFull, id: "DrainTimedOutAlarm", metric: sm.MetricTimedOut(opts), threshold: 1,
 		description: "a drain execution timed out; recovery finishes its drain, see the execution history"})
-	a.add(alarm{id: "DrainAbortedAlarm", metric: sm.MetricAborted(opts), threshold: 1,
+	a.add(alarm{at: metrics.LevelFull, id: "DrainAbortedAlarm", metric: sm.MetricAborted(opts), threshold: 1,
 		description: "a drain execution was stopped; recovery finishes its drain"})
-	a.add(alarm{id: "StrayCordonAlarm", metric: sum(metrics.StrayCordonsRecovered), threshold: 1,
+	a.add(alarm{at: metrics.LevelEssential, id: "StrayCordonAlarm", metric: sum(metrics.StrayCordonsRecovered), threshold: 1,
 		description: "a node carried the draining taint with no drain holding it; recovery made it schedulable again"})
-	a.add(alarm{id: "ScheduleFailedAlarm", metric: sum(metrics.ScheduleFailures), threshold: 1,
+	a.add(alarm{at: metrics.LevelFull, id: "ScheduleFailedAlarm", metric: sum(metrics.ScheduleFailures), threshold: 1,
 		description: "a schedule fired with a failed effect; see lastResult (nodetide schedules get NAME -o json)"})
 	// No completed cycle in the window, or no data at all (the function
 	// not running, or failing before it reports), is an outage.
 	window := max(5*time.Minute, 2*evaluateEvery)
-	a.add(alarm{id: "EvaluateStalledAlarm", metric: a.custom(metrics.CycleCompleted, "Sum", window), threshold: 1, below: true,
+	a.add(alarm{at: metrics.LevelEssential, id: "EvaluateStalledAlarm", metric: a.custom(metrics.CycleCompleted, "Sum", window), threshold: 1, below: true,
 		missing:     awscloudwatch.TreatMissingData_BREACHING,
 		description: fmt.Sprintf("no evaluate cycle completed in %s: nothing scales up or down; see the evaluate log and Errors", window)})
-	a.add(alarm{id: "FailedInvocationsAlarm",
+	a.add(alarm{at: metrics.LevelEssential, id: "FailedInvocationsAlarm",
 		metric:    queue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")}),
 		threshold: 1,
 		description: "a scheduled or event-driven invocation failed past its retries; its event is in the queue " +
@@ -188,8 +223,9 @@ func (a *alarms) nodetide(o Options, sm awsstepfunctions.StateMachine, queue aws
 }
 
 // dashboard shows the functions' metrics, the state machine, the queue and
-// the alarms' states on one page.
-func dashboard(st awscdk.Stack, name, cluster string, fns map[string]awslambda.Function, sm awsstepfunctions.StateMachine, queue awssqs.Queue, all []awscloudwatch.IAlarm) awscloudwatch.Dashboard {
+// the alarms' states on one page; at monitoring essential, only the metrics
+// published at that level and AWS's own. Monitoring off has none (nil).
+func dashboard(st awscdk.Stack, level metrics.Level, name, cluster string, fns map[string]awslambda.Function, sm awsstepfunctions.StateMachine, queue awssqs.Queue, all []awscloudwatch.IAlarm) awscloudwatch.Dashboard {
 	m := func(metric, stat string) awscloudwatch.IMetric {
 		return customMetric(cluster, metric, stat, time.Minute)
 	}
@@ -223,38 +259,55 @@ func dashboard(st awscdk.Stack, name, cluster string, fns map[string]awslambda.F
 		refs[i] = a
 	}
 	sumOpts := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(5))}
+	if level == metrics.LevelOff {
+		return nil
+	}
+	alarmRow := []awscloudwatch.IWidget{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
+		Title: jsii.String("Alarms"), Alarms: &refs, Width: jsii.Number(24), Height: jsii.Number(4),
+	})}
+	awsRow := []awscloudwatch.IWidget{
+		graph("Function errors", fnMetrics(func(f awslambda.Function) awscloudwatch.Metric { return f.MetricErrors(sumOpts) })),
+		graph("Function throttles", fnMetrics(func(f awslambda.Function) awscloudwatch.Metric { return f.MetricThrottles(sumOpts) })),
+		graph("Drain executions, failed invocations", ms(sm.MetricSucceeded(sumOpts), sm.MetricFailed(sumOpts), sm.MetricTimedOut(sumOpts), sm.MetricAborted(sumOpts)),
+			queue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: awscdk.Duration_Minutes(jsii.Number(5))})),
+	}
 	grid := [][]awscloudwatch.IWidget{
-		{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
-			Title: jsii.String("Alarms"), Alarms: &refs, Width: jsii.Number(24), Height: jsii.Number(4),
-		})},
+		alarmRow,
 		{
-			graph("Pending pods", ms(m(metrics.PendingPods, "Maximum"), m(metrics.UnschedulablePods, "Maximum")), m(metrics.OldestPendingPodAge, "Maximum")),
-			graph("Ready nodes per group", ms(search(metrics.ReadyNodes, metrics.DimNodeGroup, "Maximum"))),
-			graph("Target size per group", ms(search(metrics.TargetSize, metrics.DimNodeGroup, "Maximum"))),
+			graph("Oldest pending pod (published while a pod is pending)", ms(m(metrics.OldestPendingPodAge, "Maximum"))),
+			graph("Evaluate cycles", ms(m(metrics.CycleCompleted, "Sum"))),
+			graph("Scale-up failures, drains undone, stray cordons", ms(m(metrics.ScaleUpFailures, "Sum"), m(metrics.DrainsRolledBack, "Sum"),
+				m(metrics.DrainsRecovered, "Sum"), m(metrics.StrayCordonsRecovered, "Sum"))),
 		},
-		{
-			graph("Registered nodes per group", ms(search(metrics.RegisteredNodes, metrics.DimNodeGroup, "Maximum"))),
-			graph("Unneeded nodes per group", ms(search(metrics.UnneededNodes, metrics.DimNodeGroup, "Maximum"))),
-			graph("Scale-ups: nodes asked, failures by reason", ms(search(metrics.ScaleUpNodes, metrics.DimNodeGroup, "Sum")),
-				search(metrics.ScaleUpFailures, metrics.DimReason, "Sum")),
-		},
-		{
-			graph("Drains", ms(m(metrics.DrainsStarted, "Sum"), m(metrics.DrainsSucceeded, "Sum"), m(metrics.DrainsRolledBack, "Sum"),
-				m(metrics.DrainsRejected, "Sum"), m(metrics.DrainsRecovered, "Sum"), m(metrics.DrainStartFailures, "Sum"))),
-			graph("Drain duration", ms(m(metrics.DrainDuration, "Average"), m(metrics.DrainDuration, "Maximum"))),
-			graph("Nodes removed, stray cordons", ms(m(metrics.NodesRemoved, "Sum"), m(metrics.StrayCordonsRecovered, "Sum"))),
-		},
-		{
-			graph("Evaluate cycle", ms(m(metrics.CycleCompleted, "Sum"), m(metrics.LeaseSkips, "Sum")), m(metrics.CycleDuration, "Maximum")),
-			graph("Snapshot size", ms(m(metrics.SnapshotPods, "Maximum")), m(metrics.SnapshotNodes, "Maximum")),
-			graph("Schedules", ms(m(metrics.ScheduleFires, "Sum"), m(metrics.ScheduleFailures, "Sum"))),
-		},
-		{
-			graph("Function errors", fnMetrics(func(f awslambda.Function) awscloudwatch.Metric { return f.MetricErrors(sumOpts) })),
-			graph("Function throttles", fnMetrics(func(f awslambda.Function) awscloudwatch.Metric { return f.MetricThrottles(sumOpts) })),
-			graph("Drain executions, failed invocations", ms(sm.MetricSucceeded(sumOpts), sm.MetricFailed(sumOpts), sm.MetricTimedOut(sumOpts), sm.MetricAborted(sumOpts)),
-				queue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: awscdk.Duration_Minutes(jsii.Number(5))})),
-		},
+		awsRow,
+	}
+	if level == metrics.LevelFull {
+		grid = [][]awscloudwatch.IWidget{
+			alarmRow,
+			{
+				graph("Pending pods", ms(m(metrics.PendingPods, "Maximum"), m(metrics.UnschedulablePods, "Maximum")), m(metrics.OldestPendingPodAge, "Maximum")),
+				graph("Ready nodes per group", ms(search(metrics.ReadyNodes, metrics.DimNodeGroup, "Maximum"))),
+				graph("Target size per group", ms(search(metrics.TargetSize, metrics.DimNodeGroup, "Maximum"))),
+			},
+			{
+				graph("Registered nodes per group", ms(search(metrics.RegisteredNodes, metrics.DimNodeGroup, "Maximum"))),
+				graph("Unneeded nodes per group", ms(search(metrics.UnneededNodes, metrics.DimNodeGroup, "Maximum"))),
+				graph("Scale-ups: nodes asked, failures by reason", ms(search(metrics.ScaleUpNodes, metrics.DimNodeGroup, "Sum")),
+					search(metrics.ScaleUpFailures, metrics.DimReason, "Sum")),
+			},
+			{
+				graph("Drains", ms(m(metrics.DrainsStarted, "Sum"), m(metrics.DrainsSucceeded, "Sum"), m(metrics.DrainsRolledBack, "Sum"),
+					m(metrics.DrainsRejected, "Sum"), m(metrics.DrainsRecovered, "Sum"), m(metrics.DrainStartFailures, "Sum"))),
+				graph("Drain duration", ms(m(metrics.DrainDuration, "Average"), m(metrics.DrainDuration, "Maximum"))),
+				graph("Nodes removed, stray cordons", ms(m(metrics.NodesRemoved, "Sum"), m(metrics.StrayCordonsRecovered, "Sum"))),
+			},
+			{
+				graph("Evaluate cycle", ms(m(metrics.CycleCompleted, "Sum"), m(metrics.LeaseSkips, "Sum")), m(metrics.CycleDuration, "Maximum")),
+				graph("Snapshot size", ms(m(metrics.SnapshotPods, "Maximum")), m(metrics.SnapshotNodes, "Maximum")),
+				graph("Schedules", ms(m(metrics.ScheduleFires, "Sum"), m(metrics.ScheduleFailures, "Sum"))),
+			},
+			awsRow,
+		}
 	}
 	rows := make([]*[]awscloudwatch.IWidget, len(grid))
 	for i := range grid {

@@ -1,13 +1,17 @@
 package stack
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/nodetide/nodetide/pkg/metrics"
 )
 
 // resourceID finds the one resource of typ whose logical ID starts with
@@ -34,7 +38,7 @@ func (f fixture) resourceID(t *testing.T, typ, prefix string) (string, map[strin
 // matters, and notifies the topic; the stack makes an encrypted, TLS-only
 // topic when none is given.
 func TestAlarms(t *testing.T) {
-	f := synth(t, options(t, map[string]string{CtxPendingPodAlarm: "15", CtxAlarmEmail: "oncall@example.com"}), false)
+	f := synth(t, options(t, map[string]string{CtxPendingPodAlarm: "15", CtxAlarmEmail: "oncall@example.com", CtxMonitoring: "full"}), false)
 	topicID, topic := f.resourceID(t, "AWS::SNS::Topic", "AlarmTopic")
 	keyID, _ := f.resourceID(t, "AWS::KMS::Key", "AlarmTopicKey")
 	if str(topic["KmsMasterKeyId"]) != str(map[string]any{"Fn::GetAtt": []any{keyID, "Arn"}}) {
@@ -225,7 +229,7 @@ func TestDrainReservedConcurrency(t *testing.T) {
 
 // The dashboard draws the functions' metrics and the alarms' states.
 func TestDashboard(t *testing.T) {
-	f := synth(t, options(t, map[string]string{}), false)
+	f := synth(t, options(t, map[string]string{CtxMonitoring: "full"}), false)
 	_, p := f.resourceID(t, "AWS::CloudWatch::Dashboard", "Dashboard")
 	body := str(p["DashboardBody"])
 	for _, want := range []string{"PendingPods", "OldestPendingPodAge", "ReadyNodes", "TargetSize", "RegisteredNodes",
@@ -236,5 +240,83 @@ func TestDashboard(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("dashboard lacks %s", want)
 		}
+	}
+}
+
+// Each monitoring level deploys its alarms, topic key and dashboard, and
+// tells the functions what to publish; every custom metric an alarm or the
+// dashboard reads is one the level publishes.
+func TestMonitoringLevels(t *testing.T) {
+	essential := []string{"EvaluateErrorsAlarm", "DrainErrorsAlarm", "ScheduleErrorsAlarm", "EvaluateStalledAlarm", "PodsPendingAlarm",
+		"ScaleUpFailedAlarm", "DrainRolledBackAlarm", "DrainEndedUnfinishedAlarm", "StrayCordonAlarm", "FailedInvocationsAlarm"}
+	full := append(slices.Clone(essential), "EvaluateThrottlesAlarm", "DrainThrottlesAlarm", "ScheduleThrottlesAlarm",
+		"DrainStartFailedAlarm", "DrainTimedOutAlarm", "DrainAbortedAlarm", "ScheduleFailedAlarm")
+	tests := []struct {
+		ctx              string // "" for the default
+		level            metrics.Level
+		alarms           []string
+		dashboards, keys float64
+	}{
+		{"", metrics.LevelEssential, essential, 1, 0},
+		{"essential", metrics.LevelEssential, essential, 1, 0},
+		{"full", metrics.LevelFull, full, 1, 1},
+		{"off", metrics.LevelOff, []string{"EvaluateErrorsAlarm", "DrainErrorsAlarm", "ScheduleErrorsAlarm"}, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(cmp.Or(tc.ctx, "default"), func(t *testing.T) {
+			ctx := map[string]string{}
+			if tc.ctx != "" {
+				ctx[CtxMonitoring] = tc.ctx
+			}
+			f := synth(t, options(t, ctx), false)
+			for typ, n := range map[string]float64{"AWS::CloudWatch::Alarm": float64(len(tc.alarms)),
+				"AWS::CloudWatch::Dashboard": tc.dashboards, "AWS::KMS::Key": tc.keys, "AWS::SNS::Topic": 1} {
+				check(t, typ+" count", func() { f.tpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
+			}
+			_, topic := f.resourceID(t, "AWS::SNS::Topic", "AlarmTopic")
+			if (topic["KmsMasterKeyId"] != nil) != (tc.level == metrics.LevelFull) {
+				t.Errorf("topic key %v: want one at full only", topic["KmsMasterKeyId"])
+			}
+			for _, fn := range []string{"evaluate", "drain", "schedule"} {
+				_, p := f.function(t, fn)
+				if got := p["Environment"].(map[string]any)["Variables"].(map[string]any)[EnvMetrics]; got != string(tc.level) {
+					t.Errorf("%s: %s=%v, want %s", fn, EnvMetrics, got, tc.level)
+				}
+			}
+			var ids []string
+			for id, r := range f.resources("AWS::CloudWatch::Alarm") {
+				ids = append(ids, id[:len(id)-8]) // CDK's hash suffix
+				p := props(r)
+				if p["Namespace"] == metrics.Namespace {
+					name := p["MetricName"].(string)
+					if tc.level != metrics.LevelFull && !metrics.Essential(name) {
+						t.Errorf("alarm %s on %s, which %s does not publish", id, name, tc.level)
+					}
+					if n := len(p["Dimensions"].([]any)); n != 1 {
+						t.Errorf("alarm %s: %d dimensions, want Cluster alone", id, n)
+					}
+				}
+			}
+			slices.Sort(ids)
+			want := slices.Sorted(slices.Values(tc.alarms))
+			if !slices.Equal(ids, want) {
+				t.Errorf("alarms %v\nwant   %v", ids, want)
+			}
+			if tc.level != metrics.LevelEssential {
+				return
+			}
+			_, p := f.resourceID(t, "AWS::CloudWatch::Dashboard", "Dashboard")
+			body := str(p["DashboardBody"])
+			for _, name := range []string{metrics.CycleCompleted, metrics.CycleDuration, metrics.SnapshotNodes, metrics.SnapshotPods,
+				metrics.LeaseSkips, metrics.PendingPods, metrics.UnschedulablePods, metrics.OldestPendingPodAge, metrics.ScaleUpFailures,
+				metrics.DrainStartFailures, metrics.TargetSize, metrics.RegisteredNodes, metrics.ReadyNodes, metrics.UnneededNodes,
+				metrics.ScaleUpNodes, metrics.DrainsStarted, metrics.DrainsSucceeded, metrics.DrainsRolledBack, metrics.DrainsRejected,
+				metrics.DrainDuration, metrics.NodesRemoved, metrics.DrainsRecovered, metrics.StrayCordonsRecovered,
+				metrics.ScheduleFires, metrics.ScheduleFailures} {
+				if on := strings.Contains(body, `\"`+name+`\"`); on != metrics.Essential(name) {
+					t.Errorf("dashboard shows %s: %v, want %v", name, on, metrics.Essential(name))
+				}
+			}
+		})
 	}
 }

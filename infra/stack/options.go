@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/metrics"
 )
 
 // Context keys (cdk -c key=value) the app reads. Every one is optional.
@@ -30,7 +32,13 @@ const (
 	CtxDrainReserved    = "drainReservedConcurrency" // the drain function's reserved concurrency (default 10; 0: none)
 	CtxLogRetentionDays = "logRetentionDays"         // default 30
 	CtxEKSAccessEntries = "eksAccessEntries"         // true: create the EKS access entries
+	CtxMonitoring       = "monitoring"               // full, essential (default) or off: the alarms, dashboard and metrics
 )
+
+// DefaultMonitoring is the monitoring level when the context sets none: the
+// alarms an on-call engineer cannot do without, at a few custom metrics
+// (infra/README.md, "Monitoring levels").
+const DefaultMonitoring = metrics.LevelEssential
 
 // EnvConfigFile names the config file when the context does not.
 const EnvConfigFile = "NODETIDE_CONFIG_FILE"
@@ -75,6 +83,9 @@ type Options struct {
 	DrainReservedConcurrency int
 	LogRetentionDays         int
 	EKSAccessEntries         bool
+	// Monitoring sets which alarms, topic key and dashboard the stack makes
+	// and what the functions publish (NODETIDE_METRICS).
+	Monitoring metrics.Level
 
 	StackName string
 }
@@ -98,6 +109,7 @@ func LoadOptions(ctx, getenv func(string) string) (Options, error) {
 		ScalewayClusterID:        strings.TrimSpace(ctx(CtxScalewayCluster)),
 		ScalewayRegion:           strings.TrimSpace(ctx(CtxScalewayRegion)),
 		StackName:                strings.TrimSpace(ctx(CtxStackName)),
+		Monitoring:               DefaultMonitoring,
 	}
 	var errs []error
 	if o.ConfigFile == "" {
@@ -131,6 +143,13 @@ func LoadOptions(ctx, getenv func(string) string) (Options, error) {
 			}
 			*dst = n
 		}
+	}
+	if v := strings.TrimSpace(ctx(CtxMonitoring)); v != "" {
+		l, err := metrics.ParseLevel(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("context %s: %w", CtxMonitoring, err))
+		}
+		o.Monitoring = l
 	}
 	if v := ctx(CtxLogRetentionDays); v != "" {
 		n, err := strconv.Atoi(v)
@@ -234,6 +253,9 @@ func (o Options) Check() error {
 		if _, ok := retentionDays[o.LogRetentionDays]; !ok {
 			add("context %s: %d is not a CloudWatch Logs retention (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, ...)", CtxLogRetentionDays, o.LogRetentionDays)
 		}
+	}
+	if !slices.Contains(metrics.Levels(), o.Monitoring) {
+		add("context %s: want %s, %s or %s, got %q", CtxMonitoring, metrics.LevelFull, metrics.LevelEssential, metrics.LevelOff, o.Monitoring)
 	}
 	if o.EKSAccessEntries && cfg.Cluster.Kubernetes.EKS == nil {
 		add("context %s: the config's cluster is not an EKS cluster (cluster.kubernetes.eks)", CtxEKSAccessEntries)

@@ -3,7 +3,7 @@
 // functions with one least-privilege role each, the EventBridge rules, the
 // drain state machine (functions/drain/statemachine.asl.json), the config in
 // SSM, the alarms with their SNS topic, the failed-invocation queue, the
-// dashboard and outputs; optionally the VPC placement and endpoints and
+// dashboard (as the monitoring level has them) and outputs; optionally the VPC placement and endpoints and
 // the EKS access entries.
 package stack
 
@@ -47,6 +47,9 @@ const (
 	// a config change replaces the functions' warm environments (which read
 	// the parameter once, at start) on deploy.
 	EnvConfigSHA256 = "NODETIDE_CONFIG_SHA256"
+	// EnvMetrics is the monitoring level: what the functions publish
+	// (pkg/lambdarun.EnvMetrics).
+	EnvMetrics = "NODETIDE_METRICS"
 )
 
 // TTLAttribute is the state table's TTL attribute (drain records, leases).
@@ -144,7 +147,8 @@ type Built struct {
 	AlarmTopic   awssns.ITopic
 	FailureQueue awssqs.Queue
 	Alarms       []awscloudwatch.IAlarm
-	Dashboard    awscloudwatch.Dashboard
+	// Dashboard is nil at monitoring off.
+	Dashboard awscloudwatch.Dashboard
 	// StateMachineName is fixed, so the functions get its ARN without a
 	// reference (which would be a cycle: the machine invokes drain).
 	StateMachineName string
@@ -239,7 +243,7 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 	secretArns := secretResources(cfg)
 	topic, _ := alarmTopic(st, o, prefix)
 	b.AlarmTopic = topic
-	al := &alarms{st: st, cluster: cfg.Cluster.Name, action: action(topic)}
+	al := &alarms{st: st, cluster: cfg.Cluster.Name, level: o.Monitoring, action: action(topic)}
 	b.FailureQueue = failureQueue(st, prefix)
 	suppressFailureQueue(b.FailureQueue)
 
@@ -283,6 +287,7 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 		env := map[string]*string{
 			EnvConfigParameter: b.Parameter.ParameterName(),
 			EnvConfigSHA256:    jsii.String(hex.EncodeToString(sum[:])),
+			EnvMetrics:         jsii.String(string(o.Monitoring)),
 		}
 		if hasProvider(cfg, config.ProviderScaleway) {
 			// Not secret: the key comes from scaleway.secretKeySecret.
@@ -438,7 +443,7 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 	// draining, at the minimum) fails its execution and is no alarm.
 	al.nodetide(o, b.StateMachine, b.FailureQueue, time.Duration(rate)*time.Minute)
 	b.Alarms = al.all
-	b.Dashboard = dashboard(st, prefix, cfg.Cluster.Name, b.Functions, b.StateMachine, b.FailureQueue, al.all)
+	b.Dashboard = dashboard(st, o.Monitoring, prefix, cfg.Cluster.Name, b.Functions, b.StateMachine, b.FailureQueue, al.all)
 
 	if o.VpcID != "" && !o.NoVpcEndpoints {
 		vpcEndpoints(st, o)

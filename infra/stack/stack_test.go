@@ -127,7 +127,7 @@ func (f fixture) function(t *testing.T, name string) (string, map[string]any) {
 }
 
 func TestStackResources(t *testing.T) {
-	f := synth(t, options(t, map[string]string{}), false)
+	f := synth(t, options(t, map[string]string{CtxMonitoring: "full"}), false)
 	tpl := f.tpl
 	counts := map[string]float64{
 		"AWS::Lambda::Function":            3,
@@ -744,7 +744,7 @@ func TestVPC(t *testing.T) {
 }
 
 func TestEKSAccessEntries(t *testing.T) {
-	f := synth(t, options(t, map[string]string{CtxEKSAccessEntries: "true", CtxAlarmTopic: "arn:aws:sns:eu-west-1:123456789012:ops"}), false)
+	f := synth(t, options(t, map[string]string{CtxEKSAccessEntries: "true", CtxAlarmTopic: "arn:aws:sns:eu-west-1:123456789012:ops", CtxMonitoring: "full"}), false)
 	for _, fn := range []string{"evaluate", "drain", "schedule"} {
 		check(t, fn+" access entry", func() {
 			f.tpl.HasResourceProperties(jsii.String("AWS::EKS::AccessEntry"), map[string]any{
@@ -766,7 +766,9 @@ func TestEKSAccessEntries(t *testing.T) {
 // suppressed in the stack with a reason.
 func TestNag(t *testing.T) {
 	for name, ctx := range map[string]map[string]string{
-		"default": {},
+		"default":         {},
+		"monitoring full": {CtxMonitoring: "full"},
+		"monitoring off":  {CtxMonitoring: "off"},
 		"vpc and secrets": {
 			CtxSubnetIDs: "subnet-0000000000000000a,subnet-0000000000000000b", CtxSecurityGroupIDs: "sg-00000000000000001", CtxVpcID: "vpc-00000000000000001", CtxRouteTableIDs: "rtb-0000000000000000a",
 			CtxConfig: "secrets",
@@ -820,6 +822,7 @@ func TestOptionsErrors(t *testing.T) {
 		"negative drain reserved":    {map[string]string{CtxDrainReserved: "-1"}, "drainReservedConcurrency: want 0"},
 		"bad alarm email":            {map[string]string{CtxAlarmEmail: "oncall"}, `alarmEmail: "oncall" is not an email address`},
 		"email with a given topic":   {map[string]string{CtxAlarmEmail: "a@example.com", CtxAlarmTopic: "arn:aws:sns:eu-west-1:123456789012:ops"}, "subscribe the addresses"},
+		"unknown monitoring level":   {map[string]string{CtxMonitoring: "minimal"}, `monitoring: want full, essential or off, got "minimal"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if c.ctx[CtxConfig] == "" {

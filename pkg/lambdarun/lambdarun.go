@@ -1,13 +1,15 @@
 // Package lambdarun is the cold start the three Lambda functions share: a
 // JSON logger on stdout, the config read from the environment (inline, a
 // file or an SSM parameter), the handler built once, each invocation's
-// metrics written as EMF documents on stdout, and a start-up failure that
+// metrics written as EMF documents on stdout (as many as NODETIDE_METRICS
+// lets: full, essential or none), and a start-up failure that
 // ends the process loudly instead of failing every invocation obscurely.
 package lambdarun
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -37,14 +39,33 @@ func Run(name string, build Build) {
 	if limit, percent := TuneGC(os.Getenv); limit > 0 || percent > 0 {
 		log.Info("garbage collector", "memoryLimitBytes", limit, "gcPercent", percent)
 	}
-	h, cfg, err := start(context.Background(), os.Getenv, build, log)
+	level, err := MetricsLevel(os.Getenv)
+	var h Handler
+	var cfg *config.Config
+	if err == nil {
+		h, cfg, err = start(context.Background(), os.Getenv, build, log)
+	}
 	if err != nil {
 		// Lambda reports the failed start on the invocation and retries it
 		// with a new cold start; the log line says why.
 		log.Error("start", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(Instrument(h, cfg.Cluster.Name, os.Stdout, log))
+	lambda.Start(Instrument(h, cfg.Cluster.Name, level, os.Stdout, log))
+}
+
+// EnvMetrics sets what the functions publish: full (the default), essential
+// or off (see metrics.Level). The stack sets it from its monitoring option.
+const EnvMetrics = "NODETIDE_METRICS"
+
+// MetricsLevel reads EnvMetrics, once, at start: a value that is not a
+// level fails the start rather than publishing what nobody chose.
+func MetricsLevel(getenv func(string) string) (metrics.Level, error) {
+	l, err := metrics.ParseLevel(getenv(EnvMetrics))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", EnvMetrics, err)
+	}
+	return l, nil
 }
 
 // Start loads the config as getenv names it and builds the handler.
@@ -64,11 +85,17 @@ func start(ctx context.Context, getenv func(string) string, build Build, log *sl
 }
 
 // Instrument gives each invocation of h a metrics.Recorder for cluster and
-// writes what it recorded to w as EMF documents when it returns, failed or
-// not: in Lambda, w is stdout, which CloudWatch Logs reads the metrics from.
-func Instrument(h Handler, cluster string, w io.Writer, log *slog.Logger) Handler {
+// writes what level keeps of it to w as EMF documents when it returns,
+// failed or not: in Lambda, w is stdout, which CloudWatch Logs reads the
+// metrics from. At metrics.LevelOff the invocation gets no Recorder (which
+// records nothing) and nothing is written.
+func Instrument(h Handler, cluster string, level metrics.Level, w io.Writer, log *slog.Logger) Handler {
+	if level == metrics.LevelOff {
+		return h
+	}
 	return func(ctx context.Context, payload json.RawMessage) (any, error) {
 		m := metrics.New(cluster, nil)
+		m.SetLevel(level)
 		out, err := h(metrics.NewContext(ctx, m), payload)
 		if werr := m.Write(w); werr != nil {
 			log.Warn("metrics", "error", werr.Error())

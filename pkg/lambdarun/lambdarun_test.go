@@ -140,7 +140,7 @@ func TestInstrumentWritesEachInvocationsMetrics(t *testing.T) {
 		return "ok", nil
 	}
 	var out bytes.Buffer
-	wrapped := lambdarun.Instrument(h, "c1", &out, slog.New(slog.DiscardHandler))
+	wrapped := lambdarun.Instrument(h, "c1", metrics.LevelFull, &out, slog.New(slog.DiscardHandler))
 	for i, payload := range []string{`"fail"`, `"ok"`} {
 		out.Reset()
 		res, err := wrapped(context.Background(), json.RawMessage(payload))
@@ -154,5 +154,60 @@ func TestInstrumentWritesEachInvocationsMetrics(t *testing.T) {
 		if got.Sum(metrics.LeaseSkips, nil) != 1 {
 			t.Errorf("invocation %d published %v, want LeaseSkips 1", i, got)
 		}
+	}
+}
+
+// At each level an invocation publishes what the level keeps: off, nothing
+// at all, though the handler records as always.
+func TestInstrumentLevels(t *testing.T) {
+	h := func(ctx context.Context, _ json.RawMessage) (any, error) {
+		m := metrics.From(ctx)
+		m.Add(metrics.CycleCompleted, 1, nil)
+		m.Gauge(metrics.TargetSize, metrics.Count, 3, metrics.Dims{metrics.DimNodeGroup: "g"})
+		return "ok", nil
+	}
+	tests := []struct {
+		env                     string
+		wantCycles, wantTargets float64
+		wantEmpty               bool
+	}{
+		{env: "", wantCycles: 1, wantTargets: 3},
+		{env: "full", wantCycles: 1, wantTargets: 3},
+		{env: "essential", wantCycles: 1},
+		{env: "off", wantEmpty: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.env, func(t *testing.T) {
+			level, err := lambdarun.MetricsLevel(func(k string) string { return map[string]string{lambdarun.EnvMetrics: tc.env}[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			res, err := lambdarun.Instrument(h, "c1", level, &out, slog.New(slog.DiscardHandler))(t.Context(), json.RawMessage(`{}`))
+			if err != nil || res != "ok" {
+				t.Fatalf("handler answered %v, %v", res, err)
+			}
+			if tc.wantEmpty {
+				if out.Len() != 0 {
+					t.Fatalf("%s=off wrote %q", lambdarun.EnvMetrics, out.String())
+				}
+				return
+			}
+			got, err := metricstest.Parse(out.Bytes(), "c1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c, g := got.Sum(metrics.CycleCompleted, nil), got.Sum(metrics.TargetSize, metrics.Dims{metrics.DimNodeGroup: "g"}); c != tc.wantCycles || g != tc.wantTargets {
+				t.Errorf("published CycleCompleted %v, TargetSize %v; want %v, %v", c, g, tc.wantCycles, tc.wantTargets)
+			}
+		})
+	}
+}
+
+// A value that is not a level is refused, naming the variable.
+func TestMetricsLevelRefusesUnknown(t *testing.T) {
+	_, err := lambdarun.MetricsLevel(func(string) string { return "none" })
+	if err == nil || !strings.Contains(err.Error(), `NODETIDE_METRICS: want full, essential or off, got "none"`) {
+		t.Fatalf("error %v", err)
 	}
 }

@@ -75,6 +75,7 @@ type series struct {
 type Recorder struct {
 	cluster string
 	now     func() time.Time
+	level   Level
 
 	mu     sync.Mutex
 	series map[key]*series
@@ -193,9 +194,8 @@ func (r *Recorder) Documents() []map[string]any {
 	}
 	var groups []*group
 	byDims := map[string]*group{}
-	for _, id := range r.order {
-		s := r.series[id]
-		gk := fmt.Sprintf("%s|%v", id.dims, s.rollUp)
+	for _, s := range r.selected() {
+		gk := fmt.Sprintf("%s|%v", canonical(s.dims), s.rollUp)
 		g, ok := byDims[gk]
 		if !ok {
 			g = &group{dims: s.dims, rollUp: s.rollUp}

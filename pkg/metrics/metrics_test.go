@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,4 +238,79 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// Each level publishes what its alarms need and nothing more.
+func TestLevels(t *testing.T) {
+	record := func(r *metrics.Recorder, oldest float64) {
+		r.Add(metrics.CycleCompleted, 1, nil)
+		r.Gauge(metrics.PendingPods, metrics.Count, 4, nil)
+		r.Gauge(metrics.OldestPendingPodAge, metrics.Seconds, oldest, nil)
+		r.Gauge(metrics.TargetSize, metrics.Count, 3, metrics.Dims{metrics.DimNodeGroup: "workers"})
+		r.AddRollUp(metrics.ScaleUpFailures, 1, metrics.Dims{metrics.DimReason: "Throttled"})
+		r.AddRollUp(metrics.ScaleUpFailures, 2, metrics.Dims{metrics.DimReason: "Refused"})
+		r.Add(metrics.StrayCordonsRecovered, 1, nil)
+	}
+	type point struct {
+		name string
+		dims string
+		val  string
+	}
+	tests := []struct {
+		level  metrics.Level
+		oldest float64
+		want   []point
+	}{
+		{metrics.LevelOff, 700, nil},
+		{metrics.LevelEssential, 700, []point{
+			{metrics.CycleCompleted, "[[Cluster]]", "1"}, {metrics.OldestPendingPodAge, "[[Cluster]]", "700"},
+			{metrics.ScaleUpFailures, "[[Cluster]]", "3"}, {metrics.StrayCordonsRecovered, "[[Cluster]]", "1"},
+		}},
+		// No pending pod: the age is not published, so a quiet cluster pays
+		// for CycleCompleted alone.
+		{metrics.LevelEssential, 0, []point{
+			{metrics.CycleCompleted, "[[Cluster]]", "1"},
+			{metrics.ScaleUpFailures, "[[Cluster]]", "3"}, {metrics.StrayCordonsRecovered, "[[Cluster]]", "1"},
+		}},
+		{metrics.LevelFull, 0, []point{
+			{metrics.CycleCompleted, "[[Cluster]]", "1"}, {metrics.PendingPods, "[[Cluster]]", "4"},
+			{metrics.OldestPendingPodAge, "[[Cluster]]", "0"}, {metrics.TargetSize, "[[Cluster NodeGroup]]", "3"},
+			{metrics.ScaleUpFailures, "[[Cluster] [Cluster Reason]]", "1"}, {metrics.ScaleUpFailures, "[[Cluster] [Cluster Reason]]", "2"},
+			{metrics.StrayCordonsRecovered, "[[Cluster]]", "1"},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.level, tc.oldest), func(t *testing.T) {
+			r := metrics.New("prod", nil)
+			r.SetLevel(tc.level)
+			record(r, tc.oldest)
+			var out bytes.Buffer
+			if err := r.Write(&out); err != nil {
+				t.Fatal(err)
+			}
+			var got []point
+			for _, d := range parse(t, out.Bytes()) {
+				for _, m := range d.AWS.CloudWatchMetrics[0].Metrics {
+					got = append(got, point{m.Name, fmt.Sprint(d.AWS.CloudWatchMetrics[0].Dimensions), fmt.Sprint(d.Fields[m.Name])})
+				}
+			}
+			slices.SortFunc(got, func(a, b point) int { return strings.Compare(a.name+a.val, b.name+b.val) })
+			want := slices.Clone(tc.want)
+			slices.SortFunc(want, func(a, b point) int { return strings.Compare(a.name+a.val, b.name+b.val) })
+			if !slices.Equal(got, want) {
+				t.Errorf("published %v\nwant      %v", got, want)
+			}
+		})
+	}
+}
+
+func TestParseLevel(t *testing.T) {
+	for in, want := range map[string]metrics.Level{"": metrics.LevelFull, "full": metrics.LevelFull, "essential": metrics.LevelEssential, "off": metrics.LevelOff} {
+		if got, err := metrics.ParseLevel(in); err != nil || got != want {
+			t.Errorf("ParseLevel(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := metrics.ParseLevel("Full"); err == nil || !strings.Contains(err.Error(), `want full, essential or off, got "Full"`) {
+		t.Errorf("ParseLevel(Full): %v", err)
+	}
 }

@@ -264,7 +264,7 @@ type Server struct {
 	lastForm      map[string]map[string][]string
 	forms         map[string][]map[string][]string // every request's form, by action
 	unsignedCalls int
-	nodegroups    map[string]Nodegroup // by cluster/name
+	nodegroups    map[string]Nodegroup        // by cluster/name
 	actions       map[string]*LifecycleAction // by token
 }
 

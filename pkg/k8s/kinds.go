@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"strings"
 
@@ -41,23 +42,13 @@ func compareKeys(a, b objKey) int {
 	n := min(len(an), len(bn))
 	for i := range n {
 		if an[i] != bn[i] {
-			return cmpByte(an[i], bn[i])
+			return cmp.Compare(an[i], bn[i])
 		}
 	}
 	if len(an) < len(bn) {
-		return cmpByte('/', bn[n])
+		return cmp.Compare('/', bn[n])
 	}
-	return cmpByte(an[n], '/')
-}
-
-func cmpByte(a, b byte) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(an[n], '/')
 }
 
 func nodeKind(client kubernetes.Interface) *kind[corev1.Node] {

@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -503,28 +504,18 @@ func (g *Group) requirementsType(ctx context.Context, asg astypes.AutoScalingGro
 		return "", err
 	}
 	best := slices.MinFunc(infos, func(a, b ec2types.InstanceTypeInfo) int {
-		if c := cmpInt(nvidiaGPUs(a), nvidiaGPUs(b)); c != 0 {
+		if c := cmp.Compare(nvidiaGPUs(a), nvidiaGPUs(b)); c != 0 {
 			return c
 		}
-		if c := cmpInt(vcpus(a), vcpus(b)); c != 0 {
+		if c := cmp.Compare(vcpus(a), vcpus(b)); c != 0 {
 			return c
 		}
-		if c := cmpInt(memMiB(a), memMiB(b)); c != 0 {
+		if c := cmp.Compare(memMiB(a), memMiB(b)); c != 0 {
 			return c
 		}
 		return strings.Compare(string(a.InstanceType), string(b.InstanceType))
 	})
 	return string(best.InstanceType), nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func vcpus(info ec2types.InstanceTypeInfo) int64 {

@@ -324,9 +324,9 @@ func writeResult(g *globals, res schedule.Result) {
 		if c.From != nil {
 			from = strconv.Itoa(*c.From)
 		}
-		target := c.Kind + " " + c.Name
+		target := string(c.Kind) + " " + c.Name
 		if c.Namespace != "" {
-			target = c.Kind + " " + c.Namespace + "/" + c.Name
+			target = string(c.Kind) + " " + c.Namespace + "/" + c.Name
 		}
 		line := fmt.Sprintf("%s: %s -> %d %s", target, from, c.To, c.Outcome)
 		if c.Min != nil && c.Max != nil {

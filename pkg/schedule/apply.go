@@ -35,18 +35,25 @@ type Applier struct {
 	Log      *slog.Logger
 }
 
+// Outcome is what became of one Change.
+type Outcome string
+
 // The outcomes of one Change.
 const (
-	OutcomeScaled    = "scaled"
-	OutcomeUnchanged = "unchanged"
+	OutcomeScaled    Outcome = "scaled"
+	OutcomeUnchanged Outcome = "unchanged"
 	// OutcomeDraining: the group shrinks; drains of its surplus nodes
 	// were started (Message names them).
-	OutcomeDraining = "draining"
-	OutcomeFailed   = "failed"
+	OutcomeDraining Outcome = "draining"
+	OutcomeFailed   Outcome = "failed"
 )
 
+// Kind is what a Change (or an App) scales: KindDeployment, KindStatefulSet
+// or KindNodeGroup.
+type Kind string
+
 // KindNodeGroup is the Kind of a Change to a node group.
-const KindNodeGroup = "NodeGroup"
+const KindNodeGroup Kind = "NodeGroup"
 
 // Shrinker removes node groups' surplus nodes now: given back when they
 // never registered, else drained. The evaluate cycle is one, so a
@@ -75,26 +82,26 @@ func (r Removal) what() string {
 
 // Change is one effect of an applied schedule.
 type Change struct {
-	// Kind is "Deployment", "StatefulSet" or "NodeGroup".
-	Kind      string `json:"kind"`
+	Kind      Kind   `json:"kind"`
 	Namespace string `json:"namespace,omitzero"`
 	Name      string `json:"name"`
 	From      *int   `json:"from,omitzero"`
 	To        int    `json:"to"`
 	// Min and Max are a node group's effective bounds from now on, when
 	// the schedule sets any.
-	Min     *int   `json:"min,omitzero"`
-	Max     *int   `json:"max,omitzero"`
-	Outcome string `json:"outcome"`
-	Message string `json:"message,omitzero"`
+	Min     *int    `json:"min,omitzero"`
+	Max     *int    `json:"max,omitzero"`
+	Outcome Outcome `json:"outcome"`
+	Message string  `json:"message,omitzero"`
 }
 
 // Result is what one schedule did at one fire time (or by hand).
 type Result struct {
 	Schedule string `json:"schedule"`
-	// Action is "fire", "skip", "run" (by hand) or "lost" (another tick
-	// claimed the fire time first, so nothing was applied here).
-	Action  string    `json:"action"`
+	// Action is ActionFire, ActionSkip, ActionRun (by hand) or ActionLost
+	// (another tick claimed the fire time first, so nothing was applied
+	// here).
+	Action  Action    `json:"action"`
 	FireAt  time.Time `json:"fireAt,omitzero"`
 	Reason  string    `json:"reason,omitzero"`
 	Changes []Change  `json:"changes,omitzero"`
@@ -178,7 +185,7 @@ func (a *Applier) applyTemplate(ctx context.Context, t AppScaleTemplate, res *Re
 }
 
 // scale sets a workload's replicas through its scale subresource.
-func (a *Applier) scale(ctx context.Context, kind, ns, name string, replicas int32, res *Result) {
+func (a *Applier) scale(ctx context.Context, kind Kind, ns, name string, replicas int32, res *Result) {
 	c := Change{Kind: kind, Namespace: ns, Name: name, To: int(replicas)}
 	var get func(context.Context, string, metav1.GetOptions) (*autoscalingv1.Scale, error)
 	var update func(context.Context, string, *autoscalingv1.Scale, metav1.UpdateOptions) (*autoscalingv1.Scale, error)

@@ -274,7 +274,7 @@ func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
 		byName[r.Schedule.Name] = r.Schedule
 	}
 	for _, d := range decisions {
-		res := Result{Schedule: d.Name, Action: string(d.Action), FireAt: d.FireAt, Reason: d.Reason}
+		res := Result{Schedule: d.Name, Action: d.Action, FireAt: d.FireAt, Reason: d.Reason}
 		var won bool
 		if d.Action == ActionSkip {
 			won, err = h.Store.RecordSkip(ctx, d.Name, d.FireAt, d.Reason)
@@ -285,7 +285,7 @@ func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
 		case err != nil:
 			res.Errors = append(res.Errors, fmt.Sprintf("claim fire time: %v", err))
 		case !won:
-			res.Action = "lost"
+			res.Action = ActionLost
 			res.Notes = append(res.Notes, "another tick dealt with this fire time")
 		case d.Action == ActionFire:
 			h.Applier.Apply(ctx, byName[d.Name], d.FireAt, &res)
@@ -306,7 +306,7 @@ func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
 // with a failed effect or a failed claim (pkg/metrics).
 func recordFire(ctx context.Context, res Result) {
 	m := metrics.From(ctx)
-	if res.Action == string(ActionFire) || res.Action == ActionRun {
+	if res.Action == ActionFire || res.Action == ActionRun {
 		m.Add(metrics.ScheduleFires, 1, nil)
 	}
 	if len(res.Errors) > 0 {

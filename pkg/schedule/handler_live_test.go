@@ -179,7 +179,7 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 			t.Fatalf("tick %d: %v", i, errs[i])
 		}
 		for _, r := range results[i].Schedules {
-			actions[r.Action]++
+			actions[string(r.Action)]++
 			if r.Action == "fire" {
 				fired = r
 			}
@@ -220,7 +220,7 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 	}
 	outcomes := map[string]string{}
 	for _, c := range fired.Changes {
-		outcomes[c.Kind+" "+c.Name] = c.Outcome
+		outcomes[string(c.Kind)+" "+c.Name] = string(c.Outcome)
 	}
 	want := map[string]string{"NodeGroup big": "scaled", "NodeGroup small": "failed", "NodeGroup shrink": "failed",
 		"Deployment todo": "scaled", "Deployment web": "scaled"}
@@ -239,7 +239,7 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 	if rec.LastResult != nil {
 		for _, c := range rec.LastResult.Changes {
 			if c.From != nil {
-				remembered[c.Kind+" "+c.Name] = fmt.Sprintf("%d->%d", *c.From, c.To)
+				remembered[string(c.Kind)+" "+c.Name] = fmt.Sprintf("%d->%d", *c.From, c.To)
 			}
 		}
 	}

@@ -61,15 +61,15 @@ type AppScaleTemplate struct {
 type App struct {
 	Namespace string `json:"namespace"`
 	// Kind is KindDeployment or KindStatefulSet.
-	Kind     string `json:"kind"`
+	Kind     Kind   `json:"kind"`
 	Name     string `json:"name"`
 	Replicas *int32 `json:"replicas,omitzero"`
 }
 
 // The workload kinds an App may name.
 const (
-	KindDeployment  = "Deployment"
-	KindStatefulSet = "StatefulSet"
+	KindDeployment  Kind = "Deployment"
+	KindStatefulSet Kind = "StatefulSet"
 )
 
 // ParseCron parses the schedule's cron expression in its time zone.

@@ -47,6 +47,9 @@ const (
 	// ActionSkip records the fire time as dealt with without applying it:
 	// it is more than the maximum lateness in the past.
 	ActionSkip Action = "skip"
+	// ActionLost: another tick claimed the fire time first, so nothing
+	// was applied here.
+	ActionLost Action = "lost"
 )
 
 // Decision is one due schedule and what to do about it.

@@ -162,7 +162,7 @@ func validate(ps *problems, at string, s Schedule, knownGroups []string) {
 		} else if msgs := validation.IsDNS1123Subdomain(a.Name); len(msgs) > 0 {
 			ps.add(field+".name", "%q is not a workload name: %s", a.Name, strings.Join(msgs, "; "))
 		}
-		key := a.Namespace + "/" + a.Kind + "/" + a.Name
+		key := a.Namespace + "/" + string(a.Kind) + "/" + a.Name
 		if j, dup := workloads[key]; !dup {
 			workloads[key] = i
 		} else if a.Name != "" {

@@ -13,11 +13,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/k8s/facts"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
 // TaintKey is the NoSchedule taint a draining node carries.
-const TaintKey = "nodetide.io/draining"
+const TaintKey = facts.TaintDraining
 
 // DeletionCostAnnotation steers which pod a ReplicaSet removes when scaled
 // down: the lowest cost goes first.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/k8s/facts"
 	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/providers"
@@ -479,7 +480,7 @@ func movable(p *corev1.Pod) bool {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
 	}
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+	if facts.IsMirrorPod(p) {
 		return false
 	}
 	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodetide/nodetide/pkg/k8s/facts"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
@@ -30,7 +31,7 @@ func recordCycle(ctx context.Context, snap planner.Snapshot, plan planner.Plan, 
 
 	pending, oldest := 0, time.Duration(0)
 	for i := range snap.Pods {
-		since, ok := unschedulableSince(&snap.Pods[i])
+		since, ok := facts.UnschedulableSince(&snap.Pods[i])
 		if !ok {
 			continue
 		}
@@ -131,25 +132,6 @@ func throttled(code string) bool {
 		return true
 	}
 	return false
-}
-
-func unschedulableSince(p *corev1.Pod) (time.Time, bool) {
-	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil ||
-		p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return time.Time{}, false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			if c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
-				return time.Time{}, false
-			}
-			if c.LastTransitionTime.IsZero() {
-				return p.CreationTimestamp.Time, true
-			}
-			return c.LastTransitionTime.Time, true
-		}
-	}
-	return time.Time{}, false
 }
 
 func nodeReady(n *corev1.Node) bool {

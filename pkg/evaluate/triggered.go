@@ -5,6 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodetide/nodetide/pkg/k8s/facts"
 )
 
 const (
@@ -85,7 +87,7 @@ func comingOfAge(pods []corev1.Pod, minAge time.Duration, now time.Time) time.Ti
 	var due time.Time
 	for i := range pods {
 		p := &pods[i]
-		if !unschedulable(p) {
+		if !facts.IsUnschedulable(p) {
 			continue
 		}
 		at := p.CreationTimestamp.Add(minAge)

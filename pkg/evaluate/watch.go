@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/nodetide/nodetide/pkg/k8s/facts"
 )
 
 // minWatchRunGap keeps a burst of new pending pods (a Deployment scaled by
@@ -49,7 +51,7 @@ func (e *Evaluator) Watch(ctx context.Context, until time.Time) ([]Result, error
 				return results, nil // the server closed the watch; the next tick covers the rest
 			}
 			pod, isPod := ev.Object.(*corev1.Pod)
-			if !isPod || ev.Type == watch.Deleted || !unschedulable(pod) {
+			if !isPod || ev.Type == watch.Deleted || !facts.IsUnschedulable(pod) {
 				continue
 			}
 			at := pod.CreationTimestamp.Add(e.Settings.ScaleUp.PendingPodMinAge)
@@ -75,16 +77,4 @@ func (e *Evaluator) Watch(ctx context.Context, until time.Time) ([]Result, error
 			results = append(results, res)
 		}
 	}
-}
-
-func unschedulable(p *corev1.Pod) bool {
-	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return false
 }

@@ -6,12 +6,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodetide/nodetide/pkg/k8s/facts"
 )
 
 // Names the planner reads from objects.
 const (
 	// TaintDraining marks a node nodetide is draining.
-	TaintDraining = "nodetide.io/draining"
+	TaintDraining = facts.TaintDraining
 
 	annotationScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 	annotationSafeToEvict       = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -128,41 +130,14 @@ func comparePods(a, b *corev1.Pod) int {
 	return strings.Compare(a.Name, b.Name)
 }
 
-func isTerminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
-
-func isUnschedulable(p *corev1.Pod) bool {
-	if p.Spec.NodeName != "" || isTerminal(p) || p.DeletionTimestamp != nil {
-		return false
-	}
-	for i := range p.Status.Conditions {
-		c := &p.Status.Conditions[i]
-		if c.Type == corev1.PodScheduled {
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return false
-}
-
+// The pod predicates are facts' (one answer for the planner, the drain and
+// the evaluate cycle); these names keep the planner's code short.
+func isTerminal(p *corev1.Pod) bool      { return facts.IsTerminal(p) }
+func isUnschedulable(p *corev1.Pod) bool { return facts.IsUnschedulable(p) }
+func isDaemonSetPod(p *corev1.Pod) bool  { return facts.IsDaemonSetPod(p) }
+func isMirrorPod(p *corev1.Pod) bool     { return facts.IsMirrorPod(p) }
 func controllerOf(p *corev1.Pod) (kind, uid string, ok bool) {
-	for i := range p.OwnerReferences {
-		o := &p.OwnerReferences[i]
-		if o.Controller != nil && *o.Controller {
-			return o.Kind, string(o.UID), true
-		}
-	}
-	return "", "", false
-}
-
-func isDaemonSetPod(p *corev1.Pod) bool {
-	kind, _, ok := controllerOf(p)
-	return ok && kind == "DaemonSet"
-}
-
-func isMirrorPod(p *corev1.Pod) bool {
-	_, ok := p.Annotations[annotationMirror]
-	return ok
+	return facts.ControllerOf(p)
 }
 
 func nodeReady(n *corev1.Node) bool {

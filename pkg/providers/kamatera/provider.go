@@ -338,7 +338,8 @@ func newServerName(namePrefix string) (string, error) {
 
 // refresh lists the servers (reusing a listing younger than the cache TTL
 // unless force), reads the tags of servers not seen before, and follows the
-// queued creates.
+// queued creates, power changes and terminates. The API is called without
+// p.mu held; what the answers change is applied under it in one step.
 func (p *Provider) refresh(ctx context.Context, force bool) error {
 	p.refreshMu.Lock()
 	defer p.refreshMu.Unlock()
@@ -349,9 +350,51 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 		return nil
 	}
 
+	servers, err := p.listOurs(ctx)
+	if err != nil {
+		return err
+	}
+	needTags, follow, followDel := p.toFollow(servers)
+	newTags, err := p.readTags(ctx, needTags)
+	if err != nil {
+		return err
+	}
+	created, err := p.followCreates(ctx, follow)
+	if err != nil {
+		return err
+	}
+	deleted, err := p.followDeletes(ctx, followDel)
+	if err != nil {
+		return err
+	}
+
+	now := p.opts.now()
+	p.mu.Lock()
+	p.settleDeletes(deleted, followDel)
+	p.settleCreates(created, now)
+	terminate := p.expireCreates(servers, now)
+	p.expireDeletes(servers, now)
+	for name, t := range newTags {
+		p.tags[name] = t
+	}
+	for name := range p.tags {
+		if _, listed := servers[name]; !listed && p.creates[name] == nil {
+			delete(p.tags, name)
+		}
+	}
+	p.servers = servers
+	p.refreshed = now
+	p.mu.Unlock()
+
+	p.removeCancelled(ctx, terminate, now)
+	return nil
+}
+
+// listOurs lists the servers whose names carry the cluster's filter prefix.
+func (p *Provider) listOurs(ctx context.Context) (map[string]listedServer, error) {
 	list, err := p.api.listServers(ctx)
 	if err != nil {
-		return fmt.Errorf("kamatera cluster %s: list servers: %w", p.cfg.ClusterName, err)
+		return nil, fmt.Errorf("kamatera cluster %s: list servers: %w", p.cfg.ClusterName, err)
 	}
 	servers := make(map[string]listedServer, len(list))
 	for _, s := range list {
@@ -360,53 +403,67 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 		}
 		servers[s.Name] = listedServer{name: s.Name, power: s.Power == "on"}
 	}
+	return servers, nil
+}
 
+// toFollow names, under p.mu, the servers whose tags are not known yet, the
+// creates whose queued command is still open, and the deletions with one.
+func (p *Provider) toFollow(servers map[string]listedServer) (needTags []string, follow []*create, followDel map[string]deletion) {
 	p.mu.Lock()
-	var needTags []string
+	defer p.mu.Unlock()
 	for name := range servers {
 		if _, ok := p.tags[name]; !ok {
 			needTags = append(needTags, name)
 		}
 	}
-	var follow []*create
+	sort.Strings(needTags)
 	for _, c := range p.creates {
 		if c.failed == "" && !c.done && c.commandID != "" {
 			follow = append(follow, c)
 		}
 	}
-	followDel := map[string]deletion{}
+	followDel = map[string]deletion{}
 	for name, d := range p.deleting {
 		if d.commandID != "" {
 			followDel[name] = d
 		}
 	}
-	p.mu.Unlock()
+	return needTags, follow, followDel
+}
 
-	sort.Strings(needTags)
-	newTags := make(map[string][]string, len(needTags))
-	for _, name := range needTags {
-		tags, err := p.api.serverTags(ctx, name)
+func (p *Provider) readTags(ctx context.Context, names []string) (map[string][]string, error) {
+	tags := make(map[string][]string, len(names))
+	for _, name := range names {
+		t, err := p.api.serverTags(ctx, name)
 		if err != nil {
-			return fmt.Errorf("kamatera cluster %s: tags of server %s: %w", p.cfg.ClusterName, name, err)
+			return nil, fmt.Errorf("kamatera cluster %s: tags of server %s: %w", p.cfg.ClusterName, name, err)
 		}
-		newTags[name] = tags
+		tags[name] = t
 	}
+	return tags, nil
+}
 
-	type outcome struct {
-		c      *create
-		status queueCommand
-		err    error
-	}
-	outcomes := make([]outcome, 0, len(follow))
+// createOutcome is what the queue says of one create (or power-on).
+type createOutcome struct {
+	c      *create
+	status queueCommand
+	err    error
+}
+
+func (p *Provider) followCreates(ctx context.Context, follow []*create) ([]createOutcome, error) {
+	outcomes := make([]createOutcome, 0, len(follow))
 	for _, c := range follow {
 		st, err := p.api.queueStatus(ctx, c.commandID)
 		if err != nil && !errors.Is(err, errUnknownCommand) {
-			return fmt.Errorf("kamatera group %s: follow the create of server %s (command %s): %w", c.group, c.name, c.commandID, err)
+			return nil, fmt.Errorf("kamatera group %s: follow the create of server %s (command %s): %w", c.group, c.name, c.commandID, err)
 		}
-		outcomes = append(outcomes, outcome{c: c, status: st, err: err})
+		outcomes = append(outcomes, createOutcome{c: c, status: st, err: err})
 	}
+	return outcomes, nil
+}
 
-	delOutcomes := map[string]queueCommand{}
+func (p *Provider) followDeletes(ctx context.Context, followDel map[string]deletion) (map[string]queueCommand, error) {
+	outcomes := map[string]queueCommand{}
 	for _, name := range sortedKeys(followDel) {
 		d := followDel[name]
 		st, err := p.api.queueStatus(ctx, d.commandID)
@@ -414,16 +471,18 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("kamatera group %s: follow the %s of server %s (command %s): %w", d.group, d.action(), name, d.commandID, err)
+			return nil, fmt.Errorf("kamatera group %s: follow the %s of server %s (command %s): %w", d.group, d.action(), name, d.commandID, err)
 		}
-		delOutcomes[name] = st
+		outcomes[name] = st
 	}
+	return outcomes, nil
+}
 
-	now := p.opts.now()
-	p.mu.Lock()
-	for name, st := range delOutcomes {
+// settleDeletes applies the queue's answers on deletions; p.mu is held.
+func (p *Provider) settleDeletes(outcomes map[string]queueCommand, followed map[string]deletion) {
+	for name, st := range outcomes {
 		d, ok := p.deleting[name]
-		if !ok || d.commandID != followDel[name].commandID {
+		if !ok || d.commandID != followed[name].commandID {
 			continue // changed meanwhile
 		}
 		switch st.Status {
@@ -437,6 +496,10 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 			p.opts.log.Warn("kamatera: a "+d.action()+" command failed; the server counts as running again", "group", d.group, "server", name, "command", d.commandID, "status", st.Status, "log", st.Log)
 		}
 	}
+}
+
+// settleCreates applies the queue's answers on creates; p.mu is held.
+func (p *Provider) settleCreates(outcomes []createOutcome, now time.Time) {
 	for _, o := range outcomes {
 		c := o.c
 		switch {
@@ -452,7 +515,12 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 			p.fail(c, now, "kamatera "+c.what()+" of server "+c.name+" failed: "+msg)
 		}
 	}
-	var terminate []*create
+}
+
+// expireCreates settles creates against the listing: done, timed out,
+// failed long enough ago; it returns the cancelled creates whose servers
+// exist and must be removed. p.mu is held.
+func (p *Provider) expireCreates(servers map[string]listedServer, now time.Time) (terminate []*create) {
 	for name, c := range p.creates {
 		s, listed := servers[name]
 		if c.commandID == "" && listed {
@@ -488,14 +556,19 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 			p.fail(c, now, msg)
 		}
 	}
-	// A terminated server is remembered a while after it is gone, so that
-	// a repeated DeleteInstance (a retried drain step) succeeds.
+	return terminate
+}
+
+// expireDeletes settles deletions against the listing. A terminated server
+// is remembered a while after it is gone, so that a repeated DeleteInstance
+// (a retried drain step) succeeds. p.mu is held.
+func (p *Provider) expireDeletes(servers map[string]listedServer, now time.Time) {
 	for name, d := range p.deleting {
-		_, listed := servers[name]
+		s, listed := servers[name]
 		switch {
 		case !listed && now.Sub(d.at) >= p.opts.failedRetention:
 			delete(p.deleting, name)
-		case listed && d.poweroff && d.commandID == "" && !servers[name].power:
+		case listed && d.poweroff && d.commandID == "" && !s.power:
 			delete(p.deleting, name) // powered off: kept, no longer deleting
 		case listed && now.Sub(d.at) >= p.opts.createTimeout:
 			// A command the queue never finished (or never knew): the
@@ -504,20 +577,12 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 			p.opts.log.Warn("kamatera: a "+d.action()+" did not finish; the server counts again", "group", d.group, "server", name, "command", d.commandID, "after", p.opts.createTimeout.String())
 		}
 	}
-	for name, t := range newTags {
-		p.tags[name] = t
-	}
-	for name := range p.tags {
-		if _, listed := servers[name]; !listed && p.creates[name] == nil {
-			delete(p.tags, name)
-		}
-	}
-	p.servers = servers
-	p.refreshed = now
-	p.mu.Unlock()
+}
 
-	// Creates given up by DecreaseTargetSize are removed once they exist (a
-	// kept server powered on for nothing is powered off again).
+// removeCancelled removes the servers of creates DecreaseTargetSize gave up
+// once they exist (a kept server powered on for nothing is powered off
+// again); a failure is retried by the next refresh.
+func (p *Provider) removeCancelled(ctx context.Context, terminate []*create, now time.Time) {
 	for _, c := range terminate {
 		park := c.poweron // it was kept powered off before: so again
 		var id string
@@ -536,7 +601,6 @@ func (p *Provider) refresh(ctx context.Context, force bool) error {
 		p.deleting[c.name] = deletion{group: c.group, at: now, commandID: id, poweroff: park}
 		p.mu.Unlock()
 	}
-	return nil
 }
 
 func (c *create) what() string {

@@ -15,6 +15,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/schedule/fire"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/trigger"
 )
@@ -132,10 +133,10 @@ func TestEvents(t *testing.T) {
 		},
 		"schedule-scheduled.json": func(t *testing.T, data []byte, m map[string]any) {
 			scheduled(t, m)
-			scheduleAction(t, data, schedule.ActionTick)
+			scheduleAction(t, data, fire.ActionTick)
 		},
 		"schedule-put.json": func(t *testing.T, data []byte, _ map[string]any) {
-			req := scheduleAction(t, data, schedule.ActionPut)
+			req := scheduleAction(t, data, fire.ActionPut)
 			if err := schedule.Validate(*req.Schedule, groups); err != nil {
 				t.Errorf("against the example config's groups: %v", err)
 			}
@@ -143,10 +144,10 @@ func TestEvents(t *testing.T) {
 				t.Errorf("cron: %v", err)
 			}
 		},
-		"schedule-list.json":   func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, schedule.ActionList) },
-		"schedule-get.json":    func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, schedule.ActionGet) },
-		"schedule-delete.json": func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, schedule.ActionDelete) },
-		"schedule-run.json":    func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, schedule.ActionRun) },
+		"schedule-list.json":   func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, fire.ActionList) },
+		"schedule-get.json":    func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, fire.ActionGet) },
+		"schedule-delete.json": func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, fire.ActionDelete) },
+		"schedule-run.json":    func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, fire.ActionRun) },
 	}
 
 	files, err := filepath.Glob("../events/*.json")
@@ -232,9 +233,9 @@ func interruption(t *testing.T, data []byte, kind string) {
 	}
 }
 
-func scheduleAction(t *testing.T, data []byte, want string) schedule.Request {
+func scheduleAction(t *testing.T, data []byte, want string) fire.Request {
 	t.Helper()
-	req, err := schedule.ParseEvent(data)
+	req, err := fire.ParseEvent(data)
 	if err != nil {
 		t.Fatalf("schedule rejects it: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/metrics"
-	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/schedule/fire"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/sfnlocal"
 )
@@ -82,7 +82,7 @@ func newRunCmd(g *globals) *cobra.Command {
 				defer stop()
 			}
 			// Schedules live in DynamoDB; with state in memory there are none.
-			var sched *schedule.Handler
+			var sched *fire.Handler
 			if cfg.State.DynamoDB != nil {
 				if sched, err = setup.SchedulesWith(ctx, cfg, &setup.AWS{}, ev, g.logger()); err != nil {
 					return err
@@ -141,7 +141,7 @@ func newRunCmd(g *globals) *cobra.Command {
 
 // scheduleTick fires the schedules due now, as the schedule function's
 // EventBridge tick does, and says what each did.
-func (g *globals) scheduleTick(ctx context.Context, h *schedule.Handler) error {
+func (g *globals) scheduleTick(ctx context.Context, h *fire.Handler) error {
 	res, err := h.Tick(ctx)
 	if err != nil {
 		fmt.Fprintf(g.stderr, "schedule tick failed: %v\n", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/schedule/fire"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
@@ -251,7 +252,7 @@ func (g *globals) scheduleConfig() (*config.Config, error) {
 }
 
 // scheduleStore is a handler for the store actions only (no cluster).
-func (g *globals) scheduleStore(ctx context.Context) (*schedule.Handler, error) {
+func (g *globals) scheduleStore(ctx context.Context) (*fire.Handler, error) {
 	cfg, err := g.scheduleConfig()
 	if err != nil {
 		return nil, err
@@ -260,7 +261,7 @@ func (g *globals) scheduleStore(ctx context.Context) (*schedule.Handler, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &schedule.Handler{Store: store}, nil
+	return &fire.Handler{Store: store}, nil
 }
 
 func (g *globals) printDoc(v any) error {

@@ -43,10 +43,10 @@ type OverrideStore interface {
 	ClearOverrides(ctx context.Context, schedule string) ([]string, error)
 }
 
-// overridesOf returns the override s sets on each group it names when it
+// OverridesOf returns the override s sets on each group it names when it
 // fires at firedAt: desiredCapacity reaches every managed group, a
 // nodeGroups entry wins for its group.
-func overridesOf(s Schedule, groups []string, firedAt time.Time) []Override {
+func OverridesOf(s Schedule, groups []string, firedAt time.Time) []Override {
 	var out []Override
 	index := map[string]int{}
 	set := func(o Override) {

@@ -44,14 +44,14 @@ func TestOverridesOf(t *testing.T) {
 		{Name: "gpu", Max: p(0), Desired: p(0)},
 		{Name: "workers", Max: p(2)},
 	}}
-	got := overridesOf(s, []string{"workers", "gpu", "batch"}, at)
+	got := OverridesOf(s, []string{"workers", "gpu", "batch"}, at)
 	want := []Override{
 		{Group: "workers", Schedule: "night", Max: p(2), Desired: p(1), FiredAt: at},
 		{Group: "gpu", Schedule: "night", Max: p(0), Desired: p(0), FiredAt: at},
 		{Group: "batch", Schedule: "night", Desired: p(1), FiredAt: at},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("overridesOf = %+v\nwant %+v", got, want)
+		t.Errorf("OverridesOf = %+v\nwant %+v", got, want)
 	}
 	if o := got[0]; o.Source() != "schedule night" || !o.Bounds() || got[2].Bounds() {
 		t.Errorf("Source %q, Bounds %v/%v", o.Source(), o.Bounds(), got[2].Bounds())

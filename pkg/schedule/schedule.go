@@ -1,9 +1,10 @@
 // Package schedule holds nodetide's scheduled scaling: the schedule
 // document (a superset of scalerd's), its validation, cron expressions with
 // their time zones and daylight-saving rules, and the pure decision of which
-// schedules a tick fires (all pure: no I/O, no clock), and the schedule
-// function's handler, which claims due fires in the store and applies them
-// to the cluster and the node groups (apply.go, handler.go).
+// schedules a tick fires, and what a fire did (Result). All of it is pure:
+// no I/O, no clock. The schedule function's handler and the applier, which
+// claim due fires in the store and carry them out on the cluster and the
+// node groups, are in pkg/schedule/fire.
 package schedule
 
 import (

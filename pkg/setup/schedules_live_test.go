@@ -19,6 +19,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/schedule/fire"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/testbed"
 )
@@ -180,7 +181,7 @@ drain: {timeout: 2m}
 	}
 
 	// Deleting day clears its override: the configured bounds are back.
-	del := invoke(`{"action":"delete","name":"day"}`).(schedule.Deleted)
+	del := invoke(`{"action":"delete","name":"day"}`).(fire.Deleted)
 	if !slices.Equal(del.ClearedOverrides, []string{pool}) {
 		t.Fatalf("delete day cleared %v, want [%s]", del.ClearedOverrides, pool)
 	}

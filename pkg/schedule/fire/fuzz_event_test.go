@@ -1,4 +1,4 @@
-package schedule
+package fire
 
 import (
 	"encoding/json"

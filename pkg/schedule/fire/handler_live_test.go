@@ -1,4 +1,4 @@
-package schedule_test
+package fire_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/schedule/fire"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/testbed"
 )
@@ -114,10 +115,10 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 		return []providers.NodeGroup{big, small, shrink}, nil
 	}
 
-	newHandler := func(now time.Time) *schedule.Handler {
-		return &schedule.Handler{
+	newHandler := func(now time.Time) *fire.Handler {
+		return &fire.Handler{
 			Store:   state.NewDynamoDB(db.Client(t), table, "c-"+ns),
-			Applier: &schedule.Applier{Client: cp.Client, Groups: groups},
+			Applier: &fire.Applier{Client: cp.Client, Groups: groups},
 			Now:     func() time.Time { return now },
 		}
 	}
@@ -159,7 +160,7 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 	tickAt := time.Date(2027, 3, 1, 8, 0, 10, 0, time.UTC)
 	tick := json.RawMessage(`{"version":"0","id":"1","detail-type":"Scheduled Event","source":"aws.events","account":"1","time":"2027-03-01T08:00:00Z","region":"eu-west-1","resources":[],"detail":{}}`)
 	var wg sync.WaitGroup
-	results := make([]schedule.TickResult, 2)
+	results := make([]fire.TickResult, 2)
 	errs := make([]error, 2)
 	m := metrics.New("prod", nil) // both ticks' metrics, as one invocation's
 	for i := range 2 {
@@ -167,7 +168,7 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 			out, err := newHandler(tickAt).Handle(metrics.NewContext(ctx, m), tick)
 			errs[i] = err
 			if err == nil {
-				results[i] = out.(schedule.TickResult)
+				results[i] = out.(fire.TickResult)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package schedule
+package fire
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/schedule"
 )
 
 // Applier carries out a schedule's effects: it scales the workloads the
@@ -29,31 +30,11 @@ type Applier struct {
 	Groups func(context.Context) ([]providers.NodeGroup, error)
 	// Overrides records the sizes a fired schedule sets, which evaluate
 	// and drain then keep to; nil applies desired sizes only.
-	Overrides OverrideStore
+	Overrides schedule.OverrideStore
 	// Shrinker drains surplus nodes; nil reports shrinking as failed.
 	Shrinker Shrinker
 	Log      *slog.Logger
 }
-
-// Outcome is what became of one Change.
-type Outcome string
-
-// The outcomes of one Change.
-const (
-	OutcomeScaled    Outcome = "scaled"
-	OutcomeUnchanged Outcome = "unchanged"
-	// OutcomeDraining: the group shrinks; drains of its surplus nodes
-	// were started (Message names them).
-	OutcomeDraining Outcome = "draining"
-	OutcomeFailed   Outcome = "failed"
-)
-
-// Kind is what a Change (or an App) scales: KindDeployment, KindStatefulSet
-// or KindNodeGroup.
-type Kind string
-
-// KindNodeGroup is the Kind of a Change to a node group.
-const KindNodeGroup Kind = "NodeGroup"
 
 // Shrinker removes node groups' surplus nodes now: given back when they
 // never registered, else drained. The evaluate cycle is one, so a
@@ -80,67 +61,11 @@ func (r Removal) what() string {
 	return fmt.Sprintf("giving back %d unregistered", r.Delta)
 }
 
-// Change is one effect of an applied schedule.
-type Change struct {
-	Kind      Kind   `json:"kind"`
-	Namespace string `json:"namespace,omitzero"`
-	Name      string `json:"name"`
-	From      *int   `json:"from,omitzero"`
-	To        int    `json:"to"`
-	// Min and Max are a node group's effective bounds from now on, when
-	// the schedule sets any.
-	Min     *int    `json:"min,omitzero"`
-	Max     *int    `json:"max,omitzero"`
-	Outcome Outcome `json:"outcome"`
-	Message string  `json:"message,omitzero"`
-}
-
-// Result is what one schedule did at one fire time (or by hand).
-type Result struct {
-	Schedule string `json:"schedule"`
-	// Action is ActionFire, ActionSkip, ActionRun (by hand) or ActionLost
-	// (another tick claimed the fire time first, so nothing was applied
-	// here).
-	Action  Action    `json:"action"`
-	FireAt  time.Time `json:"fireAt,omitzero"`
-	Reason  string    `json:"reason,omitzero"`
-	Changes []Change  `json:"changes,omitzero"`
-	// Notes tell what was not done and why, without being failures.
-	Notes []string `json:"notes,omitzero"`
-	// Errors are the effects that failed; the others were still applied.
-	Errors []string `json:"errors,omitzero"`
-}
-
-// Err joins the result's errors, or is nil.
-func (r Result) Err() error {
-	if len(r.Errors) == 0 {
-		return nil
-	}
-	errs := make([]error, len(r.Errors))
-	for i, e := range r.Errors {
-		errs[i] = errors.New(e)
-	}
-	return fmt.Errorf("schedule %q: %w", r.Schedule, errors.Join(errs...))
-}
-
-func (r *Result) fail(c Change, err error) {
-	c.Outcome, c.Message = OutcomeFailed, err.Error()
-	r.Changes = append(r.Changes, c)
-	r.Errors = append(r.Errors, fmt.Sprintf("%s: %v", c.target(), err))
-}
-
-func (c Change) target() string {
-	if c.Namespace != "" {
-		return fmt.Sprintf("%s %s/%s", c.Kind, c.Namespace, c.Name)
-	}
-	return fmt.Sprintf("%s %s", c.Kind, c.Name)
-}
-
 // Apply carries out s's effects into res. One effect failing doesn't stop
 // the others; each failure is recorded in res.Errors.
 // firedAt is the fire time (now, when run by hand); it orders the overrides
 // of schedules naming the same group.
-func (a *Applier) Apply(ctx context.Context, s Schedule, firedAt time.Time, res *Result) {
+func (a *Applier) Apply(ctx context.Context, s schedule.Schedule, firedAt time.Time, res *schedule.Result) {
 	a.applyNodeGroups(ctx, s, firedAt, res)
 	for _, t := range s.AppScaleTemplates {
 		if t.Replicas == nil {
@@ -155,7 +80,7 @@ func (a *Applier) Apply(ctx context.Context, s Schedule, firedAt time.Time, res 
 		a.scale(ctx, app.Kind, app.Namespace, app.Name, *app.Replicas, res)
 	}
 	for _, c := range res.Changes {
-		a.log().Info("schedule effect", "schedule", s.Name, "target", c.target(), "to", c.To, "outcome", c.Outcome, "message", c.Message)
+		a.log().Info("schedule effect", "schedule", s.Name, "target", c.Target(), "to", c.To, "outcome", c.Outcome, "message", c.Message)
 	}
 }
 
@@ -168,11 +93,11 @@ func (a *Applier) log() *slog.Logger {
 
 // applyTemplate scales every Deployment labelled app=<App>, in all
 // namespaces, as scalerd does.
-func (a *Applier) applyTemplate(ctx context.Context, t AppScaleTemplate, res *Result) {
+func (a *Applier) applyTemplate(ctx context.Context, t schedule.AppScaleTemplate, res *schedule.Result) {
 	sel := labels.Set{"app": t.App}.AsSelector().String()
 	list, err := a.Client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		res.fail(Change{Kind: KindDeployment, Name: sel, To: int(*t.Replicas)}, fmt.Errorf("list: %w", err))
+		res.Fail(schedule.Change{Kind: schedule.KindDeployment, Name: sel, To: int(*t.Replicas)}, fmt.Errorf("list: %w", err))
 		return
 	}
 	if len(list.Items) == 0 {
@@ -180,25 +105,25 @@ func (a *Applier) applyTemplate(ctx context.Context, t AppScaleTemplate, res *Re
 		return
 	}
 	for _, d := range list.Items {
-		a.scale(ctx, KindDeployment, d.Namespace, d.Name, *t.Replicas, res)
+		a.scale(ctx, schedule.KindDeployment, d.Namespace, d.Name, *t.Replicas, res)
 	}
 }
 
 // scale sets a workload's replicas through its scale subresource.
-func (a *Applier) scale(ctx context.Context, kind Kind, ns, name string, replicas int32, res *Result) {
-	c := Change{Kind: kind, Namespace: ns, Name: name, To: int(replicas)}
+func (a *Applier) scale(ctx context.Context, kind schedule.Kind, ns, name string, replicas int32, res *schedule.Result) {
+	c := schedule.Change{Kind: kind, Namespace: ns, Name: name, To: int(replicas)}
 	var get func(context.Context, string, metav1.GetOptions) (*autoscalingv1.Scale, error)
 	var update func(context.Context, string, *autoscalingv1.Scale, metav1.UpdateOptions) (*autoscalingv1.Scale, error)
 	switch kind {
-	case KindDeployment:
+	case schedule.KindDeployment:
 		get, update = a.Client.AppsV1().Deployments(ns).GetScale, a.Client.AppsV1().Deployments(ns).UpdateScale
-	case KindStatefulSet:
+	case schedule.KindStatefulSet:
 		get, update = a.Client.AppsV1().StatefulSets(ns).GetScale, a.Client.AppsV1().StatefulSets(ns).UpdateScale
 	default:
-		res.fail(c, fmt.Errorf("kind %q is not %s or %s", kind, KindDeployment, KindStatefulSet))
+		res.Fail(c, fmt.Errorf("kind %q is not %s or %s", kind, schedule.KindDeployment, schedule.KindStatefulSet))
 		return
 	}
-	c.Outcome = OutcomeScaled
+	c.Outcome = schedule.OutcomeScaled
 	// The controllers write the workload too; a conflict is retried on a
 	// fresh read.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -209,7 +134,7 @@ func (a *Applier) scale(ctx context.Context, kind Kind, ns, name string, replica
 		from := int(sc.Spec.Replicas)
 		c.From = &from
 		if sc.Spec.Replicas == replicas {
-			c.Outcome = OutcomeUnchanged
+			c.Outcome = schedule.OutcomeUnchanged
 			return nil
 		}
 		sc.Spec.Replicas = replicas
@@ -217,7 +142,7 @@ func (a *Applier) scale(ctx context.Context, kind Kind, ns, name string, replica
 		return err
 	})
 	if err != nil {
-		res.fail(c, err)
+		res.Fail(c, err)
 		return
 	}
 	res.Changes = append(res.Changes, c)
@@ -229,7 +154,7 @@ func (a *Applier) scale(ctx context.Context, kind Kind, ns, name string, replica
 // bounds are given). Growing calls IncreaseSize; shrinking drains the
 // surplus nodes through the Shrinker. A desired size outside the group's
 // bounds is an error for that group, which is then left as it was.
-func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, firedAt time.Time, res *Result) {
+func (a *Applier) applyNodeGroups(ctx context.Context, s schedule.Schedule, firedAt time.Time, res *schedule.Result) {
 	if s.DesiredCapacity == nil && len(s.NodeGroups) == 0 {
 		return
 	}
@@ -249,15 +174,15 @@ func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, firedAt time.
 		names = append(names, g.Name())
 	}
 	shrink := map[string]int{}
-	pending := map[string]Change{}
-	for _, o := range overridesOf(s, names, firedAt) {
-		c := Change{Kind: KindNodeGroup, Name: o.Group}
+	pending := map[string]schedule.Change{}
+	for _, o := range schedule.OverridesOf(s, names, firedAt) {
+		c := schedule.Change{Kind: schedule.KindNodeGroup, Name: o.Group}
 		g, ok := byName[o.Group]
 		if !ok {
-			res.fail(c, errors.New("no such node group is managed"))
+			res.Fail(c, errors.New("no such node group is managed"))
 			continue
 		}
-		lo, hi, note := EffectiveBounds(o, g.MinSize(), g.MaxSize())
+		lo, hi, note := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
 		if note != "" {
 			res.Notes = append(res.Notes, fmt.Sprintf("node group %s: %s", o.Group, note))
 		}
@@ -266,7 +191,7 @@ func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, firedAt time.
 		}
 		target, err := g.TargetSize(ctx)
 		if err != nil {
-			res.fail(c, fmt.Errorf("target size: %w", err))
+			res.Fail(c, fmt.Errorf("target size: %w", err))
 			continue
 		}
 		c.From = &target
@@ -276,10 +201,10 @@ func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, firedAt time.
 			c.To = want
 			switch {
 			case want > hi:
-				res.fail(c, fmt.Errorf("desired size %d is above the node group's maximum size %d; left at %d", want, hi, target))
+				res.Fail(c, fmt.Errorf("desired size %d is above the node group's maximum size %d; left at %d", want, hi, target))
 				continue
 			case want < lo:
-				res.fail(c, fmt.Errorf("desired size %d is below the node group's minimum size %d; left at %d", want, lo, target))
+				res.Fail(c, fmt.Errorf("desired size %d is below the node group's minimum size %d; left at %d", want, lo, target))
 				continue
 			}
 		}
@@ -287,11 +212,11 @@ func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, firedAt time.
 		if a.Overrides != nil {
 			won, err := a.Overrides.SetOverride(ctx, o)
 			if err != nil {
-				res.fail(c, fmt.Errorf("record the override: %w", err))
+				res.Fail(c, fmt.Errorf("record the override: %w", err))
 				continue
 			}
 			if !won {
-				c.Outcome = OutcomeUnchanged
+				c.Outcome = schedule.OutcomeUnchanged
 				c.Message = "a schedule fired later has set this group's sizes; left as they are"
 				res.Changes = append(res.Changes, c)
 				continue
@@ -301,19 +226,19 @@ func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, firedAt time.
 		}
 		switch {
 		case want == target:
-			c.Outcome = OutcomeUnchanged
+			c.Outcome = schedule.OutcomeUnchanged
 		case want > target:
 			// From the target read under the group's lock: concurrent
 			// fires asking for the same size grow the group once.
 			from, err := providers.GrowTo(ctx, g, want)
 			if err != nil {
-				res.fail(c, fmt.Errorf("grow to %d: %w", want, err))
+				res.Fail(c, fmt.Errorf("grow to %d: %w", want, err))
 				continue
 			}
 			c.From = &from
-			c.Outcome = OutcomeScaled
+			c.Outcome = schedule.OutcomeScaled
 			if from >= want {
-				c.Outcome = OutcomeUnchanged
+				c.Outcome = schedule.OutcomeUnchanged
 			}
 		default:
 			shrink[o.Group] = want
@@ -328,18 +253,18 @@ func (a *Applier) applyNodeGroups(ctx context.Context, s Schedule, firedAt time.
 }
 
 // shrink drains the surplus nodes of the groups a schedule shrinks.
-func (a *Applier) shrink(ctx context.Context, s Schedule, sizes map[string]int, changes map[string]Change, res *Result) {
+func (a *Applier) shrink(ctx context.Context, s schedule.Schedule, sizes map[string]int, changes map[string]schedule.Change, res *schedule.Result) {
 	names := slices.Sorted(maps.Keys(sizes))
 	if a.Shrinker == nil {
 		for _, name := range names {
-			res.fail(changes[name], errors.New("removing nodes needs the drain state machine, which is not configured here; the group was left as it was"))
+			res.Fail(changes[name], errors.New("removing nodes needs the drain state machine, which is not configured here; the group was left as it was"))
 		}
 		return
 	}
 	removals, err := a.Shrinker.Shrink(ctx, sizes, "schedule "+s.Name)
 	if err != nil {
 		for _, name := range names {
-			res.fail(changes[name], fmt.Errorf("shrink: %w", err))
+			res.Fail(changes[name], fmt.Errorf("shrink: %w", err))
 		}
 		return
 	}
@@ -359,7 +284,7 @@ func (a *Applier) shrink(ctx context.Context, s Schedule, sizes map[string]int, 
 			}
 		}
 		if len(failed) > 0 {
-			res.fail(c, errors.New(strings.Join(failed, "; ")))
+			res.Fail(c, errors.New(strings.Join(failed, "; ")))
 			continue
 		}
 		var parts []string
@@ -373,9 +298,9 @@ func (a *Applier) shrink(ctx context.Context, s Schedule, sizes map[string]int, 
 		if removed < *c.From-c.To {
 			parts = append(parts, fmt.Sprintf("%d more cannot go now (nodes that must not be disrupted, or already draining)", *c.From-c.To-removed))
 		}
-		c.Outcome = OutcomeDraining
+		c.Outcome = schedule.OutcomeDraining
 		if removed == 0 {
-			c.Outcome = OutcomeUnchanged
+			c.Outcome = schedule.OutcomeUnchanged
 		}
 		c.Message = strings.Join(parts, "; ")
 		res.Changes = append(res.Changes, c)

@@ -1,4 +1,9 @@
-package schedule
+// Package fire carries schedules out: the schedule function's handler (put,
+// list, get, delete, run, and the tick that claims each due fire once in the
+// store) and the applier, which scales the workloads a schedule names and
+// sets or shrinks its node groups. The schedules themselves, their cron
+// and the pure decision of what a tick fires are pkg/schedule's.
+package fire
 
 import (
 	"context"
@@ -10,6 +15,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/lambdaevent"
 	"github.com/nodetide/nodetide/pkg/metrics"
+	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/strictjson"
 )
 
@@ -17,15 +23,15 @@ import (
 // package's ScheduleStore (DynamoDB, or in memory) is one. It is declared
 // here because the state package imports this one.
 type Store interface {
-	PutSchedule(ctx context.Context, s Schedule, expectedVersion int64, now time.Time) (Record, error)
-	GetSchedule(ctx context.Context, name string) (Record, error)
-	ListSchedules(ctx context.Context) ([]Record, error)
+	PutSchedule(ctx context.Context, s schedule.Schedule, expectedVersion int64, now time.Time) (schedule.Record, error)
+	GetSchedule(ctx context.Context, name string) (schedule.Record, error)
+	ListSchedules(ctx context.Context) ([]schedule.Record, error)
 	DeleteSchedule(ctx context.Context, name string) error
 	ClaimFire(ctx context.Context, name string, fireAt time.Time) (bool, error)
 	RecordSkip(ctx context.Context, name string, fireAt time.Time, reason string) (bool, error)
 	// RecordResult keeps what the schedule did last (Record.LastResult).
-	RecordResult(ctx context.Context, name string, res Result) error
-	OverrideStore
+	RecordResult(ctx context.Context, name string, res schedule.Result) error
+	schedule.OverrideStore
 }
 
 // The actions of the schedule function; ActionTick is what an EventBridge
@@ -41,9 +47,9 @@ const (
 
 // Request is one invocation of the schedule function, parsed.
 type Request struct {
-	Action   string    `json:"action"`
-	Name     string    `json:"name,omitzero"`
-	Schedule *Schedule `json:"schedule,omitzero"`
+	Action   string             `json:"action"`
+	Name     string             `json:"name,omitzero"`
+	Schedule *schedule.Schedule `json:"schedule,omitzero"`
 }
 
 // ParseEvent tells an EventBridge scheduled event (a tick) from a
@@ -75,7 +81,7 @@ func ParseEvent(payload []byte) (Request, error) {
 		if req.Name != "" {
 			return Request{}, errors.New(`action "put" takes no "name": the schedule names itself`)
 		}
-		if err := Validate(*req.Schedule, nil); err != nil {
+		if err := schedule.Validate(*req.Schedule, nil); err != nil {
 			return Request{}, fmt.Errorf("schedule: %w", err)
 		}
 	case ActionList:
@@ -128,8 +134,8 @@ func (h *Handler) log() *slog.Logger {
 
 // TickResult is what one tick did.
 type TickResult struct {
-	Now       time.Time `json:"now"`
-	Schedules []Result  `json:"schedules"`
+	Now       time.Time         `json:"now"`
+	Schedules []schedule.Result `json:"schedules"`
 	// Errors are schedules that could not be decided (a stored cron or
 	// time zone that no longer parses); the others were still dealt with.
 	Errors []string `json:"errors,omitzero"`
@@ -165,26 +171,26 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 // Put validates s and stores it: created when new, otherwise replacing the
 // stored definition (its fire history is kept). With node groups to apply
 // schedules to, a nodeGroups entry must name one of them.
-func (h *Handler) Put(ctx context.Context, s Schedule) (Record, error) {
-	if err := Validate(s, nil); err != nil {
-		return Record{}, err
+func (h *Handler) Put(ctx context.Context, s schedule.Schedule) (schedule.Record, error) {
+	if err := schedule.Validate(s, nil); err != nil {
+		return schedule.Record{}, err
 	}
 	if len(s.NodeGroups) > 0 && h.Applier != nil && h.Applier.Groups != nil {
 		groups, err := h.Applier.Groups(ctx)
 		if err != nil {
-			return Record{}, fmt.Errorf("check the schedule's node groups: %w", err)
+			return schedule.Record{}, fmt.Errorf("check the schedule's node groups: %w", err)
 		}
 		known := make([]string, 0, len(groups))
 		for _, g := range groups {
 			known = append(known, g.Name())
 		}
-		if err := Validate(s, known); err != nil {
-			return Record{}, err
+		if err := schedule.Validate(s, known); err != nil {
+			return schedule.Record{}, err
 		}
 	}
 	list, err := h.Store.ListSchedules(ctx)
 	if err != nil {
-		return Record{}, err
+		return schedule.Record{}, err
 	}
 	var version int64
 	for _, r := range list {
@@ -225,15 +231,15 @@ func (h *Handler) Delete(ctx context.Context, name string) (Deleted, error) {
 
 // Run applies a stored schedule now, by hand: no fire time is claimed, so
 // the next due fire time still fires.
-func (h *Handler) Run(ctx context.Context, name string) (Result, error) {
+func (h *Handler) Run(ctx context.Context, name string) (schedule.Result, error) {
 	if h.Applier == nil {
-		return Result{}, errors.New("run: this handler has no cluster to apply schedules to")
+		return schedule.Result{}, errors.New("run: this handler has no cluster to apply schedules to")
 	}
 	rec, err := h.Store.GetSchedule(ctx, name)
 	if err != nil {
-		return Result{}, err
+		return schedule.Result{}, err
 	}
-	res := Result{Schedule: name, Action: ActionRun}
+	res := schedule.Result{Schedule: name, Action: ActionRun}
 	h.Applier.Apply(ctx, rec.Schedule, h.now(), &res)
 	h.recordResult(ctx, &res)
 	recordFire(ctx, res)
@@ -242,7 +248,7 @@ func (h *Handler) Run(ctx context.Context, name string) (Result, error) {
 
 // recordResult keeps res on the schedule. Failing to is not a failed
 // effect: the result says so in a note.
-func (h *Handler) recordResult(ctx context.Context, res *Result) {
+func (h *Handler) recordResult(ctx context.Context, res *schedule.Result) {
 	if err := h.Store.RecordResult(ctx, res.Schedule, *res); err != nil {
 		h.log().Warn("record schedule result", "schedule", res.Schedule, "error", err.Error())
 		res.Notes = append(res.Notes, fmt.Sprintf("the result was not recorded on the schedule: %v", err))
@@ -262,21 +268,21 @@ func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
 	if err != nil {
 		return TickResult{}, err
 	}
-	out := TickResult{Now: now, Schedules: []Result{}}
-	decisions, derr := Decide(records, now, h.MaxLateness)
+	out := TickResult{Now: now, Schedules: []schedule.Result{}}
+	decisions, derr := schedule.Decide(records, now, h.MaxLateness)
 	if derr != nil {
 		h.log().Error("undecidable schedules", "error", derr.Error())
 		metrics.From(ctx).Add(metrics.ScheduleFailures, 1, nil)
 		out.Errors = append(out.Errors, derr.Error())
 	}
-	byName := map[string]Schedule{}
+	byName := map[string]schedule.Schedule{}
 	for _, r := range records {
 		byName[r.Schedule.Name] = r.Schedule
 	}
 	for _, d := range decisions {
-		res := Result{Schedule: d.Name, Action: d.Action, FireAt: d.FireAt, Reason: d.Reason}
+		res := schedule.Result{Schedule: d.Name, Action: d.Action, FireAt: d.FireAt, Reason: d.Reason}
 		var won bool
-		if d.Action == ActionSkip {
+		if d.Action == schedule.ActionSkip {
 			won, err = h.Store.RecordSkip(ctx, d.Name, d.FireAt, d.Reason)
 		} else {
 			won, err = h.Store.ClaimFire(ctx, d.Name, d.FireAt)
@@ -285,9 +291,9 @@ func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
 		case err != nil:
 			res.Errors = append(res.Errors, fmt.Sprintf("claim fire time: %v", err))
 		case !won:
-			res.Action = ActionLost
+			res.Action = schedule.ActionLost
 			res.Notes = append(res.Notes, "another tick dealt with this fire time")
-		case d.Action == ActionFire:
+		case d.Action == schedule.ActionFire:
 			h.Applier.Apply(ctx, byName[d.Name], d.FireAt, &res)
 			h.recordResult(ctx, &res)
 		default:
@@ -304,9 +310,9 @@ func (h *Handler) Tick(ctx context.Context) (TickResult, error) {
 
 // recordFire publishes a schedule applied (fired or run by hand) and one
 // with a failed effect or a failed claim (pkg/metrics).
-func recordFire(ctx context.Context, res Result) {
+func recordFire(ctx context.Context, res schedule.Result) {
 	m := metrics.From(ctx)
-	if res.Action == ActionFire || res.Action == ActionRun {
+	if res.Action == schedule.ActionFire || res.Action == ActionRun {
 		m.Add(metrics.ScheduleFires, 1, nil)
 	}
 	if len(res.Errors) > 0 {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +175,31 @@ func TestHeadroomInSnapshot(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.err)
 			case tc.err == "" && s.NodeGroups[0].Headroom == nil:
 				t.Fatal("headroom not read")
+			}
+		})
+	}
+}
+
+// TestHeadroomRoundTrip: both snapshot forms keep a group's headroom.
+func TestHeadroomRoundTrip(t *testing.T) {
+	g := workers(0)
+	g.Headroom = &Headroom{CPUMillis: 1500, MemoryBytes: 1 << 30}
+	s := snapshot([]NodeGroup{g}, nil, nil)
+	for name, write := range map[string]func(*bytes.Buffer) error{
+		"full":    func(b *bytes.Buffer) error { return WriteSnapshot(b, s) },
+		"compact": func(b *bytes.Buffer) error { return WriteCompactSnapshot(b, s) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := write(&b); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadSnapshot(&b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h := got.NodeGroups[0].Headroom; h == nil || *h != *g.Headroom {
+				t.Errorf("headroom read back %+v, want %+v", h, g.Headroom)
 			}
 		})
 	}

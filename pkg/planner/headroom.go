@@ -82,8 +82,8 @@ func (m *model) hasMovingPods(ni int32) bool {
 }
 
 // short is how many template nodes group gi must add for its headroom to
-// hold (at most limit), and why.
-func (m *model) short(gi int, s *spare, limit int64) (int64, string) {
+// hold, and why.
+func (m *model) short(gi int, s *spare) (int64, string) {
 	g := &m.groups[gi]
 	h := s.want
 	switch {
@@ -97,15 +97,24 @@ func (m *model) short(gi int, s *spare, limit int64) (int64, string) {
 		if u < h.Utilization {
 			return 0, ""
 		}
-		// A new node brings its allocatable and its DaemonSets' requests.
-		k := int64(1)
-		for ; k < limit; k++ {
-			t := *s
-			t.alloc = t.alloc.add(g.alloc.mul(k))
-			t.used = t.used.add(g.overhead.mul(k))
-			if t.util(res{}) < h.Utilization {
-				break
+		// k new nodes bring k × (allocatable, DaemonSet requests): the
+		// smallest k with used + k·ov < P·(alloc + k·a) in every dimension.
+		// When a new node's DaemonSets alone take P of it, no k does.
+		var k int64
+		for _, d := range []struct{ used, alloc, ov, a int64 }{
+			{s.used.cpu, s.alloc.cpu, g.overhead.cpu, g.alloc.cpu},
+			{s.used.mem, s.alloc.mem, g.overhead.mem, g.alloc.mem},
+		} {
+			p := h.Utilization
+			if float64(d.used) < p*float64(d.alloc) {
+				continue
 			}
+			per := p*float64(d.a) - float64(d.ov)
+			if per <= 0 {
+				return 0, ""
+			}
+			x := (float64(d.used) - p*float64(d.alloc)) / per
+			k = max(k, int64(min(math.Floor(x)+1, float64(math.MaxInt32))))
 		}
 		return k, fmt.Sprintf("headroom: utilisation %d%% at or above %d%%", pct(u), pct(h.Utilization))
 	}
@@ -156,7 +165,7 @@ func (m *model) headroom(grown map[int]int, budget int64, plan *Plan, next *Stat
 		if limit <= 0 {
 			continue
 		}
-		k, why := m.short(gi, &s, limit)
+		k, why := m.short(gi, &s)
 		if k <= 0 {
 			continue
 		}

@@ -80,6 +80,26 @@ func TestHeadroom(t *testing.T) {
 			reason:   "headroom: utilisation 75% at or above 50%",
 		},
 		{
+			name:     "utilization: two nodes to get below",
+			snap:     snapshot([]NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{pod("a", "3", "1Gi", on("n1"))}),
+			headroom: Headroom{Utilization: 0.3},
+			up:       []string{"workers +2 =3 []"},
+			reason:   "headroom: utilisation 75% at or above 30%",
+		},
+		{
+			name:     "utilization: capped by max nodes per step",
+			snap:     snapshot([]NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{pod("a", "3", "1Gi", on("n1"))}),
+			headroom: Headroom{Utilization: 0.3},
+			set:      func(s *Settings) { s.ScaleUp.MaxNodesPerStep = 1 },
+			up:       []string{"workers +1 =2 []"},
+			reason:   "headroom: utilisation 75% at or above 30% (capped by max nodes per step 1)",
+		},
+		{
+			name:     "utilization: out of reach when DaemonSets alone take it",
+			snap:     snapshot([]NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{pod("d", "3", "1Gi", on("n1"), daemon("ds-big"))}),
+			headroom: Headroom{Utilization: 0.5},
+		},
+		{
 			name:     "utilization: below the threshold",
 			snap:     snapshot([]NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{pod("a", "1", "1Gi", on("n1"))}),
 			headroom: Headroom{Utilization: 0.5},

@@ -139,7 +139,9 @@ func (m *model) short(gi int, s *spare) (int64, string) {
 			k = math.MaxInt64 // new nodes bring none: grow as far as allowed
 			continue
 		}
-		k = max(k, (d.want-d.have+d.room-1)/d.room)
+		// In floats: a headroom near the int64 limit must not wrap.
+		x := math.Ceil((float64(d.want) - float64(d.have)) / float64(d.room))
+		k = max(k, int64(min(x, math.MaxInt32)))
 	}
 	if k == 0 {
 		return 0, ""

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,12 @@ func TestHeadroom(t *testing.T) {
 			headroom: Headroom{CPUMillis: 6000, MemoryBytes: 8 << 30},
 			up:       []string{"workers +2 =3 []"},
 			reason:   "headroom: 6 cpu, 8Gi memory spare wanted, 1 cpu, 15Gi memory free",
+		},
+		{
+			name:     "cpu and memory: the largest headroom grows to max size",
+			snap:     snapshot([]NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{pod("a", "1", "1Gi", on("n1"), bare())}),
+			headroom: Headroom{CPUMillis: math.MaxInt64},
+			up:       []string{"workers +9 =10 []"},
 		},
 		{
 			name:     "cpu and memory: enough free",

@@ -18,10 +18,13 @@ import (
 func TestHeadroomKeepsSpareNode(t *testing.T) {
 	f := newFixture(t, 0, 5, nil)
 	ctx := context.Background()
-	run := func(what string) *planner.Plan {
+	run := func(what string, set ...func(*planner.Settings)) *planner.Plan {
 		t.Helper()
 		ev := f.evaluator("a")
 		ev.Headroom = map[string]planner.Headroom{f.pool: {Nodes: 1}}
+		for _, s := range set {
+			s(&ev.Settings)
+		}
 		res, err := ev.Run(ctx)
 		if err != nil {
 			t.Fatalf("%s: Run: %v", what, err)
@@ -73,5 +76,12 @@ func TestHeadroomKeepsSpareNode(t *testing.T) {
 	readyNodes(2)
 	if p := run("spare again"); len(p.ScaleUp) != 0 || f.target(t) != 2 {
 		t.Fatalf("spare again: scaled again: %+v, target %d", p.ScaleUp, f.target(t))
+	}
+
+	// Both nodes are under the threshold and removable at once, but either
+	// removal would leave no spare node.
+	p := run("scale-down", func(s *planner.Settings) { s.ScaleDown.UnneededTime, s.ScaleDown.DelayAfterAdd = 0, 0 })
+	if len(p.ScaleDown) != 0 || len(p.State.UnneededSince) == 0 {
+		t.Fatalf("scale-down: removals %+v (unneeded %v), want the unneeded nodes kept", p.ScaleDown, p.State.UnneededSince)
 	}
 }

@@ -136,8 +136,7 @@ func (m *model) short(gi int, s *spare) (int64, string) {
 			continue
 		}
 		if d.room <= 0 {
-			k = math.MaxInt64 // new nodes bring none: grow as far as allowed
-			continue
+			return 0, "" // a new node's DaemonSets take it all: nodes cannot help
 		}
 		// In floats: a headroom near the int64 limit must not wrap.
 		x := math.Ceil((float64(d.want) - float64(d.have)) / float64(d.room))

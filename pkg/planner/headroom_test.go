@@ -75,6 +75,11 @@ func TestHeadroom(t *testing.T) {
 			up:       []string{"workers +9 =10 []"},
 		},
 		{
+			name:     "cpu and memory: out of reach when DaemonSets take a new node's cpu",
+			snap:     snapshot([]NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{pod("d", "4", "1Gi", on("n1"), daemon("ds-big"))}),
+			headroom: Headroom{CPUMillis: 1000},
+		},
+		{
 			name:     "cpu and memory: enough free",
 			snap:     snapshot([]NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{pod("a", "1", "1Gi", on("n1"))}),
 			headroom: Headroom{CPUMillis: 3000, MemoryBytes: 8 << 30},

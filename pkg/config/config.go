@@ -105,6 +105,81 @@ type NodeGroup struct {
 	Scaleway *ScalewayGroup `yaml:"scaleway"`
 	Kamatera *KamateraGroup `yaml:"kamatera"`
 	Kwok     *KwokGroup     `yaml:"kwok"`
+	// Headroom is spare capacity the group keeps ready (over-provisioning
+	// without placeholder pods).
+	Headroom *Headroom `yaml:"headroom"`
+}
+
+// Headroom is one of: a number of empty nodes; free cpu and/or memory
+// (quantities) across the group; or the utilisation (requests ÷
+// allocatable, 0 < P ≤ 1) at which the group grows.
+type Headroom struct {
+	Nodes       *int     `yaml:"nodes"`
+	CPU         string   `yaml:"cpu"`
+	Memory      string   `yaml:"memory"`
+	Utilization *float64 `yaml:"utilization"`
+}
+
+// planner converts the headroom, reporting each problem under path.
+func (h *Headroom) planner(path string, errs *fieldErrors) planner.Headroom {
+	var out planner.Headroom
+	forms := 0
+	for _, set := range []bool{h.Nodes != nil, h.CPU != "" || h.Memory != "", h.Utilization != nil} {
+		if set {
+			forms++
+		}
+	}
+	if forms != 1 {
+		errs.add(0, path, "set exactly one form: nodes, cpu/memory, or utilization")
+	}
+	if h.Nodes != nil {
+		if *h.Nodes < 1 {
+			errs.add(0, path+".nodes", fmt.Sprintf("must be at least 1, got %d", *h.Nodes))
+		}
+		out.Nodes = *h.Nodes
+	}
+	quantity := func(key, v string) (resource.Quantity, bool) {
+		if v == "" {
+			return resource.Quantity{}, false
+		}
+		q, err := resource.ParseQuantity(v)
+		switch {
+		case err != nil:
+			errs.add(0, path+"."+key, fmt.Sprintf("bad quantity %q", v))
+		case planner.CheckQuantity(q) != nil:
+			errs.add(0, path+"."+key, fmt.Sprintf("%q: %v", v, planner.CheckQuantity(q)))
+		case q.Sign() <= 0:
+			errs.add(0, path+"."+key, fmt.Sprintf("must be more than 0, got %q", v))
+		default:
+			return q, true
+		}
+		return resource.Quantity{}, false
+	}
+	if q, ok := quantity("cpu", h.CPU); ok {
+		out.CPUMillis = q.MilliValue()
+	}
+	if q, ok := quantity("memory", h.Memory); ok {
+		out.MemoryBytes = q.Value()
+	}
+	if u := h.Utilization; u != nil {
+		// Written so NaN fails too.
+		if !(*u > 0 && *u <= 1) {
+			errs.add(0, path+".utilization", fmt.Sprintf("must be in (0, 1], got %v", *u))
+		}
+		out.Utilization = *u
+	}
+	return out
+}
+
+// Headroom is, by node group name, the headroom of the groups that keep one.
+func (c *Config) Headroom() map[string]planner.Headroom {
+	out := map[string]planner.Headroom{}
+	for i, g := range c.NodeGroups {
+		if g.Headroom != nil && g.Name != "" {
+			out[g.Name] = g.Headroom.planner(fmt.Sprintf("nodeGroups[%d].headroom", i), &fieldErrors{})
+		}
+	}
+	return out
 }
 
 // AWSGroup selects Auto Scaling Groups by name or by cluster-autoscaler's
@@ -511,6 +586,12 @@ func (g *NodeGroup) validate(path string, errs *fieldErrors) {
 	}
 	if g.MinSize != nil && g.MaxSize != nil && *g.MinSize > *g.MaxSize {
 		errs.add(0, path, fmt.Sprintf("minSize %d is greater than maxSize %d", *g.MinSize, *g.MaxSize))
+	}
+	if g.Headroom != nil {
+		g.Headroom.planner(path+".headroom", errs)
+		if g.Name == "" {
+			errs.add(0, path+".headroom", "needs the group's name: groups named by discovery or by Kamatera's INI cannot keep a headroom")
+		}
 	}
 	blocks := map[string]bool{ProviderAWS: g.AWS != nil, ProviderScaleway: g.Scaleway != nil, ProviderKamatera: g.Kamatera != nil, ProviderKwok: g.Kwok != nil}
 	for name, set := range blocks {

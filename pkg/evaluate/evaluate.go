@@ -57,6 +57,9 @@ type Evaluator struct {
 	Groups   func(ctx context.Context) ([]providers.NodeGroup, error)
 	Store    state.Store
 	Settings planner.Settings
+	// Headroom is, by node group name, the spare capacity groups keep
+	// (config's nodeGroups[].headroom); the snapshot's groups carry it.
+	Headroom map[string]planner.Headroom
 	// Drainer may be nil: removals are then planned and logged, not acted on.
 	Drainer Drainer
 	// Recoverer may be nil (no drain state machine: no drains to recover).
@@ -133,6 +136,11 @@ func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers
 	described, err := Describe(ctx, groups)
 	if err != nil {
 		return planner.Snapshot{}, nil, err
+	}
+	for i := range described {
+		if h, ok := e.Headroom[described[i].Name]; ok {
+			described[i].Headroom = &h
+		}
 	}
 	st, err := e.Store.LoadState(ctx)
 	if err != nil {

@@ -50,6 +50,8 @@ func decide(s *Snapshot, set Settings, now time.Time, traced bool) (Plan, *trace
 	m.onUpcoming(classes, tr)
 	grown, budget := m.onNewNodes(classes, &plan, &next)
 	m.unschedulable(classes, grown, budget, &plan)
+	// Pending pods first; headroom takes what the step has left.
+	spares := m.headroom(grown, budget, &plan, &next)
 	// Scale-down looks at the registered nodes only, as the scheduler will.
 	m.dropSims(int32(len(m.nodes)))
 
@@ -60,7 +62,7 @@ func decide(s *Snapshot, set Settings, now time.Time, traced bool) (Plan, *trace
 		plan.NodeGroups = append(plan.NodeGroups, m.status(&g))
 	}
 
-	m.scaleDown(&plan, &next)
+	m.scaleDown(&plan, &next, spares)
 	slices.SortFunc(plan.ScaleDown, func(a, b ScaleDown) int {
 		if c := strings.Compare(a.NodeGroup, b.NodeGroup); c != 0 {
 			return c

@@ -642,7 +642,7 @@ func (c *chunkList[T]) slice() []T {
 }
 
 func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
-	known := []string{"name", "provider", "minSize", "maxSize", "targetSize", "template", "instances", "boundsFrom"}
+	known := []string{"name", "provider", "minSize", "maxSize", "targetSize", "template", "instances", "boundsFrom", "headroom"}
 	return d.object(path, known, func(key, path string) error {
 		switch key {
 		case "name":
@@ -659,6 +659,8 @@ func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
 			return d.value(path, &g.Instances)
 		case "boundsFrom":
 			return d.value(path, &g.BoundsFrom)
+		case "headroom":
+			return d.value(path, &g.Headroom)
 		case "template":
 			return d.template(path, &g.Template)
 		}
@@ -773,6 +775,11 @@ func validateSnapshot(s *Snapshot, podName string) error {
 		}
 		if g.MinSize > g.MaxSize {
 			return bad(p+".minSize", "%d is greater than maxSize %d", g.MinSize, g.MaxSize)
+		}
+		if g.Headroom != nil {
+			if err := g.Headroom.Check(); err != nil {
+				return &DocumentError{Path: p + ".headroom", Err: err}
+			}
 		}
 		if err := checkResources(p+".template.allocatable", g.Template.Allocatable); err != nil {
 			return err

@@ -73,6 +73,14 @@ type groupInfo struct {
 	// shrinking: above a schedule's max; overMax removes the surplus and
 	// the utilisation-based scale-down leaves the group alone.
 	shrinking bool
+
+	// What the pending pods left of the capacity on the way, for headroom:
+	// free room and untouched nodes among the upcoming ones, and the new
+	// nodes this plan adds with the requests placed on them.
+	upFree   res
+	upEmpty  int64
+	newNodes int64
+	newUsed  res
 }
 
 // podClass is a set of pending pods that are interchangeable for packing:

@@ -405,7 +405,7 @@ func (m *model) unneeded() []unneededNode {
 }
 
 // scaleDown tracks unneeded nodes and lists those due for removal.
-func (m *model) scaleDown(plan *Plan, next *State) {
+func (m *model) scaleDown(plan *Plan, next *State, spares []spare) {
 	if !m.set.ScaleDown.Enabled {
 		return
 	}
@@ -426,6 +426,7 @@ func (m *model) scaleDown(plan *Plan, next *State) {
 	}
 
 	removals := make([]int, len(m.groups))
+	removed := make([]res, len(m.groups))
 	for _, u := range m.unneeded() {
 		n := &m.nodes[u.node]
 		name := n.node.Name
@@ -453,7 +454,11 @@ func (m *model) scaleDown(plan *Plan, next *State) {
 		if g.draining+removals[n.group]+1 > m.set.ScaleDown.MaxConcurrentDrains {
 			continue
 		}
+		if !spares[n.group].keeps(int64(removals[n.group]+1), removed[n.group].add(n.alloc)) {
+			continue
+		}
 		removals[n.group]++
+		removed[n.group] = removed[n.group].add(n.alloc)
 		cpu, mem := n.utilization()
 		moves := "no pods to move"
 		if u.moved > 0 {

@@ -367,6 +367,12 @@ func (m *model) onUpcoming(classes []int32, tr *trace) {
 			}
 			cl.next += n
 		}
+		for _, r := range p.runs {
+			g.upFree = g.upFree.add(r.free.mul(r.n))
+			if r.free == g.cap {
+				g.upEmpty += r.n
+			}
+		}
 	}
 }
 
@@ -399,6 +405,14 @@ func (m *model) upcomingEach(classes []int32, tr *trace) {
 			place(c)
 		}
 		m.retryAffinity(order, place)
+		g := &m.groups[gi]
+		for _, s := range slots[gi] {
+			free := *m.slotFree(s)
+			g.upFree = g.upFree.add(free)
+			if free == g.cap {
+				g.upEmpty++
+			}
+		}
 	}
 }
 
@@ -578,6 +592,10 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *State) (grown map[
 		slices.Sort(pods)
 		delta := int(best.nodes)
 		grown[best.group] = delta
+		g.newNodes = best.nodes
+		for _, cc := range best.placed {
+			g.newUsed = g.newUsed.add(m.classes[cc.class].req.mul(cc.n))
+		}
 		budget -= best.nodes
 		next.LastScaleUp[g.ng.Name] = m.now
 		why := fmt.Sprintf("least waste %d%%", pct(best.waste))

@@ -11,6 +11,7 @@
 package planner
 
 import (
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,46 @@ type NodeGroup struct {
 	// spec.providerID is one of them (never by name).
 	Instances  []string `json:"instances"`
 	BoundsFrom string   `json:"boundsFrom,omitempty"`
+	// Headroom is the spare capacity the group keeps ready (config's
+	// nodeGroups[].headroom); nil keeps none. It is part of the snapshot so
+	// a replay decides as the cycle did.
+	Headroom *Headroom `json:"headroom,omitempty"`
+}
+
+// Headroom is spare capacity a group keeps ready for pods not yet created.
+// One form is set: Nodes (empty nodes), CPUMillis and/or MemoryBytes (free
+// allocatable across the group), or Utilization (grow when the group's
+// requests ÷ allocatable reach it, 0 < Utilization ≤ 1).
+type Headroom struct {
+	Nodes       int     `json:"nodes,omitempty"`
+	CPUMillis   int64   `json:"cpuMillis,omitempty"`
+	MemoryBytes int64   `json:"memoryBytes,omitempty"`
+	Utilization float64 `json:"utilization,omitempty"`
+}
+
+// Check reports a headroom that is not exactly one valid form.
+func (h Headroom) Check() error {
+	forms := 0
+	if h.Nodes != 0 {
+		forms++
+	}
+	if h.CPUMillis != 0 || h.MemoryBytes != 0 {
+		forms++
+	}
+	if h.Utilization != 0 {
+		forms++
+	}
+	switch {
+	case forms != 1:
+		return fmt.Errorf("set exactly one of nodes, cpu/memory, utilization")
+	case h.Nodes < 0:
+		return fmt.Errorf("nodes must be at least 1, got %d", h.Nodes)
+	case h.CPUMillis < 0 || h.MemoryBytes < 0:
+		return fmt.Errorf("cpu and memory must not be negative")
+	case h.Utilization != 0 && !(h.Utilization > 0 && h.Utilization <= 1):
+		return fmt.Errorf("utilization must be in (0, 1], got %v", h.Utilization)
+	}
+	return nil
 }
 
 // Template describes a new node of a group, so pods can be packed onto nodes

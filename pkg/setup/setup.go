@@ -517,6 +517,7 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 		Groups:   NodeGroups(cfg, client, a, overridesFrom(store), guardOf(store, holder)),
 		Store:    store,
 		Settings: cfg.Settings(),
+		Headroom: cfg.Headroom(),
 		Log:      log,
 		Holder:   holder,
 		LeaseTTL: 2 * time.Minute,

@@ -2,7 +2,7 @@
 # Builds, once, the binaries the local test bed runs: etcd, kube-apiserver,
 # kube-controller-manager and kube-scheduler from k8s.io/kubernetes, kwok, and
 # the Lambda Runtime Interface Emulator (aws-lambda-rie) that runs function
-# bootstraps for the local Step Functions service (pkg/sfnlocal). They are
+# bootstraps for the local Step Functions service (internal/sfnlocal). They are
 # cached by version outside the repository's tracked files (NODETIDE_CACHE,
 # default ~/.cache/nodetide) and rebuilt only when missing.
 set -euo pipefail
@@ -55,7 +55,7 @@ if [ ! -f "$dir/kwok-stages.yaml" ]; then
   mv "$dir/kwok-stages.yaml.tmp" "$dir/kwok-stages.yaml"
 fi
 # The RIE is a plain Go command, so `go install` at its pinned pseudo-version
-# builds it (~35 s) straight into its own cache directory; pkg/sfnlocal looks
+# builds it (~35 s) straight into its own cache directory; internal/sfnlocal looks
 # for it there.
 rie_dir="$cache/testbed/aws-lambda-rie-$rie_version"
 if [ ! -x "$rie_dir/aws-lambda-rie" ]; then

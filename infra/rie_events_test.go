@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/sfnlocal"
+	"github.com/nodetide/nodetide/internal/sfnlocal"
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/state"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 // parseFailures are what the functions answer to an event they cannot read.

@@ -8,13 +8,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/schedule/fire"
 	"github.com/nodetide/nodetide/pkg/setup"
-	"github.com/nodetide/nodetide/pkg/sfnlocal"
 )
 
 // localDrains starts the drain state machine locally and points the cycle's

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/state"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 const daytimeFile = "../../pkg/schedule/testdata/daytime.json"

@@ -14,9 +14,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/state"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/*.golden from the current output (review the diff)")

@@ -25,12 +25,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodetide/nodetide/internal/sfnlocal"
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/setup"
-	"github.com/nodetide/nodetide/pkg/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/state"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 // bed is the running test bed and what the functions need of it.

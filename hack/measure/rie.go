@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/childproc"
+	"github.com/nodetide/nodetide/internal/childproc"
 )
 
 // emulator is one aws-lambda-rie serving one function, as `sam local invoke`

@@ -31,12 +31,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodetide/nodetide/internal/sfnlocal"
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/setup"
-	"github.com/nodetide/nodetide/pkg/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/state"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 // sampleNode is the node the sample events in events/ name; the bed has it,

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/testbed"
+	"github.com/nodetide/nodetide/internal/testbed"
 )
 
 // TestUpDown runs make up's script as a user would: up, every sample event

@@ -3,7 +3,7 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/nodetide/nodetide/pkg/testbed"
+	"github.com/nodetide/nodetide/internal/testbed"
 	"os"
 	"path/filepath"
 	"slices"

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nodetide/nodetide/pkg/testbed"
+	"github.com/nodetide/nodetide/internal/testbed"
 )
 
 // The tests below run against the local control plane (etcd, kube-apiserver,

@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/planner"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 // readBed is a namespace and its own nodes (labelled with the namespace), so

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/kubeevents"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
@@ -16,7 +17,6 @@ import (
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/providers/providertest"
 	"github.com/nodetide/nodetide/pkg/providers/scaleway/scwdouble"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/planner"
@@ -27,7 +28,6 @@ import (
 	"github.com/nodetide/nodetide/pkg/providers/kamatera/kamateradouble"
 	"github.com/nodetide/nodetide/pkg/providers/scaleway/scwdouble"
 	"github.com/nodetide/nodetide/pkg/state"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 // End to end, per cloud: the cloud is its double, the cluster the local

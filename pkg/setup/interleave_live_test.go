@@ -28,15 +28,15 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/nodetide/nodetide/internal/sfnlocal"
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/schedule/fire"
 	"github.com/nodetide/nodetide/pkg/setup"
-	"github.com/nodetide/nodetide/pkg/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/state"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 // envInterleaveSeed replays one seed of TestRandomInterleavingsKeepTheGuarantees

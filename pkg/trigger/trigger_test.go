@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/state"
-	"github.com/nodetide/nodetide/pkg/testbed"
 	"github.com/nodetide/nodetide/pkg/trigger"
 )
 

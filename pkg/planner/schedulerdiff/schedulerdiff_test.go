@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/planner"
-	"github.com/nodetide/nodetide/pkg/testbed"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }

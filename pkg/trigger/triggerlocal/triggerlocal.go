@@ -47,7 +47,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/childproc"
+	"github.com/nodetide/nodetide/internal/childproc"
 )
 
 // FunctionName is the evaluate function's name here.

@@ -1,4 +1,4 @@
-// Command toyfn is a Lambda function for pkg/sfnlocal's tests. Like the drain
+// Command toyfn is a Lambda function for internal/sfnlocal's tests. Like the drain
 // function it serves every Task state of its state machine, dispatched by a
 // "step" field, and what each step does is driven by the job in its input:
 // succeed, fail with a typed error, fail a number of times and then succeed

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/nodetide/nodetide/pkg/testbed"
+	"github.com/nodetide/nodetide/internal/testbed"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }

@@ -63,7 +63,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
-	"github.com/nodetide/nodetide/pkg/childproc"
+	"github.com/nodetide/nodetide/internal/childproc"
 )
 
 const (

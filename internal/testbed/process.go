@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nodetide/nodetide/pkg/childproc"
+	"github.com/nodetide/nodetide/internal/childproc"
 )
 
 // errPortInUse marks a start failure caused by a port another process took

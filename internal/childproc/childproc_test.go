@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/childproc"
+	"github.com/nodetide/nodetide/internal/childproc"
 )
 
 // helperEnv makes the test binary, run as a child, act as a helper program

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/nodetide/nodetide/pkg/childproc"
+	"github.com/nodetide/nodetide/internal/childproc"
 )
 
 // modulePath is the module whose root holds node_modules (package.json sits

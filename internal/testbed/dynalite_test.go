@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/nodetide/nodetide/pkg/testbed"
+	"github.com/nodetide/nodetide/internal/testbed"
 )
 
 func TestDynaliteStartUseStop(t *testing.T) {

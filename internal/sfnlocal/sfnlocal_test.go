@@ -16,8 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
-	"github.com/nodetide/nodetide/pkg/sfnlocal"
-	"github.com/nodetide/nodetide/pkg/testbed"
+	"github.com/nodetide/nodetide/internal/sfnlocal"
+	"github.com/nodetide/nodetide/internal/testbed"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }

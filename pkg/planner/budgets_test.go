@@ -40,14 +40,14 @@ func TestBudgetMatching(t *testing.T) {
 		name   string
 		key    string
 		labels []string
-		want   []int
+		want   []int32
 	}{
-		{"web front", "shop/a", []string{"app", "web", "tier", "front"}, []int{0, 1, 2, 4, 6}},
-		{"web back", "shop/b", []string{"app", "web", "tier", "back"}, []int{0, 2, 4, 6}},
-		{"api of team a", "shop/c", []string{"app", "api", "team", "a"}, []int{2, 3, 5, 6, 11, 12}},
-		{"no labels", "shop/d", nil, []int{3, 5, 6}},
-		{"empty app value", "shop/e", []string{"app", ""}, []int{3, 5, 6, 10}},
-		{"other namespace", "other/f", []string{"app", "web"}, []int{9}},
+		{"web front", "shop/a", []string{"app", "web", "tier", "front"}, []int32{0, 1, 2, 4, 6}},
+		{"web back", "shop/b", []string{"app", "web", "tier", "back"}, []int32{0, 2, 4, 6}},
+		{"api of team a", "shop/c", []string{"app", "api", "team", "a"}, []int32{2, 3, 5, 6, 11, 12}},
+		{"no labels", "shop/d", nil, []int32{3, 5, 6}},
+		{"empty app value", "shop/e", []string{"app", ""}, []int32{3, 5, 6, 10}},
+		{"other namespace", "other/f", []string{"app", "web"}, []int32{9}},
 		{"namespace without budgets", "else/g", []string{"app", "web"}, nil},
 	}
 	set := (&model{snap: &Snapshot{PodDisruptionBudgets: budgets}}).pdbSet()
@@ -58,8 +58,8 @@ func TestBudgetMatching(t *testing.T) {
 				p.Labels = nil
 			}
 			// Appends after what out already holds.
-			got := set.matching(&p, []int{-1})
-			if want := append([]int{-1}, tt.want...); !slices.Equal(got, want) {
+			got := set.matching(&p, []int32{-1})
+			if want := append([]int32{-1}, tt.want...); !slices.Equal(got, want) {
 				t.Errorf("matching = %v, want %v", got[1:], tt.want)
 			}
 		})

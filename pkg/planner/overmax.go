@@ -18,8 +18,7 @@ import (
 // max a schedule set does this (BoundsFrom); a config max below the cloud
 // group's size only stops growth, as in cluster-autoscaler.
 func (m *model) overMax(plan *Plan, next *State) {
-	budgets := m.pdbSet()
-	var matches []int
+	left := m.budgets.left()
 	for _, gi := range m.byName {
 		g := &m.groups[gi]
 		if g.ng.BoundsFrom == "" || g.target <= g.ng.MaxSize {
@@ -53,9 +52,9 @@ func (m *model) overMax(plan *Plan, next *State) {
 				continue
 			}
 			c := cand{node: ni, notReady: !n.ready}
-			blocked := m.eachMoving(ni, &budgets, &matches, func(_ int32, covering []int) {
+			blocked := m.eachMoving(ni, func(_ int32, covering []int32) {
 				for _, b := range covering {
-					if budgets.pdbs[b].left <= 0 {
+					if left[b] <= 0 {
 						c.protected = true
 					}
 				}

@@ -51,11 +51,11 @@ type podInfo struct {
 	terminal bool
 	unsched  bool // nodeName empty, not terminal, not deleted, PodScheduled=False/Unschedulable
 	pending  bool // unsched and old enough
-	// For a bound pod, when its node may be drained (model.drainable):
-	// stays when it goes with the node, blocks when it keeps the node,
-	// else covers is the budgets covering it, in model.covers.
-	stays, blocks bool
-	covers        span
+	// Once noted (model.noteDrains) for a bound pod: stays when it goes
+	// with its node, blocks when it keeps the node, else covers is the
+	// budgets covering it, in model.covers.
+	noted, stays, blocks bool
+	covers               span
 }
 
 // span is covers[from:to] of a slice.
@@ -124,11 +124,8 @@ type model struct {
 	domains map[string]*domains
 	log     *[]placement
 
-	// drainable: scale-down or a schedule's max may drain nodes, so each
-	// bound pod's part in a drain is noted as the model is built.
-	drainable bool
-	budgets   pdbSet
-	covers    []int32
+	budgets *pdbSet // built by budgetIndex
+	covers  []int32
 }
 
 func podKey(p *corev1.Pod) string {
@@ -252,10 +249,6 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 	// slice (counting sort), which is far cheaper than a slice per node.
 	m.pods = make([]podInfo, len(s.Pods))
 	counts := make([]int32, len(m.nodes)+1)
-	m.drainable = set.ScaleDown.Enabled || slices.ContainsFunc(s.NodeGroups, func(ng NodeGroup) bool { return ng.BoundsFrom != "" })
-	if m.drainable {
-		m.budgets = m.pdbSet()
-	}
 	for i := range s.Pods {
 		p := &s.Pods[i]
 		pi := &m.pods[i]
@@ -270,9 +263,6 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 				// Checked here, while the pod is in cache: it decides
 				// whether the topology bookkeeping runs at all.
 				m.topoOn = m.topoOn || hasFeatures(p)
-				if m.drainable {
-					m.noteDrain(pi, p)
-				}
 			}
 			continue
 		}

@@ -18,7 +18,7 @@ import (
 // max a schedule set does this (BoundsFrom); a config max below the cloud
 // group's size only stops growth, as in cluster-autoscaler.
 func (m *model) overMax(plan *Plan, next *State) {
-	left := m.budgets.left()
+	var left []int32
 	for _, gi := range m.byName {
 		g := &m.groups[gi]
 		if g.ng.BoundsFrom == "" || g.target <= g.ng.MaxSize {
@@ -46,6 +46,10 @@ func (m *model) overMax(plan *Plan, next *State) {
 			util      float64
 		}
 		var cands []cand
+		m.noteDrains(g.nodes)
+		if left == nil {
+			left = m.budgetIndex().left()
+		}
 		for _, ni := range g.nodes {
 			n := &m.nodes[ni]
 			if n.draining || n.node.DeletionTimestamp != nil || nodeOptedOut(n.node) {

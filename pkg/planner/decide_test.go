@@ -870,6 +870,17 @@ func TestScheduleCap(t *testing.T) {
 			want: want{down: []string{"workers/n3"}},
 		},
 		{
+			// The cap drains with scale-down off too, by the same rules.
+			name: "with scale-down disabled, blocking pods and budgets still hold",
+			snap: withPDBs(snapshot([]NodeGroup{night(3, 2, "n1", "n2", "n3")}, three, []corev1.Pod{
+				pod("lonely", "1", "1Gi", on("n1"), bare()),
+				pod("db", "1", "1Gi", on("n2"), podLabels("app", "db")),
+				pod("half", "2", "1Gi", on("n3")),
+			}), pdb("default/db", 0, "app", "db")),
+			set:  func(s *Settings) { noUnneeded(s); s.ScaleDown.Enabled = false },
+			want: want{down: []string{"workers/n3"}},
+		},
+		{
 			name: "a node that is not Ready goes first",
 			snap: snapshot([]NodeGroup{night(3, 2, "n1", "n2", "n3")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi"), node("n3", "workers", "4", "16Gi", notReady(t0.Add(-time.Hour)))},

@@ -53,7 +53,15 @@ type podInfo struct {
 	terminal bool
 	unsched  bool // nodeName empty, not terminal, not deleted, PodScheduled=False/Unschedulable
 	pending  bool // unsched and old enough
+	// Once noted (model.noteDrains) for a bound pod: stays when it goes
+	// with its node, blocks when it keeps the node, else covers is the
+	// budgets covering it, in model.covers.
+	noted, stays, blocks bool
+	covers               span
 }
+
+// span is covers[from:to] of a slice.
+type span struct{ from, to int32 }
 
 // groupInfo is a node group with what the decision derives from it.
 type groupInfo struct {
@@ -125,6 +133,9 @@ type model struct {
 	active  []*topo
 	domains map[string]*domains
 	log     *[]placement
+
+	budgets *pdbSet // built by budgetIndex
+	covers  []int32
 }
 
 func podKey(p *corev1.Pod) string {

@@ -18,8 +18,7 @@ import (
 // max a schedule set does this (BoundsFrom); a config max below the cloud
 // group's size only stops growth, as in cluster-autoscaler.
 func (m *model) overMax(plan *Plan, next *State) {
-	budgets := m.pdbSet()
-	var matches []int
+	var left []int32
 	for _, gi := range m.byName {
 		g := &m.groups[gi]
 		if g.ng.BoundsFrom == "" || g.target <= g.ng.MaxSize {
@@ -47,15 +46,19 @@ func (m *model) overMax(plan *Plan, next *State) {
 			util      float64
 		}
 		var cands []cand
+		m.noteDrains(g.nodes)
+		if left == nil {
+			left = m.budgetIndex().left()
+		}
 		for _, ni := range g.nodes {
 			n := &m.nodes[ni]
 			if n.draining || n.node.DeletionTimestamp != nil || nodeOptedOut(n.node) {
 				continue
 			}
 			c := cand{node: ni, notReady: !n.ready}
-			blocked := m.eachMoving(ni, &budgets, &matches, func(_ int32, covering []int) {
+			blocked := m.eachMoving(ni, func(_ int32, covering []int32) {
 				for _, b := range covering {
-					if budgets.pdbs[b].left <= 0 {
+					if left[b] <= 0 {
 						c.protected = true
 					}
 				}

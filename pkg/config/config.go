@@ -457,6 +457,15 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 }
 
 func (c *Config) validate(errs *fieldErrors) {
+	c.validateCluster(errs)
+	c.validateState(errs)
+	names := c.validateNodeGroups(errs)
+	c.validateScaling(names, errs)
+	c.validateTiming(errs)
+	c.validateDrain(errs)
+}
+
+func (c *Config) validateCluster(errs *fieldErrors) {
 	if c.Cluster.Name == "" {
 		errs.add(0, "cluster.name", "is required")
 	}
@@ -479,7 +488,9 @@ func (c *Config) validate(errs *fieldErrors) {
 	if k.KubeconfigSecret != "" {
 		checkSecretARN(errs, "cluster.kubernetes.kubeconfigSecret", k.KubeconfigSecret)
 	}
+}
 
+func (c *Config) validateState(errs *fieldErrors) {
 	switch {
 	case c.State.DynamoDB != nil && c.State.Memory != nil:
 		errs.add(0, "state", "set only one of dynamodb, memory")
@@ -488,7 +499,11 @@ func (c *Config) validate(errs *fieldErrors) {
 	case c.State.DynamoDB != nil && c.State.DynamoDB.Table == "":
 		errs.add(0, "state.dynamodb.table", "is required")
 	}
+}
 
+// validateNodeGroups checks each group and returns the path of each named
+// one, by name.
+func (c *Config) validateNodeGroups(errs *fieldErrors) map[string]string {
 	if len(c.NodeGroups) == 0 {
 		errs.add(0, "nodeGroups", "at least one node group is required")
 	}
@@ -508,7 +523,11 @@ func (c *Config) validate(errs *fieldErrors) {
 			names[g.Name] = path
 		}
 	}
+	return names
+}
 
+// validateScaling checks scaleUp and scaleDown; names are the named groups.
+func (c *Config) validateScaling(names map[string]string, errs *fieldErrors) {
 	su := c.ScaleUp
 	if su.MaxNodesPerStep != nil && *su.MaxNodesPerStep < 1 {
 		errs.add(0, "scaleUp.maxNodesPerStep", "must be at least 1")
@@ -534,7 +553,10 @@ func (c *Config) validate(errs *fieldErrors) {
 	if sd.MaxConcurrentDrains != nil && *sd.MaxConcurrentDrains < 1 {
 		errs.add(0, "scaleDown.maxConcurrentDrains", "must be at least 1")
 	}
+}
 
+// validateTiming checks evaluate and events.
+func (c *Config) validateTiming(errs *fieldErrors) {
 	ev := c.EvaluateSettings()
 	if ev.Interval < time.Second {
 		errs.add(0, "evaluate.interval", "must be at least 1s")
@@ -550,7 +572,9 @@ func (c *Config) validate(errs *fieldErrors) {
 	if evs.NotTriggerScaleUpInterval < time.Second {
 		errs.add(0, "events.notTriggerScaleUpInterval", "must be at least 1s")
 	}
+}
 
+func (c *Config) validateDrain(errs *fieldErrors) {
 	switch c.Drain.OnTimeout {
 	case "", OnTimeoutAbort, OnTimeoutForce:
 	default:

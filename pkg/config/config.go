@@ -42,11 +42,14 @@ type Config struct {
 	Cluster    Cluster     `yaml:"cluster"`
 	State      State       `yaml:"state"`
 	NodeGroups []NodeGroup `yaml:"nodeGroups"`
-	ScaleUp    ScaleUp     `yaml:"scaleUp"`
-	ScaleDown  ScaleDown   `yaml:"scaleDown"`
-	Drain      Drain       `yaml:"drain"`
-	Evaluate   Evaluate    `yaml:"evaluate"`
-	Events     Events      `yaml:"events"`
+	// Headroom keeps spare capacity in groups by their exact name: the way
+	// to give one to groups that discovery names.
+	Headrooms []GroupHeadroom `yaml:"headroom"`
+	ScaleUp   ScaleUp         `yaml:"scaleUp"`
+	ScaleDown ScaleDown       `yaml:"scaleDown"`
+	Drain     Drain           `yaml:"drain"`
+	Evaluate  Evaluate        `yaml:"evaluate"`
+	Events    Events          `yaml:"events"`
 
 	// Dir is the directory relative paths in the config resolve against.
 	Dir string `yaml:"-"`
@@ -171,7 +174,23 @@ func (h *Headroom) planner(path string, errs *fieldErrors) planner.Headroom {
 	return out
 }
 
-// Headroom is, by node group name, the headroom of the groups that keep one.
+// GroupHeadroom is one entry of the top-level headroom list: a node group
+// by its exact name (as discovery names it: the ASG's name, the Scaleway
+// pool's, the INI's [nodegroup "name"]) and one form of Headroom.
+type GroupHeadroom struct {
+	NodeGroup   string   `yaml:"nodeGroup"`
+	Nodes       *int     `yaml:"nodes"`
+	CPU         string   `yaml:"cpu"`
+	Memory      string   `yaml:"memory"`
+	Utilization *float64 `yaml:"utilization"`
+}
+
+func (g *GroupHeadroom) headroom() *Headroom {
+	return &Headroom{Nodes: g.Nodes, CPU: g.CPU, Memory: g.Memory, Utilization: g.Utilization}
+}
+
+// Headroom is, by node group name, the headroom of the groups that keep one:
+// nodeGroups[].headroom and the top-level headroom list.
 func (c *Config) Headroom() map[string]planner.Headroom {
 	out := map[string]planner.Headroom{}
 	for i, g := range c.NodeGroups {
@@ -179,7 +198,52 @@ func (c *Config) Headroom() map[string]planner.Headroom {
 			out[g.Name] = g.Headroom.planner(fmt.Sprintf("nodeGroups[%d].headroom", i), &fieldErrors{})
 		}
 	}
+	for i := range c.Headrooms {
+		h := &c.Headrooms[i]
+		out[h.NodeGroup] = h.headroom().planner(fmt.Sprintf("headroom[%d]", i), &fieldErrors{})
+	}
 	return out
+}
+
+// maxGroupName is the longest group name a headroom entry may give: the
+// longest an ASG name may be.
+const maxGroupName = 255
+
+// validateHeadroom checks the top-level headroom list; named are the paths
+// of the named nodeGroups entries, by name.
+func (c *Config) validateHeadroom(named map[string]string, errs *fieldErrors) {
+	own := map[string]bool{} // named groups with nodeGroups[].headroom
+	for _, g := range c.NodeGroups {
+		if g.Name != "" && g.Headroom != nil {
+			own[g.Name] = true
+		}
+	}
+	seen := map[string]string{}
+	for i := range c.Headrooms {
+		h := &c.Headrooms[i]
+		path := fmt.Sprintf("headroom[%d]", i)
+		h.headroom().planner(path, errs)
+		name, at := h.NodeGroup, path+".nodeGroup"
+		switch {
+		case name == "":
+			errs.add(0, at, "is required: the group's exact name")
+			continue
+		case strings.TrimSpace(name) != name:
+			errs.add(0, at, fmt.Sprintf("%q has leading or trailing spaces: names are matched exactly", name))
+		case len(name) > maxGroupName:
+			errs.add(0, at, fmt.Sprintf("is %d characters long, more than a group name can be (%d)", len(name), maxGroupName))
+		}
+		if prev, dup := seen[name]; dup {
+			errs.add(0, at, fmt.Sprintf("duplicate node group %q (also %s)", name, prev))
+		}
+		seen[name] = path
+		switch g, ok := named[name]; {
+		case ok && own[name]:
+			errs.add(0, at, fmt.Sprintf("%q keeps a headroom at %s.headroom already: set it in one place", name, g))
+		case !ok && !c.hasDiscovery():
+			errs.add(0, at, fmt.Sprintf("%q names no node group (known: %s)", name, strings.Join(sortedKeys(named), ", ")))
+		}
+	}
 }
 
 // AWSGroup selects Auto Scaling Groups by name or by cluster-autoscaler's
@@ -460,6 +524,7 @@ func (c *Config) validate(errs *fieldErrors) {
 	c.validateCluster(errs)
 	c.validateState(errs)
 	names := c.validateNodeGroups(errs)
+	c.validateHeadroom(names, errs)
 	c.validateScaling(names, errs)
 	c.validateTiming(errs)
 	c.validateDrain(errs)
@@ -614,7 +679,7 @@ func (g *NodeGroup) validate(path string, errs *fieldErrors) {
 	if g.Headroom != nil {
 		g.Headroom.planner(path+".headroom", errs)
 		if g.Name == "" {
-			errs.add(0, path+".headroom", "needs the group's name: groups named by discovery or by Kamatera's INI cannot keep a headroom")
+			errs.add(0, path+".headroom", "needs the group's name: a group that discovery or Kamatera's INI names keeps its headroom in the top-level headroom list, by its exact name")
 		}
 	}
 	blocks := map[string]bool{ProviderAWS: g.AWS != nil, ProviderScaleway: g.Scaleway != nil, ProviderKamatera: g.Kamatera != nil, ProviderKwok: g.Kwok != nil}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,12 +54,112 @@ func TestHeadroomErrors(t *testing.T) {
 		{"utilization NaN", headroomDoc("{utilization: .nan}"), "x.yaml:8: nodeGroups[0].headroom.utilization: must be a finite number"},
 		{"unknown key", headroomDoc("{spareNodes: 2}"), "x.yaml:8: nodeGroups[0].headroom.spareNodes: unknown field"},
 		{"discovered groups", "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups:\n  - provider: aws\n    aws: {autoDiscovery: [k8s.io/cluster-autoscaler/enabled]}\n    headroom: {nodes: 1}\n",
-			"x.yaml:6: nodeGroups[0].headroom: needs the group's name"},
+			"x.yaml:6: nodeGroups[0].headroom: needs the group's name: a group that discovery or Kamatera's INI names keeps its headroom in the top-level headroom list, by its exact name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.doc), "x.yaml")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// listDoc has a discovered AWS entry and the named group "named" (with
+// its own headroom when own is set, on line 9), then the top-level
+// headroom list from line 10, one entry a line.
+func listDoc(own bool, entries ...string) string {
+	var b strings.Builder
+	b.WriteString("cluster: {name: c}\nstate: {memory: {}}\nnodeGroups:\n" +
+		"  - provider: aws\n    aws: {autoDiscovery: [k8s.io/cluster-autoscaler/enabled]}\n" +
+		"  - name: named\n    provider: aws\n    aws: {autoScalingGroup: prod-named}\n")
+	if own {
+		b.WriteString("    headroom: {nodes: 1}\n")
+	} else {
+		b.WriteString("    minSize: 0\n")
+	}
+	b.WriteString("headroom:\n")
+	for _, e := range entries {
+		b.WriteString("  - " + e + "\n")
+	}
+	return b.String()
+}
+
+func TestHeadroomList(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		doc  string
+		want map[string]planner.Headroom
+	}{
+		{"discovered groups by name", listDoc(false, "{nodeGroup: prod-spot-a, nodes: 2}", "{nodeGroup: prod-spot-b, cpu: 4, memory: 8Gi}", "{nodeGroup: prod-gpu, utilization: 0.7}"),
+			map[string]planner.Headroom{"prod-spot-a": {Nodes: 2}, "prod-spot-b": {CPUMillis: 4000, MemoryBytes: 8 << 30}, "prod-gpu": {Utilization: 0.7}}},
+		{"both lists merge", listDoc(true, "{nodeGroup: prod-spot-a, nodes: 3}"),
+			map[string]planner.Headroom{"named": {Nodes: 1}, "prod-spot-a": {Nodes: 3}}},
+		{"a named group without its own headroom", listDoc(false, "{nodeGroup: named, nodes: 2}"),
+			map[string]planner.Headroom{"named": {Nodes: 2}}},
+		{"an empty list", listDoc(false), map[string]planner.Headroom{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.doc), "x.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := cfg.Headroom()
+			if len(got) != len(tc.want) {
+				t.Fatalf("headroom = %+v, want %+v", got, tc.want)
+			}
+			for name, h := range tc.want {
+				if got[name] != h {
+					t.Errorf("headroom[%s] = %+v, want %+v", name, got[name], h)
+				}
+			}
+		})
+	}
+}
+
+func TestHeadroomListErrors(t *testing.T) {
+	const kwokOnly = "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups:\n" +
+		"  - {name: a, provider: kwok, minSize: 0, maxSize: 2, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}}}}\n" +
+		"  - {name: b, provider: kwok, minSize: 0, maxSize: 2, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}}}}\n" +
+		"headroom:\n  - {nodeGroup: c, nodes: 1}\n"
+	for _, tc := range []struct {
+		name, doc string
+		want      []string // every problem, in order
+	}{
+		{"no name", listDoc(false, "{nodes: 1}"), []string{"x.yaml:11: headroom[0].nodeGroup: is required: the group's exact name"}},
+		{"no form", listDoc(false, "{nodeGroup: a}"), []string{"x.yaml:11: headroom[0]: set exactly one form: nodes, cpu/memory, or utilization"}},
+		{"two forms", listDoc(false, "{nodeGroup: a, nodes: 1, cpu: 2}"), []string{"x.yaml:11: headroom[0]: set exactly one form: nodes, cpu/memory, or utilization"}},
+		{"zero nodes", listDoc(false, "{nodeGroup: a, nodes: 0}"), []string{"x.yaml:11: headroom[0].nodes: must be at least 1, got 0"}},
+		{"bad memory", listDoc(false, "{nodeGroup: a, memory: lots}"), []string{`x.yaml:11: headroom[0].memory: bad quantity "lots"`}},
+		{"utilization out of range", listDoc(false, "{nodeGroup: a, utilization: 1.5}"), []string{"x.yaml:11: headroom[0].utilization: must be in (0, 1], got 1.5"}},
+		{"fractional nodes", listDoc(false, "{nodeGroup: a, nodes: 1.5}"), []string{`x.yaml:11: headroom[0].nodes: must be a whole number, got "1.5"`}},
+		{"unknown key", listDoc(false, "{nodeGroup: a, spare: 1}"), []string{"x.yaml:11: headroom[0].spare: unknown field (known: cpu, memory, nodeGroup, nodes, utilization)"}},
+		{"not a list", strings.Replace(listDoc(false), "headroom:\n", "headroom: {nodeGroup: a, nodes: 1}\n", 1), []string{"x.yaml:10: headroom: must be a list, got a mapping"}},
+		{"spaces around the name", listDoc(false, `{nodeGroup: " a", nodes: 1}`), []string{`x.yaml:11: headroom[0].nodeGroup: " a" has leading or trailing spaces: names are matched exactly`}},
+		{"name too long", listDoc(false, "{nodeGroup: "+strings.Repeat("a", 256)+", nodes: 1}"), []string{"x.yaml:11: headroom[0].nodeGroup: is 256 characters long, more than a group name can be (255)"}},
+		{"duplicate", listDoc(false, "{nodeGroup: a, nodes: 1}", "{nodeGroup: b, nodes: 1}", "{nodeGroup: a, cpu: 2}"),
+			[]string{`x.yaml:13: headroom[2].nodeGroup: duplicate node group "a" (also headroom[0])`}},
+		{"in both places", listDoc(true, "{nodeGroup: named, nodes: 2}"),
+			[]string{`x.yaml:11: headroom[0].nodeGroup: "named" keeps a headroom at nodeGroups[1].headroom already: set it in one place`}},
+		{"no such group and no discovery", kwokOnly, []string{`x.yaml:7: headroom[0].nodeGroup: "c" names no node group (known: a, b)`}},
+		{"every problem at once", listDoc(true, "{nodeGroup: named, nodes: 0}", "{utilization: 2}"), []string{
+			"x.yaml:11: headroom[0].nodes: must be at least 1, got 0",
+			`x.yaml:11: headroom[0].nodeGroup: "named" keeps a headroom at nodeGroups[1].headroom already: set it in one place`,
+			"x.yaml:12: headroom[1].utilization: must be in (0, 1], got 2",
+			"x.yaml:12: headroom[1].nodeGroup: is required: the group's exact name",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.doc), "x.yaml")
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v, want the problems %q", err, tc.want)
+			}
+			if cfg != nil {
+				t.Errorf("a config came back with the error: %+v", cfg)
+			}
+			if !slices.Equal(ce.Problems, tc.want) {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(ce.Problems, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
 	}

@@ -61,6 +61,7 @@ func decide(s *Snapshot, set Settings, now time.Time, traced bool) (Plan, *trace
 		}
 		plan.NodeGroups = append(plan.NodeGroups, m.status(&g))
 	}
+	headroomStatus(plan.NodeGroups, spares)
 
 	m.scaleDown(&plan, &next, spares)
 	slices.SortFunc(plan.ScaleDown, func(a, b ScaleDown) int {

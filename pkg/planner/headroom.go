@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 )
 
 // spare is a group's spare capacity once the pending pods are placed: on
@@ -16,6 +17,46 @@ type spare struct {
 	free  res
 	// used and alloc give the group's utilisation (requests ÷ allocatable).
 	used, alloc res
+	// status is how the headroom stood before this plan's nodes for it.
+	status *HeadroomStatus
+}
+
+// holds reports whether the headroom holds as it is.
+func (s *spare) holds() bool {
+	h := s.want
+	switch {
+	case h.Nodes > 0:
+		return s.empty >= int64(h.Nodes)
+	case h.Utilization > 0:
+		return s.util(res{}) < h.Utilization
+	}
+	return (h.CPUMillis <= 0 || s.free.cpu >= h.CPUMillis) && (h.MemoryBytes <= 0 || s.free.mem >= h.MemoryBytes)
+}
+
+// describe is the headroom's status, need being the nodes it lacks.
+func (s *spare) describe(need int64) *HeadroomStatus {
+	h := s.want
+	st := &HeadroomStatus{Met: s.holds(), Need: int(need), FreeNodes: s.empty, FreeCPUMillis: max(s.free.cpu, 0),
+		FreeMemoryBytes: max(s.free.mem, 0), Utilization: round4(s.util(res{}))}
+	switch {
+	case h.Nodes > 0:
+		st.Rule, st.Free = plural(h.Nodes, "spare node"), fmt.Sprintf("%d free", s.empty)
+	case h.Utilization > 0:
+		st.Rule, st.Free = fmt.Sprintf("utilisation below %d%%", pct(h.Utilization)), fmt.Sprintf("at %d%%", pct(st.Utilization))
+	default:
+		var want, free []string
+		for _, d := range []struct {
+			name       string
+			want, have int64
+		}{{"cpu", h.CPUMillis, st.FreeCPUMillis}, {"memory", h.MemoryBytes, st.FreeMemoryBytes}} {
+			if d.want > 0 {
+				want = append(want, formatDim(d.name, d.want)+" "+d.name)
+				free = append(free, formatDim(d.name, d.have)+" "+d.name)
+			}
+		}
+		st.Rule, st.Free = strings.Join(want, ", ")+" spare", strings.Join(free, ", ")+" free"
+	}
+	return st
 }
 
 // util is the larger of cpu and memory utilisation after the removal of
@@ -158,27 +199,36 @@ func (m *model) headroom(grown map[int]int, budget int64, plan *Plan, next *Stat
 		g := &m.groups[gi]
 		s := m.spareOf(gi)
 		spares[gi] = s
-		if !s.set || g.backoff.After(m.now) {
-			continue
-		}
-		room := int64(g.ng.MaxSize - g.target - grown[gi])
-		limit := min(room, budget)
-		if limit <= 0 {
+		if !s.set {
 			continue
 		}
 		k, why := m.short(gi, &s)
+		s.status = s.describe(k)
+		spares[gi] = s
+		room := int64(g.ng.MaxSize - g.target - grown[gi])
+		switch {
+		case s.status.Met:
+			continue
+		case k <= 0:
+			s.status.Blocked = "out of reach: a new node's DaemonSets take what it would add"
+			continue
+		case g.backoff.After(m.now):
+			s.status.Blocked = "backed off until " + g.backoff.UTC().Format(time.RFC3339)
+			continue
+		case k > room:
+			why += fmt.Sprintf(" (capped at max size %d)", g.ng.MaxSize)
+			s.status.Blocked = fmt.Sprintf("max size %d", g.ng.MaxSize)
+		case k > budget:
+			why += fmt.Sprintf(" (capped by max nodes per step %d)", m.set.ScaleUp.MaxNodesPerStep)
+			s.status.Blocked = fmt.Sprintf("max nodes per step %d", m.set.ScaleUp.MaxNodesPerStep)
+		}
+		k = min(k, room, budget)
 		if k <= 0 {
 			continue
 		}
-		switch {
-		case k > room:
-			why += fmt.Sprintf(" (capped at max size %d)", g.ng.MaxSize)
-		case k > budget:
-			why += fmt.Sprintf(" (capped by max nodes per step %d)", m.set.ScaleUp.MaxNodesPerStep)
-		}
-		k = min(k, limit)
 		budget -= k
 		grown[gi] += int(k)
+		s.status.Adding = int(k)
 		next.LastScaleUp[g.ng.Name] = m.now
 		// The nodes added are empty: spare for scale-down's check.
 		s.empty += k
@@ -186,25 +236,38 @@ func (m *model) headroom(grown map[int]int, budget int64, plan *Plan, next *Stat
 		s.alloc = s.alloc.add(g.alloc.mul(k))
 		s.used = s.used.add(g.overhead.mul(k))
 		spares[gi] = s
-		merged := false
-		for i := range plan.ScaleUp {
-			up := &plan.ScaleUp[i]
-			if up.NodeGroup == g.ng.Name {
-				up.Delta += int(k)
-				up.NewTargetSize += int(k)
-				up.Reason += fmt.Sprintf("; %s: %s more", why, plural(int(k), "node"))
-				merged = true
-			}
-		}
-		if !merged {
-			plan.ScaleUp = append(plan.ScaleUp, ScaleUp{
-				NodeGroup:     g.ng.Name,
-				Delta:         int(k),
-				NewTargetSize: g.target + int(k),
-				Pods:          []string{},
-				Reason:        why,
-			})
-		}
+		m.growFor(g, int(k), why, plan)
 	}
 	return spares
+}
+
+// growFor adds k nodes to group g's scale-up for its headroom, joining the
+// one for pending pods when there is one.
+func (m *model) growFor(g *groupInfo, k int, why string, plan *Plan) {
+	for i := range plan.ScaleUp {
+		up := &plan.ScaleUp[i]
+		if up.NodeGroup == g.ng.Name {
+			up.Delta += k
+			up.NewTargetSize += k
+			up.Reason += fmt.Sprintf("; %s: %s more", why, plural(k, "node"))
+			return
+		}
+	}
+	plan.ScaleUp = append(plan.ScaleUp, ScaleUp{
+		NodeGroup:     g.ng.Name,
+		Delta:         k,
+		NewTargetSize: g.target + k,
+		Pods:          []string{},
+		Reason:        why,
+	})
+}
+
+// headroomStatus puts each group's headroom status on its plan status
+// (groups are in the model's order).
+func headroomStatus(groups []GroupStatus, spares []spare) {
+	for i := range groups {
+		if i < len(spares) {
+			groups[i].Headroom = spares[i].status
+		}
+	}
 }

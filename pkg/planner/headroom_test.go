@@ -236,3 +236,58 @@ func TestHeadroomRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadroomStatus: the plan's group status says the headroom's rule,
+// what the group has, and what this plan does about it.
+func TestHeadroomStatus(t *testing.T) {
+	one := func(pods ...corev1.Pod) Snapshot {
+		return snapshot([]NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, pods)
+	}
+	cases := []struct {
+		name     string
+		snap     Snapshot
+		headroom Headroom
+		set      func(*Settings)
+		want     HeadroomStatus
+	}{
+		{"nodes: short, grows", one(pod("a", "1", "1Gi", on("n1"))), Headroom{Nodes: 2}, nil,
+			HeadroomStatus{Rule: "2 spare nodes", Free: "0 free", Need: 2, Adding: 2, FreeCPUMillis: 3000, FreeMemoryBytes: 15 << 30, Utilization: 0.25}},
+		{"nodes: met", one(), Headroom{Nodes: 1}, nil,
+			HeadroomStatus{Rule: "1 spare node", Free: "1 free", Met: true, FreeNodes: 1, FreeCPUMillis: 4000, FreeMemoryBytes: 16 << 30}},
+		{"cpu and memory: short of cpu", one(pod("a", "3", "1Gi", on("n1"))), Headroom{CPUMillis: 6000, MemoryBytes: 8 << 30}, nil,
+			HeadroomStatus{Rule: "6 cpu, 8Gi memory spare", Free: "1 cpu, 15Gi memory free", Need: 2, Adding: 2, FreeCPUMillis: 1000, FreeMemoryBytes: 15 << 30, Utilization: 0.75}},
+		{"utilization: capped by the step", one(pod("a", "3", "1Gi", on("n1"))), Headroom{Utilization: 0.3}, func(s *Settings) { s.ScaleUp.MaxNodesPerStep = 1 },
+			HeadroomStatus{Rule: "utilisation below 30%", Free: "at 75%", Need: 2, Adding: 1, Blocked: "max nodes per step 1", FreeCPUMillis: 1000, FreeMemoryBytes: 15 << 30, Utilization: 0.75}},
+		{"at max size", snapshot([]NodeGroup{group("workers", 0, 1, 1, "4", "16Gi", "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{pod("a", "1", "1Gi", on("n1"))}), Headroom{Nodes: 1}, nil,
+			HeadroomStatus{Rule: "1 spare node", Free: "0 free", Need: 1, Blocked: "max size 1", FreeCPUMillis: 3000, FreeMemoryBytes: 15 << 30, Utilization: 0.25}},
+		{"backed off", func() Snapshot {
+			s := one(pod("a", "1", "1Gi", on("n1")))
+			s.State.BackoffUntil = map[string]time.Time{"workers": t0.Add(time.Minute)}
+			return s
+		}(), Headroom{Nodes: 1}, nil,
+			HeadroomStatus{Rule: "1 spare node", Free: "0 free", Need: 1, Blocked: "backed off until 2026-11-30T10:01:00Z", FreeCPUMillis: 3000, FreeMemoryBytes: 15 << 30, Utilization: 0.25}},
+		{"out of reach", one(pod("d", "3", "1Gi", on("n1"), daemon("ds-big"))), Headroom{Utilization: 0.5}, nil,
+			HeadroomStatus{Rule: "utilisation below 50%", Free: "at 75%", Blocked: "out of reach: a new node's DaemonSets take what it would add", FreeNodes: 1, FreeCPUMillis: 1000, FreeMemoryBytes: 15 << 30, Utilization: 0.75}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			set := DefaultSettings()
+			if tc.set != nil {
+				tc.set(&set)
+			}
+			h := tc.headroom
+			tc.snap.NodeGroups[0].Headroom = &h
+			p := Decide(tc.snap, set, t0)
+			if len(p.NodeGroups) != 1 || p.NodeGroups[0].Headroom == nil {
+				t.Fatalf("group status %+v, want one with a headroom", p.NodeGroups)
+			}
+			if got := *p.NodeGroups[0].Headroom; got != tc.want {
+				t.Errorf("headroom status\n%+v\nwant\n%+v", got, tc.want)
+			}
+		})
+	}
+	p := Decide(one(), DefaultSettings(), t0)
+	if p.NodeGroups[0].Headroom != nil {
+		t.Errorf("a group without headroom has a headroom status: %+v", p.NodeGroups[0].Headroom)
+	}
+}

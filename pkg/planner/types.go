@@ -175,6 +175,30 @@ type GroupStatus struct {
 	TargetSize        int     `json:"targetSize"`
 	CPUUtilization    float64 `json:"cpuUtilization"`
 	MemoryUtilization float64 `json:"memoryUtilization"`
+	// Headroom is how the group's headroom stands; nil when it keeps none.
+	Headroom *HeadroomStatus `json:"headroom,omitempty"`
+}
+
+// HeadroomStatus is how a group's headroom stands once the pending pods are
+// placed, before the nodes this plan adds for it.
+type HeadroomStatus struct {
+	// Rule is the headroom ("2 spare nodes", "6 cpu, 8Gi memory spare",
+	// "utilisation below 80%"), Free what the group has in its terms ("1
+	// free", "1 cpu, 15Gi memory free", "at 85%").
+	Rule string `json:"rule"`
+	Free string `json:"free"`
+	Met  bool   `json:"met"`
+	// Need is how many nodes would make it hold; Adding how many this plan
+	// adds for it; Blocked why that is fewer.
+	Need    int    `json:"need"`
+	Adding  int    `json:"adding"`
+	Blocked string `json:"blocked,omitempty"`
+	// What Free says, in numbers: empty nodes, free allocatable, and the
+	// larger of cpu and memory requests ÷ allocatable.
+	FreeNodes       int64   `json:"freeNodes"`
+	FreeCPUMillis   int64   `json:"freeCPUMillis"`
+	FreeMemoryBytes int64   `json:"freeMemoryBytes"`
+	Utilization     float64 `json:"utilization"`
 }
 
 // Settings are the tunables of a decision (config's scaleUp and scaleDown).

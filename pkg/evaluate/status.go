@@ -204,19 +204,7 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snaps
 	if r := res.Recovered; r != nil {
 		st.Recovered = &RecoveredCounts{RolledBack: len(r.RolledBack), Completed: len(r.Completed), Untainted: len(r.Untainted)}
 	}
-	for _, a := range res.Actions {
-		if a.Error != "" {
-			a.Error = clip(a.Error)
-			if cycleErr == nil {
-				st.LastError = &StatusError{At: now, Message: fmt.Sprintf("%s %s: %s", a.Kind, a.NodeGroup, a.Error)}
-			}
-		}
-		if len(st.Actions) < maxStatusActions {
-			st.Actions = append(st.Actions, a)
-		} else {
-			st.ActionsOmitted++
-		}
-	}
+	st.addActions(res.Actions, cycleErr == nil, now)
 	if res.Plan == nil {
 		// Nothing read this cycle: the last known groups stand.
 		st.GroupsAt, st.NodeGroups, st.NodeGroupsOmitted = prev.GroupsAt, prev.NodeGroups, prev.NodeGroupsOmitted
@@ -232,13 +220,39 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snaps
 	plan := res.Plan
 	st.GroupsAt = snap.CapturedAt
 	st.UnschedulablePods = len(plan.Unschedulable)
+	groupOf, registered, ready := countNodes(snap)
+	st.NodeGroups, st.NodeGroupsOmitted = groupSummaries(prev, snap, plan, res.Actions, now, registered, ready)
+	st.Unneeded, st.UnneededOmitted = unneededNodes(plan.State.UnneededSince, groupOf)
+	return st
+}
 
+// addActions lists the cycle's actions, up to the cap; the last failed one
+// is the last error unless the cycle itself failed (ok false).
+func (st *Status) addActions(actions []Action, ok bool, now time.Time) {
+	for _, a := range actions {
+		if a.Error != "" {
+			a.Error = clip(a.Error)
+			if ok {
+				st.LastError = &StatusError{At: now, Message: fmt.Sprintf("%s %s: %s", a.Kind, a.NodeGroup, a.Error)}
+			}
+		}
+		if len(st.Actions) < maxStatusActions {
+			st.Actions = append(st.Actions, a)
+		} else {
+			st.ActionsOmitted++
+		}
+	}
+}
+
+// groupSummaries summarises the snapshot's groups as the plan left them,
+// up to the cap, and says how many more there were.
+func groupSummaries(prev Status, snap planner.Snapshot, plan *planner.Plan, actions []Action, now time.Time, registered, ready map[string]int) ([]GroupSummary, int) {
 	lastDown := map[string]*time.Time{}
 	for _, g := range prev.NodeGroups {
 		lastDown[g.Name] = g.LastScaleDown
 	}
 	failedUp := map[string]bool{}
-	for _, a := range res.Actions {
+	for _, a := range actions {
 		switch {
 		case a.Kind == "drain" && a.Error == "":
 			t := now
@@ -247,61 +261,70 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snaps
 			failedUp[a.NodeGroup] = true
 		}
 	}
-	groupOf, registered, ready := countNodes(snap)
-	util := map[string]planner.GroupStatus{}
+	planned := map[string]planner.GroupStatus{}
 	for _, g := range plan.NodeGroups {
-		util[g.Name] = g
+		planned[g.Name] = g
 	}
+	out, omitted := []GroupSummary{}, 0
 	for _, g := range snap.NodeGroups {
-		if len(st.NodeGroups) == maxStatusGroups {
-			st.NodeGroupsOmitted++
+		if len(out) == maxStatusGroups {
+			omitted++
 			continue
 		}
+		p := planned[g.Name]
 		gs := GroupSummary{
 			Name: g.Name, Provider: g.Provider, MinSize: g.MinSize, MaxSize: g.MaxSize, BoundsFrom: g.BoundsFrom,
 			TargetSize: g.TargetSize, Registered: registered[g.Name], Ready: ready[g.Name], Health: []string{},
 			LastScaleUp: timeOf(plan.State.LastScaleUp, g.Name), LastScaleDown: lastDown[g.Name],
-			CPUUtilization: util[g.Name].CPUUtilization, MemoryUtilization: util[g.Name].MemoryUtilization,
+			CPUUtilization: p.CPUUtilization, MemoryUtilization: p.MemoryUtilization,
 		}
 		for _, up := range plan.ScaleUp {
 			if up.NodeGroup == g.Name && !failedUp[g.Name] {
 				gs.TargetSize = up.NewTargetSize
 			}
 		}
-		if b := timeOf(plan.State.BackoffUntil, g.Name); b != nil && b.After(now) {
-			gs.BackoffUntil = b
-			gs.Health = append(gs.Health, HealthBackedOff)
-		}
-		if failedUp[g.Name] {
-			gs.Health = append(gs.Health, HealthScaleUpFailed)
-		}
-		if gs.TargetSize >= gs.MaxSize {
-			gs.Health = append(gs.Health, HealthAtMax)
-		}
-		if gs.TargetSize > gs.Registered {
-			gs.Health = append(gs.Health, HealthProvisioning)
-		}
-		if gs.Ready < gs.Registered {
-			gs.Health = append(gs.Health, HealthNodesNotReady)
-		}
-		st.NodeGroups = append(st.NodeGroups, gs)
+		gs.setHealth(plan.State.BackoffUntil, failedUp[g.Name], now)
+		out = append(out, gs)
 	}
-	if st.NodeGroups == nil {
-		st.NodeGroups = []GroupSummary{}
-	}
+	return out, omitted
+}
 
-	for node, since := range plan.State.UnneededSince {
-		st.Unneeded = append(st.Unneeded, UnneededNode{Node: node, NodeGroup: groupOf[node], Since: since})
+// setHealth lists what is wrong with the group, and its backoff.
+func (gs *GroupSummary) setHealth(backoffUntil map[string]time.Time, failedUp bool, now time.Time) {
+	out := []string{}
+	if b := timeOf(backoffUntil, gs.Name); b != nil && b.After(now) {
+		gs.BackoffUntil = b
+		out = append(out, HealthBackedOff)
 	}
-	// The longest unneeded first: the next to go.
-	slices.SortFunc(st.Unneeded, func(a, b UnneededNode) int {
+	if failedUp {
+		out = append(out, HealthScaleUpFailed)
+	}
+	if gs.TargetSize >= gs.MaxSize {
+		out = append(out, HealthAtMax)
+	}
+	if gs.TargetSize > gs.Registered {
+		out = append(out, HealthProvisioning)
+	}
+	if gs.Ready < gs.Registered {
+		out = append(out, HealthNodesNotReady)
+	}
+	gs.Health = out
+}
+
+// unneededNodes lists the unneeded nodes, the longest unneeded first (the
+// next to go), up to the cap, and says how many more there were.
+func unneededNodes(since map[string]time.Time, groupOf map[string]string) ([]UnneededNode, int) {
+	out := make([]UnneededNode, 0, min(len(since), maxStatusUnneeded+1))
+	for node, t := range since {
+		out = append(out, UnneededNode{Node: node, NodeGroup: groupOf[node], Since: t})
+	}
+	slices.SortFunc(out, func(a, b UnneededNode) int {
 		return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.Node, b.Node))
 	})
-	if n := len(st.Unneeded); n > maxStatusUnneeded {
-		st.UnneededOmitted = n - maxStatusUnneeded
-		st.Unneeded = st.Unneeded[:maxStatusUnneeded]
+	if n := len(out); n > maxStatusUnneeded {
+		return out[:maxStatusUnneeded], n - maxStatusUnneeded
 	}
-	return st
+	return out, 0
 }
 
 // countNodes maps node → group and counts each group's registered and

@@ -142,6 +142,11 @@ func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers
 			described[i].Headroom = &h
 		}
 	}
+	if missing := unmatchedHeadroom(e.Headroom, described); len(missing) > 0 {
+		// Not an error: a discovered group may come and go (its ASG
+		// untagged, its pool deleted); the status lists it as a problem.
+		e.log().Warn("headroom for node groups not found", "nodeGroups", missing)
+	}
 	st, err := e.Store.LoadState(ctx)
 	if err != nil {
 		return planner.Snapshot{}, nil, fmt.Errorf("snapshot: load state: %w", err)

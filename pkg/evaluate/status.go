@@ -44,6 +44,10 @@ type Status struct {
 	Actions           []Action         `json:"actions"`
 	ActionsOmitted    int              `json:"actionsOmitted,omitempty"`
 	Recovered         *RecoveredCounts `json:"recovered,omitempty"`
+	// Problems are what the cycle found wrong without failing: a headroom
+	// for a group it did not find.
+	Problems        []string `json:"problems,omitempty"`
+	ProblemsOmitted int      `json:"problemsOmitted,omitempty"`
 }
 
 // StatusError is an error and when it happened.
@@ -79,6 +83,20 @@ type GroupSummary struct {
 	LastScaleDown     *time.Time `json:"lastScaleDown,omitempty"`
 	CPUUtilization    float64    `json:"cpuUtilization"`
 	MemoryUtilization float64    `json:"memoryUtilization"`
+	// Headroom is how the group's headroom stood; nil when it keeps none.
+	Headroom *GroupHeadroom `json:"headroom,omitempty"`
+}
+
+// GroupHeadroom is how a group's headroom stood in the cycle (the plan's
+// planner.HeadroomStatus): its rule, what the group had, whether it held,
+// the nodes it lacked, the nodes the cycle added for it and why fewer.
+type GroupHeadroom struct {
+	Rule    string `json:"rule"`
+	Free    string `json:"free"`
+	Met     bool   `json:"met"`
+	Need    int    `json:"need,omitempty"`
+	Adding  int    `json:"adding,omitempty"`
+	Blocked string `json:"blocked,omitempty"`
 }
 
 // UnneededNode is a scale-down candidate and since when.
@@ -114,6 +132,7 @@ const (
 	maxStatusUnneeded = 300
 	maxStatusDrains   = 100
 	maxStatusActions  = 50
+	maxStatusProblems = 20
 	maxStatusMessage  = 300
 )
 
@@ -209,6 +228,7 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snaps
 		// Nothing read this cycle: the last known groups stand.
 		st.GroupsAt, st.NodeGroups, st.NodeGroupsOmitted = prev.GroupsAt, prev.NodeGroups, prev.NodeGroupsOmitted
 		st.Unneeded, st.UnneededOmitted = prev.Unneeded, prev.UnneededOmitted
+		st.Problems, st.ProblemsOmitted = prev.Problems, prev.ProblemsOmitted
 		if st.NodeGroups == nil {
 			st.NodeGroups = []GroupSummary{}
 		}
@@ -223,6 +243,13 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snaps
 	groupOf, registered, ready := countNodes(snap)
 	st.NodeGroups, st.NodeGroupsOmitted = groupSummaries(prev, snap, plan, res.Actions, now, registered, ready)
 	st.Unneeded, st.UnneededOmitted = unneededNodes(plan.State.UnneededSince, groupOf)
+	for _, name := range unmatchedHeadroom(e.Headroom, snap.NodeGroups) {
+		if len(st.Problems) == maxStatusProblems {
+			st.ProblemsOmitted++
+			continue
+		}
+		st.Problems = append(st.Problems, clip(unmatchedMessage(name)))
+	}
 	return st
 }
 
@@ -277,6 +304,7 @@ func groupSummaries(prev Status, snap planner.Snapshot, plan *planner.Plan, acti
 			TargetSize: g.TargetSize, Registered: registered[g.Name], Ready: ready[g.Name], Health: []string{},
 			LastScaleUp: timeOf(plan.State.LastScaleUp, g.Name), LastScaleDown: lastDown[g.Name],
 			CPUUtilization: p.CPUUtilization, MemoryUtilization: p.MemoryUtilization,
+			Headroom: groupHeadroom(p.Headroom, failedUp[g.Name]),
 		}
 		for _, up := range plan.ScaleUp {
 			if up.NodeGroup == g.Name && !failedUp[g.Name] {
@@ -311,6 +339,19 @@ func (gs *GroupSummary) setHealth(backoffUntil map[string]time.Time, failedUp bo
 	gs.Health = out
 }
 
+// groupHeadroom is the status of a group's headroom; a failed scale-up
+// added nothing.
+func groupHeadroom(h *planner.HeadroomStatus, failedUp bool) *GroupHeadroom {
+	if h == nil {
+		return nil
+	}
+	out := &GroupHeadroom{Rule: h.Rule, Free: h.Free, Met: h.Met, Need: h.Need, Adding: h.Adding, Blocked: clip(h.Blocked)}
+	if failedUp && out.Adding > 0 {
+		out.Adding, out.Blocked = 0, "the scale-up failed"
+	}
+	return out
+}
+
 // unneededNodes lists the unneeded nodes, the longest unneeded first (the
 // next to go), up to the cap, and says how many more there were.
 func unneededNodes(since map[string]time.Time, groupOf map[string]string) ([]UnneededNode, int) {
@@ -325,6 +366,27 @@ func unneededNodes(since map[string]time.Time, groupOf map[string]string) ([]Unn
 		return out[:maxStatusUnneeded], n - maxStatusUnneeded
 	}
 	return out, 0
+}
+
+// unmatchedHeadroom lists, sorted, the groups a headroom is set for that
+// are not among groups.
+func unmatchedHeadroom(headroom map[string]planner.Headroom, groups []planner.NodeGroup) []string {
+	found := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		found[g.Name] = true
+	}
+	var out []string
+	for name := range headroom {
+		if !found[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func unmatchedMessage(name string) string {
+	return fmt.Sprintf("headroom: no node group %q found this cycle (names are matched exactly; its headroom applies once the group is found)", name)
 }
 
 // countNodes maps node → group and counts each group's registered and

@@ -30,6 +30,15 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 			BoundsFrom: "schedule " + strings.Repeat("s", 200)})
 		plan.State.LastScaleUp[name] = now
 		plan.State.BackoffUntil[name] = now.Add(time.Hour)
+		// The longest headroom status the planner writes.
+		plan.NodeGroups = append(plan.NodeGroups, planner.GroupStatus{Name: name, Headroom: &planner.HeadroomStatus{
+			Rule: "9223372036854775807m cpu, 9223372036854775807 memory spare", Free: "9223372036854775807m cpu, 9223372036854775807 memory free",
+			Need: 2147483647, Adding: 1000, Blocked: "out of reach: a new node's DaemonSets take what it would add"}})
+	}
+	// Headroom for many groups the cycle does not find, at the longest name.
+	headroom := map[string]planner.Headroom{}
+	for i := range 1000 {
+		headroom[fmt.Sprintf("%05d-%s", i, strings.Repeat("h", 249))] = planner.Headroom{Nodes: 1}
 	}
 	for n := range nodes {
 		id := fmt.Sprintf("kamatera://%s", long("node", n))
@@ -43,7 +52,7 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 	for i := range 1000 {
 		actions = append(actions, Action{Kind: "scaleUp", NodeGroup: long("group", i), Delta: 1, Error: strings.Repeat("é", 2000)})
 	}
-	e := &Evaluator{Now: func() time.Time { return now }, Holder: "evaluate-0123456789ab"}
+	e := &Evaluator{Now: func() time.Time { return now }, Holder: "evaluate-0123456789ab", Headroom: headroom}
 	st := e.buildStatus(Status{}, now, snap, Result{Plan: &plan, Actions: actions}, nil)
 	doc, err := json.Marshal(st)
 	if err != nil {
@@ -53,8 +62,12 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 	if len(doc) > state.MaxStatusSize {
 		t.Fatalf("status is %d bytes, over the %d stored", len(doc), state.MaxStatusSize)
 	}
-	if st.NodeGroupsOmitted != groups-maxStatusGroups || st.UnneededOmitted != nodes-maxStatusUnneeded || st.ActionsOmitted != 1000-maxStatusActions {
-		t.Errorf("omitted: groups %d, unneeded %d, actions %d", st.NodeGroupsOmitted, st.UnneededOmitted, st.ActionsOmitted)
+	if st.NodeGroupsOmitted != groups-maxStatusGroups || st.UnneededOmitted != nodes-maxStatusUnneeded || st.ActionsOmitted != 1000-maxStatusActions ||
+		st.ProblemsOmitted != 1000-maxStatusProblems {
+		t.Errorf("omitted: groups %d, unneeded %d, actions %d, problems %d", st.NodeGroupsOmitted, st.UnneededOmitted, st.ActionsOmitted, st.ProblemsOmitted)
+	}
+	if st.NodeGroups[0].Headroom == nil || len(st.Problems) != maxStatusProblems {
+		t.Errorf("group headroom %+v, problems %d: want both", st.NodeGroups[0].Headroom, len(st.Problems))
 	}
 	if st.Unneeded[0].Node != long("node", nodes-1) {
 		t.Errorf("first unneeded = %s, want the longest unneeded", st.Unneeded[0].Node)

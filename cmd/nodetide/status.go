@@ -127,6 +127,14 @@ func writeStatusTable(w io.Writer, d statusDoc, now time.Time) error {
 	} else {
 		fmt.Fprintf(w, "Last error:   none\n")
 	}
+	for i, p := range d.Problems {
+		label := "Problems:    "
+		if i > 0 {
+			label = "             "
+		}
+		fmt.Fprintf(w, "%s %s\n", label, p)
+	}
+	more(w, d.ProblemsOmitted, "problems")
 	if !d.GroupsAt.Equal(d.CycleAt) {
 		fmt.Fprintf(w, "Node groups as of %s (the last cycle did not read them)\n", at(d.GroupsAt))
 	}
@@ -134,15 +142,19 @@ func writeStatusTable(w io.Writer, d statusDoc, now time.Time) error {
 
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE GROUP\tPROVIDER\tMIN\tMAX\tTARGET\tREGISTERED\tREADY\tHEALTH\tBACKOFF UNTIL\tLAST SCALE-UP\tLAST SCALE-DOWN\tCPU\tMEM")
+	fmt.Fprintln(tw, "NODE GROUP\tPROVIDER\tMIN\tMAX\tTARGET\tREGISTERED\tREADY\tHEALTH\tBACKOFF UNTIL\tLAST SCALE-UP\tLAST SCALE-DOWN\tCPU\tMEM\tHEADROOM")
 	for _, g := range d.NodeGroups {
 		health := "Healthy"
 		if len(g.Health) > 0 {
 			health = strings.Join(g.Health, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f%%\t%.0f%%\n", g.Name, g.Provider, g.MinSize, g.MaxSize,
+		room := "-"
+		if h := g.Headroom; h != nil {
+			room = headroomCell(h.Rule, h.Free, h.Met, h.Need, h.Adding, h.Blocked)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\n", g.Name, g.Provider, g.MinSize, g.MaxSize,
 			g.TargetSize, g.Registered, g.Ready, health, atp(g.BackoffUntil), atp(g.LastScaleUp), atp(g.LastScaleDown),
-			100*g.CPUUtilization, 100*g.MemoryUtilization)
+			100*g.CPUUtilization, 100*g.MemoryUtilization, room)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -196,6 +208,25 @@ func writeStatusTable(w io.Writer, d statusDoc, now time.Time) error {
 		more(w, d.ActionsOmitted, "actions")
 	}
 	return nil
+}
+
+// headroomCell is a group's headroom for a table: the rule, what the group
+// has, and what is done about it ("2 spare nodes (1 free, scaling up +1)").
+func headroomCell(rule, free string, met bool, need, adding int, blocked string) string {
+	var now string
+	switch {
+	case met:
+		now = "met"
+	case adding > 0 && adding < need:
+		now = fmt.Sprintf("scaling up +%d of %d: %s", adding, need, blocked)
+	case adding > 0:
+		now = fmt.Sprintf("scaling up +%d", adding)
+	case blocked != "":
+		now = "short: " + blocked
+	default:
+		now = "short"
+	}
+	return fmt.Sprintf("%s (%s, %s)", rule, free, now)
 }
 
 func more(w io.Writer, n int, what string) {

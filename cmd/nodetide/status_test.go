@@ -32,12 +32,19 @@ func sampleStatus() evaluate.Status {
 		NodeGroups: []evaluate.GroupSummary{
 			{Name: "workers", Provider: "aws", MinSize: 2, MaxSize: 10, TargetSize: 6, Registered: 4, Ready: 4,
 				Health: []string{evaluate.HealthProvisioning}, LastScaleUp: at(-30 * time.Second), LastScaleDown: at(-3 * time.Hour),
-				CPUUtilization: 0.71, MemoryUtilization: 0.52},
+				CPUUtilization: 0.71, MemoryUtilization: 0.52,
+				Headroom: &evaluate.GroupHeadroom{Rule: "2 spare nodes", Free: "0 free", Need: 2, Adding: 2}},
 			{Name: "gpu", Provider: "aws", MinSize: 0, MaxSize: 2, TargetSize: 2, Registered: 2, Ready: 1,
 				Health:       []string{evaluate.HealthBackedOff, evaluate.HealthAtMax, evaluate.HealthNodesNotReady},
-				BackoffUntil: at(2*time.Minute + 30*time.Second), LastScaleUp: at(-20 * time.Minute), CPUUtilization: 0.9, MemoryUtilization: 0.4},
-			{Name: "batch", Provider: "scaleway", MinSize: 0, MaxSize: 5, TargetSize: 1, Registered: 1, Ready: 1, Health: []string{}},
+				BackoffUntil: at(2*time.Minute + 30*time.Second), LastScaleUp: at(-20 * time.Minute), CPUUtilization: 0.9, MemoryUtilization: 0.4,
+				Headroom: &evaluate.GroupHeadroom{Rule: "utilisation below 80%", Free: "at 90%", Need: 1, Blocked: "backed off until 2026-12-01T10:03:00Z"}},
+			{Name: "batch", Provider: "scaleway", MinSize: 0, MaxSize: 5, TargetSize: 1, Registered: 1, Ready: 1, Health: []string{},
+				Headroom: &evaluate.GroupHeadroom{Rule: "2 cpu, 4Gi memory spare", Free: "4 cpu, 16Gi memory free", Met: true}},
+			{Name: "spot", Provider: "aws", MinSize: 0, MaxSize: 4, TargetSize: 4, Registered: 3, Ready: 3, Health: []string{evaluate.HealthAtMax, evaluate.HealthProvisioning},
+				Headroom: &evaluate.GroupHeadroom{Rule: "3 spare nodes", Free: "0 free", Need: 3, Adding: 1, Blocked: "max size 4"}},
+			{Name: "system", Provider: "aws", MinSize: 2, MaxSize: 3, TargetSize: 2, Registered: 2, Ready: 2, Health: []string{}},
 		},
+		Problems:          []string{`headroom: no node group "prod-gpu-old" found this cycle (names are matched exactly; its headroom applies once the group is found)`},
 		UnschedulablePods: 3,
 		Unneeded: []evaluate.UnneededNode{
 			{Node: "ip-10-0-3-17.eu-west-1.compute.internal", NodeGroup: "workers", Since: statusNow.Add(-9 * time.Minute)},
@@ -128,7 +135,7 @@ nodeGroups:
 
 	out, errOut, code = nodetide(t, "status", "--config", cfg, "-o", "yaml")
 	var y statusDoc
-	if code != 0 || yaml.Unmarshal([]byte(out), &y) != nil || len(y.NodeGroups) != 3 || y.NodeGroups[1].BackoffUntil == nil {
+	if code != 0 || yaml.Unmarshal([]byte(out), &y) != nil || len(y.NodeGroups) != 5 || y.NodeGroups[1].BackoffUntil == nil || y.NodeGroups[0].Headroom == nil {
 		t.Fatalf("status -o yaml: exit %d: %s\n%s", code, errOut, out)
 	}
 

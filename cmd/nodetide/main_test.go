@@ -241,3 +241,26 @@ func writeFile(t *testing.T, name, content string) string {
 	}
 	return p
 }
+
+// TestPlanTableHeadroom: the table names each group's headroom and how it
+// stands, and the scale-ups the rule that fired.
+func TestPlanTableHeadroom(t *testing.T) {
+	out, errOut, code := nodetide(t, "plan", "--snapshot", "../../pkg/planner/testdata/headroom/snapshot.json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	const golden = "testdata/plan-headroom.golden"
+	if *updateGolden {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("rewrote %s: review the diff, then run again without -update", golden)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(want) {
+		t.Errorf("table differs from %s:\n%s", golden, out)
+	}
+}

@@ -66,9 +66,13 @@ func readSnapshot(path string) (planner.Snapshot, error) {
 
 func writePlanTable(w io.Writer, p planner.Plan) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE GROUP\tNODES\tTARGET\tCPU\tMEMORY")
+	fmt.Fprintln(tw, "NODE GROUP\tNODES\tTARGET\tCPU\tMEMORY\tHEADROOM")
 	for _, g := range p.NodeGroups {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f%%\t%.0f%%\n", g.Name, g.Nodes, g.TargetSize, 100*g.CPUUtilization, 100*g.MemoryUtilization)
+		room := "-"
+		if h := g.Headroom; h != nil {
+			room = headroomCell(h.Rule, h.Free, h.Met, h.Need, h.Adding, h.Blocked)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f%%\t%.0f%%\t%s\n", g.Name, g.Nodes, g.TargetSize, 100*g.CPUUtilization, 100*g.MemoryUtilization, room)
 	}
 	fmt.Fprintln(tw)
 	if len(p.ScaleUp) == 0 {

@@ -1,0 +1,55 @@
+package evaluate
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/nodetide/nodetide/pkg/planner"
+)
+
+// TestBuildStatusHeadroom: a group's summary carries its headroom as the
+// plan left it, backoff and health as before; a failed scale-up added
+// nothing; a headroom for a group not found is a problem; a cycle that
+// read nothing keeps the last groups and problems.
+func TestBuildStatusHeadroom(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	snap := planner.Snapshot{CapturedAt: now, NodeGroups: []planner.NodeGroup{
+		{Name: "spot", Provider: "aws", MaxSize: 5, TargetSize: 1},
+		{Name: "general", Provider: "aws", MaxSize: 5, TargetSize: 2},
+	}}
+	plan := planner.Plan{
+		ScaleUp: []planner.ScaleUp{{NodeGroup: "spot", Delta: 2, NewTargetSize: 3}, {NodeGroup: "general", Delta: 1, NewTargetSize: 3}},
+		NodeGroups: []planner.GroupStatus{
+			{Name: "spot", Headroom: &planner.HeadroomStatus{Rule: "2 spare nodes", Free: "0 free", Need: 2, Adding: 2}},
+			{Name: "general", Headroom: &planner.HeadroomStatus{Rule: "utilisation below 80%", Free: "at 90%", Need: 1, Adding: 1}},
+		},
+		State: planner.State{BackoffUntil: map[string]time.Time{"spot": now.Add(time.Minute)}},
+	}
+	actions := []Action{{Kind: "scaleUp", NodeGroup: "spot", Delta: 2}, {Kind: "scaleUp", NodeGroup: "general", Delta: 1, Error: "refused"}}
+	e := &Evaluator{Now: func() time.Time { return now }, Headroom: map[string]planner.Headroom{
+		"spot": {Nodes: 2}, "general": {Utilization: 0.8}, "old-gpu": {Nodes: 1}}}
+
+	st := e.buildStatus(Status{}, now, snap, Result{Plan: &plan, Actions: actions}, nil)
+	want := []GroupSummary{
+		{Name: "spot", Provider: "aws", MaxSize: 5, TargetSize: 3, Health: []string{HealthBackedOff, HealthProvisioning},
+			BackoffUntil: ptr(now.Add(time.Minute)), Headroom: &GroupHeadroom{Rule: "2 spare nodes", Free: "0 free", Need: 2, Adding: 2}},
+		{Name: "general", Provider: "aws", MaxSize: 5, TargetSize: 2, Health: []string{HealthScaleUpFailed, HealthProvisioning},
+			Headroom: &GroupHeadroom{Rule: "utilisation below 80%", Free: "at 90%", Need: 1, Blocked: "the scale-up failed"}},
+	}
+	if !reflect.DeepEqual(st.NodeGroups, want) {
+		t.Errorf("groups\n%+v\nwant\n%+v", st.NodeGroups, want)
+	}
+	wantProblems := []string{unmatchedMessage("old-gpu")}
+	if !reflect.DeepEqual(st.Problems, wantProblems) {
+		t.Errorf("problems %q, want %q", st.Problems, wantProblems)
+	}
+
+	failed := e.buildStatus(st, now.Add(time.Minute), planner.Snapshot{}, Result{}, errors.New("cloud unreachable"))
+	if !reflect.DeepEqual(failed.NodeGroups, st.NodeGroups) || !reflect.DeepEqual(failed.Problems, st.Problems) {
+		t.Errorf("failed cycle: groups %+v, problems %q; want the last ones", failed.NodeGroups, failed.Problems)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

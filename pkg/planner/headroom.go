@@ -38,25 +38,40 @@ func (s *spare) describe(need int64) *HeadroomStatus {
 	h := s.want
 	st := &HeadroomStatus{Met: s.holds(), Need: int(need), FreeNodes: s.empty, FreeCPUMillis: max(s.free.cpu, 0),
 		FreeMemoryBytes: max(s.free.mem, 0), Utilization: round4(s.util(res{}))}
+	st.Rule = h.String()
 	switch {
 	case h.Nodes > 0:
-		st.Rule, st.Free = plural(h.Nodes, "spare node"), fmt.Sprintf("%d free", s.empty)
+		st.Free = fmt.Sprintf("%d free", s.empty)
 	case h.Utilization > 0:
-		st.Rule, st.Free = fmt.Sprintf("utilisation below %d%%", pct(h.Utilization)), fmt.Sprintf("at %d%%", pct(st.Utilization))
+		st.Free = fmt.Sprintf("at %d%%", pct(st.Utilization))
 	default:
-		var want, free []string
-		for _, d := range []struct {
-			name       string
-			want, have int64
-		}{{"cpu", h.CPUMillis, st.FreeCPUMillis}, {"memory", h.MemoryBytes, st.FreeMemoryBytes}} {
-			if d.want > 0 {
-				want = append(want, formatDim(d.name, d.want)+" "+d.name)
-				free = append(free, formatDim(d.name, d.have)+" "+d.name)
-			}
-		}
-		st.Rule, st.Free = strings.Join(want, ", ")+" spare", strings.Join(free, ", ")+" free"
+		st.Free = resources(h, st.FreeCPUMillis, st.FreeMemoryBytes) + " free"
 	}
 	return st
+}
+
+// String is the headroom in words: "2 spare nodes", "6 cpu, 8Gi memory
+// spare", "utilisation below 80%".
+func (h Headroom) String() string {
+	switch {
+	case h.Nodes > 0:
+		return plural(h.Nodes, "spare node")
+	case h.Utilization > 0:
+		return fmt.Sprintf("utilisation below %d%%", pct(h.Utilization))
+	}
+	return resources(h, h.CPUMillis, h.MemoryBytes) + " spare"
+}
+
+// resources prints cpu and memory, each only when h asks for it.
+func resources(h Headroom, cpu, mem int64) string {
+	var out []string
+	if h.CPUMillis > 0 {
+		out = append(out, formatDim("cpu", cpu)+" cpu")
+	}
+	if h.MemoryBytes > 0 {
+		out = append(out, formatDim("memory", mem)+" memory")
+	}
+	return strings.Join(out, ", ")
 }
 
 // util is the larger of cpu and memory utilisation after the removal of

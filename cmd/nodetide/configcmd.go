@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -29,11 +30,16 @@ func newConfigCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			byName := byNameHeadroom(cfg)
+			doc := map[string]any{"nodeGroups": groups}
+			if len(byName) > 0 {
+				doc["headroom"] = byName
+			}
 			switch g.output {
 			case "json":
-				return writeJSON(g.stdout, map[string]any{"nodeGroups": groups})
+				return writeJSON(g.stdout, doc)
 			case "yaml":
-				out, err := yaml.Marshal(map[string]any{"nodeGroups": groups})
+				out, err := yaml.Marshal(doc)
 				if err != nil {
 					return err
 				}
@@ -41,9 +47,16 @@ func newConfigCmd(g *globals) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tPROVIDER\tMIN\tMAX")
+			fmt.Fprintln(tw, "NAME\tPROVIDER\tMIN\tMAX\tHEADROOM")
 			for _, ng := range groups {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ng.Name, ng.Provider, orDash(ng.MinSize), orDash(ng.MaxSize))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ng.Name, ng.Provider, orDash(ng.MinSize), orDash(ng.MaxSize), cmp.Or(ng.Headroom, "-"))
+			}
+			if len(byName) > 0 {
+				fmt.Fprintln(tw)
+				fmt.Fprintln(tw, "HEADROOM OF GROUP\tRULE")
+				for _, h := range byName {
+					fmt.Fprintf(tw, "%s\t%s\n", h.NodeGroup, h.Rule)
+				}
 			}
 			return tw.Flush()
 		},
@@ -60,10 +73,30 @@ type groupSummary struct {
 	Provider string `json:"provider"`
 	MinSize  *int   `json:"minSize"`
 	MaxSize  *int   `json:"maxSize"`
+	// Headroom is the group's headroom rule, when the config gives it one.
+	Headroom string `json:"headroom,omitempty"`
+}
+
+// namedHeadroom is an entry of the config's top-level headroom list.
+type namedHeadroom struct {
+	NodeGroup string `json:"nodeGroup"`
+	Rule      string `json:"rule"`
+}
+
+// byNameHeadroom lists the top-level headroom entries: for groups that
+// discovery names, which validate does not look up.
+func byNameHeadroom(cfg *config.Config) []namedHeadroom {
+	rules := cfg.Headroom()
+	out := make([]namedHeadroom, 0, len(cfg.Headrooms))
+	for _, h := range cfg.Headrooms {
+		out = append(out, namedHeadroom{NodeGroup: h.NodeGroup, Rule: rules[h.NodeGroup].String()})
+	}
+	return out
 }
 
 func describeGroups(cfg *config.Config) ([]groupSummary, error) {
 	out := make([]groupSummary, 0, len(cfg.NodeGroups))
+	rules := cfg.Headroom()
 	for i, ng := range cfg.NodeGroups {
 		if ng.Kamatera != nil && ng.Kamatera.CloudConfigSecret != "" {
 			// The INI is in Secrets Manager, which validate does not contact.
@@ -98,7 +131,11 @@ func describeGroups(cfg *config.Config) ([]groupSummary, error) {
 		default:
 			name = "(discovered)"
 		}
-		out = append(out, groupSummary{Name: name, Provider: ng.Provider, MinSize: ng.MinSize, MaxSize: ng.MaxSize})
+		gs := groupSummary{Name: name, Provider: ng.Provider, MinSize: ng.MinSize, MaxSize: ng.MaxSize}
+		if h, ok := rules[ng.Name]; ok && ng.Name != "" {
+			gs.Headroom = h.String()
+		}
+		out = append(out, gs)
 	}
 	return out, nil
 }

@@ -219,6 +219,7 @@ func (c *Config) validateHeadroom(named map[string]string, errs *fieldErrors) {
 		}
 	}
 	seen := map[string]string{}
+	known := knownNames(named)
 	for i := range c.Headrooms {
 		h := &c.Headrooms[i]
 		path := fmt.Sprintf("headroom[%d]", i)
@@ -241,9 +242,20 @@ func (c *Config) validateHeadroom(named map[string]string, errs *fieldErrors) {
 		case ok && own[name]:
 			errs.add(0, at, fmt.Sprintf("%q keeps a headroom at %s.headroom already: set it in one place", name, g))
 		case !ok && !c.hasDiscovery():
-			errs.add(0, at, fmt.Sprintf("%q names no node group (known: %s)", name, strings.Join(sortedKeys(named), ", ")))
+			errs.add(0, at, fmt.Sprintf("%q names no node group (known: %s)", name, known))
 		}
 	}
+}
+
+// knownNames lists the names for an error, the first few only: a config
+// of thousands of groups must not make every error that long.
+func knownNames(named map[string]string) string {
+	const shown = 20
+	names := sortedKeys(named)
+	if len(names) > shown {
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
+	}
+	return strings.Join(names, ", ")
 }
 
 // AWSGroup selects Auto Scaling Groups by name or by cluster-autoscaler's

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -162,5 +163,28 @@ func TestHeadroomListErrors(t *testing.T) {
 				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(ce.Problems, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestHeadroomListManyUnknown: an error naming the known groups names a
+// few of them, not thousands, however many entries are wrong.
+func TestHeadroomListManyUnknown(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("cluster: {name: c}\nstate: {memory: {}}\nnodeGroups:\n")
+	for i := range 1000 {
+		fmt.Fprintf(&b, "  - {name: g%04d, provider: aws, aws: {autoScalingGroup: a%04d}}\n", i, i)
+	}
+	b.WriteString("headroom:\n")
+	for i := range 1000 {
+		fmt.Fprintf(&b, "  - {nodeGroup: x%04d, nodes: 1}\n", i)
+	}
+	_, err := Parse([]byte(b.String()), "x.yaml")
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 1000 {
+		t.Fatalf("error %v, want 1000 problems", err)
+	}
+	want := `x.yaml:1005: headroom[0].nodeGroup: "x0000" names no node group (known: g0000, g0001, g0002, g0003, g0004, g0005, g0006, g0007, g0008, g0009, g0010, g0011, g0012, g0013, g0014, g0015, g0016, g0017, g0018, g0019 and 980 more)`
+	if ce.Problems[0] != want {
+		t.Errorf("first problem\n%s\nwant\n%s", ce.Problems[0], want)
 	}
 }

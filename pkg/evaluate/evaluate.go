@@ -145,7 +145,7 @@ func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers
 	if missing := unmatchedHeadroom(e.Headroom, described); len(missing) > 0 {
 		// Not an error: a discovered group may come and go (its ASG
 		// untagged, its pool deleted); the status lists it as a problem.
-		e.log().Warn("headroom for node groups not found", "nodeGroups", missing)
+		e.log().Warn("headroom for node groups not found", "count", len(missing), "nodeGroups", missing[:min(len(missing), maxStatusProblems)])
 	}
 	st, err := e.Store.LoadState(ctx)
 	if err != nil {

@@ -8,56 +8,24 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodetide/nodetide/internal/sfnlocal"
-	"github.com/nodetide/nodetide/pkg/config"
-	"github.com/nodetide/nodetide/pkg/drain"
-	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/schedule/fire"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
-// localDrains starts the drain state machine locally and points the cycle's
-// removals at it. Local drains run in other processes, so state must be in
-// DynamoDB (a local one works), not in memory.
-func (g *globals) localDrains(ctx context.Context, cfg *config.Config, ev *evaluate.Evaluator) (func(), error) {
-	if cfg.State.DynamoDB == nil {
-		return nil, fmt.Errorf("--local-drains: the drain runs in another process, so state must be state.dynamodb (a local DynamoDB such as dynalite works)")
-	}
-	yaml, err := os.ReadFile(g.configPath)
-	if err != nil {
-		return nil, err
-	}
-	if g.kubeconfig != "" {
-		return nil, fmt.Errorf("--local-drains: put the kubeconfig in the config (cluster.kubernetes.kubeconfig) so the drain function reaches the same cluster")
-	}
-	svc, err := sfnlocal.StartDrain(ctx, "", string(yaml), 0)
-	if err != nil {
-		return nil, err
-	}
-	store, err := setup.Store(ctx, cfg, &setup.AWS{})
-	if err != nil {
-		svc.Stop()
-		return nil, err
-	}
-	d := cfg.DrainSettings()
-	ev.Drainer = &drain.Starter{SFN: svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine], Store: store,
-		Timeout: d.Timeout, Policy: d.OnTimeout, Surge: d.Surge}
-	ev.Recoverer = &drain.Recovery{
-		Steps: &drain.Steps{Client: ev.Client, Groups: ev.Groups, Store: store, Log: ev.Log, Events: ev.Events},
-		SFN:   svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine],
-	}
-	fmt.Fprintf(g.stderr, "local drain state machine at %s\n", svc.Endpoint)
-	return func() { svc.Stop() }, nil
-}
-
 func newRunCmd(g *globals) *cobra.Command {
 	var interval time.Duration
-	var once, localDrains, showStatus, emf bool
+	var once, showStatus, emf bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer (local or long-running use)",
-		Args:  cobra.NoArgs,
+		Long: `Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer.
+
+Removals start drain executions on the state machine NODETIDE_DRAIN_STATE_MACHINE_ARN names
+(AWS_ENDPOINT_URL_SFN points at a local Step Functions service, such as make up's); without it
+they are planned and logged, not acted on. From a checkout of the repository,
+go run ./hack/localrun [flags] runs this command with the drain state machine run locally.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("interval") && interval < time.Second {
 				return fmt.Errorf("--interval %s: must be at least 1s", interval)
@@ -74,13 +42,6 @@ func newRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			if localDrains {
-				stop, err := g.localDrains(ctx, cfg, ev)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
 			// Schedules live in DynamoDB; with state in memory there are none.
 			var sched *fire.Handler
 			if cfg.State.DynamoDB != nil {
@@ -135,7 +96,6 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&once, "once", false, "run one cycle and exit")
 	cmd.Flags().BoolVar(&showStatus, "status", false, "after each cycle, print what nodetide status shows (works with state.memory too)")
 	cmd.Flags().BoolVar(&emf, "emf", false, "write each cycle's metrics to stdout as CloudWatch Embedded Metric Format documents (default: only when run in AWS Lambda)")
-	cmd.Flags().BoolVar(&localDrains, "local-drains", false, "run the drain state machine locally (from a checkout of this repository; needs make testbed and npm ci) and act on removals")
 	return cmd
 }
 

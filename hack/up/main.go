@@ -293,7 +293,7 @@ func usage(root, cfgPath, env, ddb, sfn string) string {
 	w("  bin/nodetide nodes --config %s", rel(cfgPath))
 	w("  bin/nodetide config validate --config %s", rel(cfgPath))
 	w("  bin/nodetide add workers 1 --config %s", rel(cfgPath))
-	w("  bin/nodetide run --config %s --interval 10s --local-drains", rel(cfgPath))
+	w("  bin/nodetide run --config %s --interval 10s", rel(cfgPath))
 	w("  kubectl get nodes")
 	w("  make invoke          # every sample event in events/, through the functions under the Lambda RIE")
 	w("  make down            # stop everything")

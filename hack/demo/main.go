@@ -117,32 +117,50 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cfgPath := filepath.Join(dir, "nodetide.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(configTemplate, cp.KubeconfigPath, db.Endpoint)), 0o600); err != nil {
-		return err
-	}
-	cfg, err := config.LoadFile(cfgPath)
-	if err != nil {
-		return err
-	}
-	a := &setup.AWS{}
-	ddb, err := setup.DynamoDBClient(ctx, "", db.Endpoint, a)
-	if err != nil {
-		return err
-	}
-	if err := state.CreateTable(ctx, ddb, "nodetide"); err != nil {
-		return err
-	}
 	logs, err := os.Create(filepath.Join(dir, "evaluate.log"))
 	if err != nil {
 		return err
 	}
 	defer logs.Close()
-	ev, err := setup.Evaluator(ctx, cfg, "", a, slog.New(slog.NewJSONHandler(logs, nil)), "demo")
+	cfg, a, ev, err := newEvaluator(ctx, dir, cp.KubeconfigPath, db.Endpoint, logs)
 	if err != nil {
 		return err
 	}
+	if err := d.scaleUp(ctx, ev); err != nil {
+		return err
+	}
+	return d.scaleDown(ctx, ev, cfg, a, dir)
+}
 
+// newEvaluator writes the demo's config into dir, makes its DynamoDB table
+// and wires the evaluate cycle, logging to logs.
+func newEvaluator(ctx context.Context, dir, kubeconfig, dynamoDB string, logs io.Writer) (*config.Config, *setup.AWS, *evaluate.Evaluator, error) {
+	cfgPath := filepath.Join(dir, "nodetide.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(configTemplate, kubeconfig, dynamoDB)), 0o600); err != nil {
+		return nil, nil, nil, err
+	}
+	cfg, err := config.LoadFile(cfgPath)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a := &setup.AWS{}
+	ddb, err := setup.DynamoDBClient(ctx, "", dynamoDB, a)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := state.CreateTable(ctx, ddb, "nodetide"); err != nil {
+		return nil, nil, nil, err
+	}
+	ev, err := setup.Evaluator(ctx, cfg, "", a, slog.New(slog.NewJSONHandler(logs, nil)), "demo")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, a, ev, nil
+}
+
+// scaleUp deploys more than one node holds and lets the cycle add nodes for
+// the pending pods.
+func (d *demo) scaleUp(ctx context.Context, ev *evaluate.Evaluator) error {
 	d.step("Node group %q: kwok, min 1, max 5, each node 4 CPU / 16Gi; adding its first node", "workers")
 	if _, err := ev.Add(ctx, "workers", 1); err != nil {
 		return err
@@ -182,8 +200,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	d.showPlan(res)
-
-	return d.scaleDown(ctx, ev, cfg, a, dir)
+	return nil
 }
 
 // scaleDown shrinks the workload and lets the cycle find the unneeded

@@ -58,7 +58,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// usage is what -h prints; nodetide run's flags are nodetide run's.
+const usage = `usage: go run ./hack/localrun [nodetide run flags]
+
+Runs nodetide run with nodetide's drain state machine run locally, so the cycle's
+removals are drained as in AWS. The config must keep state in state.dynamodb (dynalite
+works) and name the kubeconfig itself (no --kubeconfig): the drain function reads it too.
+Needs make testbed and npm ci. nodetide run's flags: go run ./cmd/nodetide run --help
+`
+
 func localRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	if wantsHelp(args) {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
 	path, err := configPath(args)
 	if err != nil {
 		return err
@@ -124,6 +137,18 @@ func localRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return &exec.ExitError{ProcessState: st}
 	}
 	return nil
+}
+
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "--help":
+			return true
+		}
+	}
+	return false
 }
 
 // configPath finds the config file among nodetide run's arguments, as the

@@ -79,6 +79,18 @@ nodeGroups:
 	}
 }
 
+// TestHelpStartsNothing: -h says what the command needs, and needs no
+// config.
+func TestHelpStartsNothing(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, arg := range []string{"-h", "--help"} {
+		var out, errOut bytes.Buffer
+		if code := run(t.Context(), []string{"--interval", "5s", arg}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "state.dynamodb") || errOut.Len() != 0 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", arg, code, out.String(), errOut.String())
+		}
+	}
+}
+
 // TestRemovalsDrainThroughTheLocalStateMachine: an empty node of a group
 // that may shrink to zero becomes unneeded, and the run loop's removal is a
 // drain execution of the local state machine that deletes the node.

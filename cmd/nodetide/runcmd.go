@@ -8,79 +8,47 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/pkg/config"
-	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/schedule/fire"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
-// localDrains starts the drain state machine locally and points the cycle's
-// removals at it. Local drains run in other processes, so state must be in
-// DynamoDB (a local one works), not in memory.
-func (g *globals) localDrains(ctx context.Context, cfg *config.Config, ev *evaluate.Evaluator) (func(), error) {
-	if cfg.State.DynamoDB == nil {
-		return nil, fmt.Errorf("--local-drains: the drain runs in another process, so state must be state.dynamodb (a local DynamoDB such as dynalite works)")
-	}
-	yaml, err := os.ReadFile(g.configPath)
-	if err != nil {
-		return nil, err
-	}
-	if g.kubeconfig != "" {
-		return nil, fmt.Errorf("--local-drains: put the kubeconfig in the config (cluster.kubernetes.kubeconfig) so the drain function reaches the same cluster")
-	}
-	svc, err := sfnlocal.StartDrain(ctx, "", string(yaml), 0)
-	if err != nil {
-		return nil, err
-	}
-	store, err := setup.Store(ctx, cfg, &setup.AWS{})
-	if err != nil {
-		svc.Stop()
-		return nil, err
-	}
-	d := cfg.DrainSettings()
-	ev.Drainer = &drain.Starter{SFN: svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine], Store: store,
-		Timeout: d.Timeout, Policy: d.OnTimeout, Surge: d.Surge}
-	ev.Recoverer = &drain.Recovery{
-		Steps: &drain.Steps{Client: ev.Client, Groups: ev.Groups, Store: store, Log: ev.Log, Events: ev.Events},
-		SFN:   svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine],
-	}
-	fmt.Fprintf(g.stderr, "local drain state machine at %s\n", svc.Endpoint)
-	return func() { svc.Stop() }, nil
+// runOptions are nodetide run's flags, once defaults are applied.
+type runOptions struct {
+	interval          time.Duration
+	once, status, emf bool
 }
 
 func newRunCmd(g *globals) *cobra.Command {
-	var interval time.Duration
-	var once, localDrains, showStatus, emf bool
+	var opts runOptions
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer (local or long-running use)",
-		Args:  cobra.NoArgs,
+		Long: `Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer.
+
+Removals start drain executions on the state machine NODETIDE_DRAIN_STATE_MACHINE_ARN names
+(AWS_ENDPOINT_URL_SFN points at a local Step Functions service, such as make up's); without it
+they are planned and logged, not acted on. From a checkout of the repository,
+go run ./hack/localrun [flags] runs this command with the drain state machine run locally.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("interval") && interval < time.Second {
-				return fmt.Errorf("--interval %s: must be at least 1s", interval)
+			if cmd.Flags().Changed("interval") && opts.interval < time.Second {
+				return fmt.Errorf("--interval %s: must be at least 1s", opts.interval)
 			}
 			cfg, err := g.loadConfig()
 			if err != nil {
 				return err
 			}
 			if !cmd.Flags().Changed("interval") {
-				interval = cfg.EvaluateSettings().Interval
+				opts.interval = cfg.EvaluateSettings().Interval
 			}
 			ev, err := g.evaluator(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			if localDrains {
-				stop, err := g.localDrains(ctx, cfg, ev)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
 			// Schedules live in DynamoDB; with state in memory there are none.
 			var sched *fire.Handler
 			if cfg.State.DynamoDB != nil {
@@ -91,52 +59,57 @@ func newRunCmd(g *globals) *cobra.Command {
 			if !cmd.Flags().Changed("emf") {
 				// In Lambda stdout is the log group, which reads EMF; at a
 				// terminal the documents are noise.
-				emf = os.Getenv("AWS_LAMBDA_FUNCTION_NAME") != ""
+				opts.emf = os.Getenv("AWS_LAMBDA_FUNCTION_NAME") != ""
 			}
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
-			for {
-				m := metrics.New(cfg.Cluster.Name, nil)
-				if !emf {
-					m = nil // records nothing
-				}
-				ctx := metrics.NewContext(ctx, m)
-				res, err := ev.Run(ctx)
-				switch {
-				case err != nil:
-					fmt.Fprintf(g.stderr, "cycle failed: %v\n", err)
-				case res.Plan != nil:
-					fmt.Fprintf(g.stderr, "cycle: %d scale-ups, %d removals, %d unschedulable pods\n",
-						len(res.Plan.ScaleUp), len(res.Plan.ScaleDown), len(res.Plan.Unschedulable))
-				}
-				if showStatus {
-					g.printStatus(ctx, cfg.Cluster.Name, ev)
-				}
-				if sched != nil {
-					if serr := g.scheduleTick(ctx, sched); serr != nil && err == nil {
-						err = serr
-					}
-				}
-				if werr := m.Write(g.stdout); werr != nil {
-					fmt.Fprintf(g.stderr, "%v\n", werr)
-				}
-				if once {
-					return err
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-tick.C:
-				}
-			}
+			return g.runCycles(ctx, cfg, ev, sched, opts)
 		},
 	}
-	cmd.Flags().DurationVar(&interval, "interval", 0, "time between cycles (default: the config's evaluate.interval, 1m unless set)")
-	cmd.Flags().BoolVar(&once, "once", false, "run one cycle and exit")
-	cmd.Flags().BoolVar(&showStatus, "status", false, "after each cycle, print what nodetide status shows (works with state.memory too)")
-	cmd.Flags().BoolVar(&emf, "emf", false, "write each cycle's metrics to stdout as CloudWatch Embedded Metric Format documents (default: only when run in AWS Lambda)")
-	cmd.Flags().BoolVar(&localDrains, "local-drains", false, "run the drain state machine locally (from a checkout of this repository; needs make testbed and npm ci) and act on removals")
+	cmd.Flags().DurationVar(&opts.interval, "interval", 0, "time between cycles (default: the config's evaluate.interval, 1m unless set)")
+	cmd.Flags().BoolVar(&opts.once, "once", false, "run one cycle and exit")
+	cmd.Flags().BoolVar(&opts.status, "status", false, "after each cycle, print what nodetide status shows (works with state.memory too)")
+	cmd.Flags().BoolVar(&opts.emf, "emf", false, "write each cycle's metrics to stdout as CloudWatch Embedded Metric Format documents (default: only when run in AWS Lambda)")
 	return cmd
+}
+
+// runCycles runs the evaluate cycle and the schedule tick (sched may be
+// nil) every interval until ctx ends, or once.
+func (g *globals) runCycles(ctx context.Context, cfg *config.Config, ev *evaluate.Evaluator, sched *fire.Handler, opts runOptions) error {
+	tick := time.NewTicker(opts.interval)
+	defer tick.Stop()
+	for {
+		m := metrics.New(cfg.Cluster.Name, nil)
+		if !opts.emf {
+			m = nil // records nothing
+		}
+		ctx := metrics.NewContext(ctx, m)
+		res, err := ev.Run(ctx)
+		switch {
+		case err != nil:
+			fmt.Fprintf(g.stderr, "cycle failed: %v\n", err)
+		case res.Plan != nil:
+			fmt.Fprintf(g.stderr, "cycle: %d scale-ups, %d removals, %d unschedulable pods\n",
+				len(res.Plan.ScaleUp), len(res.Plan.ScaleDown), len(res.Plan.Unschedulable))
+		}
+		if opts.status {
+			g.printStatus(ctx, cfg.Cluster.Name, ev)
+		}
+		if sched != nil {
+			if serr := g.scheduleTick(ctx, sched); serr != nil && err == nil {
+				err = serr
+			}
+		}
+		if werr := m.Write(g.stdout); werr != nil {
+			fmt.Fprintf(g.stderr, "%v\n", werr)
+		}
+		if opts.once {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
 
 // scheduleTick fires the schedules due now, as the schedule function's

@@ -21,8 +21,14 @@ import (
 
 func newSchedulesCmd(g *globals) *cobra.Command {
 	cmd := groupCmd(&cobra.Command{Use: "schedules", Short: "Create, inspect, check and run scheduled scaling"})
+	cmd.AddCommand(newSchedulesCreateCmd(g), newSchedulesListCmd(g), newSchedulesGetCmd(g), newSchedulesDeleteCmd(g),
+		newSchedulesRunCmd(g), newSchedulesValidateCmd(g), newSchedulesNextCmd(g))
+	return cmd
+}
 
-	create := &cobra.Command{
+// newSchedulesCreateCmd stores the schedules of a file.
+func newSchedulesCreateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "create FILE",
 		Short: "Store the schedules of FILE (one document, as scalerd's, or a JSON array); an existing one of the same name is replaced",
 		Args:  cobra.ExactArgs(1),
@@ -45,7 +51,10 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
 
+// newSchedulesListCmd lists the stored schedules and the sizes fired ones hold.
+func newSchedulesListCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the stored schedules (the table also shows the node-group sizes fired schedules hold)",
@@ -73,7 +82,11 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 		},
 	}
 	addOutputFlag(list, g, "table", "table", "json", "yaml")
+	return list
+}
 
+// newSchedulesGetCmd shows one stored schedule.
+func newSchedulesGetCmd(g *globals) *cobra.Command {
 	get := &cobra.Command{
 		Use:   "get NAME",
 		Short: "Show one stored schedule and its fire history",
@@ -94,8 +107,12 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 		},
 	}
 	addOutputFlag(get, g, "table", "table", "json", "yaml")
+	return get
+}
 
-	del := &cobra.Command{
+// newSchedulesDeleteCmd deletes a stored schedule.
+func newSchedulesDeleteCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a stored schedule and the node-group sizes it set",
 		Args:  cobra.ExactArgs(1),
@@ -115,7 +132,10 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
 
+// newSchedulesRunCmd applies a stored schedule now.
+func newSchedulesRunCmd(g *globals) *cobra.Command {
 	runCmd := &cobra.Command{
 		Use:   "run NAME",
 		Short: "Apply a stored schedule now (its next fire time still fires)",
@@ -144,8 +164,12 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 		},
 	}
 	addOutputFlag(runCmd, g, "table", "table", "json", "yaml")
+	return runCmd
+}
 
-	validate := &cobra.Command{
+// newSchedulesValidateCmd checks a schedule file without storing it.
+func newSchedulesValidateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a schedule file; prints every problem and exits non-zero if there are any",
 		Args:  cobra.ExactArgs(1),
@@ -172,7 +196,10 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
 
+// newSchedulesNextCmd prints a schedule file's next fire times.
+func newSchedulesNextCmd(g *globals) *cobra.Command {
 	var from string
 	var count int
 	next := &cobra.Command{
@@ -217,9 +244,7 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 	}
 	next.Flags().StringVar(&from, "from", "", "list fire times after this RFC 3339 time (default now)")
 	next.Flags().IntVar(&count, "count", 5, "how many fire times")
-
-	cmd.AddCommand(create, list, get, del, runCmd, validate, next)
-	return cmd
+	return next
 }
 
 // readSchedules parses and validates a schedule file.

@@ -117,32 +117,50 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cfgPath := filepath.Join(dir, "nodetide.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(configTemplate, cp.KubeconfigPath, db.Endpoint)), 0o600); err != nil {
-		return err
-	}
-	cfg, err := config.LoadFile(cfgPath)
-	if err != nil {
-		return err
-	}
-	a := &setup.AWS{}
-	ddb, err := setup.DynamoDBClient(ctx, "", db.Endpoint, a)
-	if err != nil {
-		return err
-	}
-	if err := state.CreateTable(ctx, ddb, "nodetide"); err != nil {
-		return err
-	}
 	logs, err := os.Create(filepath.Join(dir, "evaluate.log"))
 	if err != nil {
 		return err
 	}
 	defer logs.Close()
-	ev, err := setup.Evaluator(ctx, cfg, "", a, slog.New(slog.NewJSONHandler(logs, nil)), "demo")
+	cfg, a, ev, err := newEvaluator(ctx, dir, cp.KubeconfigPath, db.Endpoint, logs)
 	if err != nil {
 		return err
 	}
+	if err := d.scaleUp(ctx, ev); err != nil {
+		return err
+	}
+	return d.scaleDown(ctx, ev, cfg, a, dir)
+}
 
+// newEvaluator writes the demo's config into dir, makes its DynamoDB table
+// and wires the evaluate cycle, logging to logs.
+func newEvaluator(ctx context.Context, dir, kubeconfig, dynamoDB string, logs io.Writer) (*config.Config, *setup.AWS, *evaluate.Evaluator, error) {
+	cfgPath := filepath.Join(dir, "nodetide.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(configTemplate, kubeconfig, dynamoDB)), 0o600); err != nil {
+		return nil, nil, nil, err
+	}
+	cfg, err := config.LoadFile(cfgPath)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a := &setup.AWS{}
+	ddb, err := setup.DynamoDBClient(ctx, "", dynamoDB, a)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := state.CreateTable(ctx, ddb, "nodetide"); err != nil {
+		return nil, nil, nil, err
+	}
+	ev, err := setup.Evaluator(ctx, cfg, "", a, slog.New(slog.NewJSONHandler(logs, nil)), "demo")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, a, ev, nil
+}
+
+// scaleUp deploys more than one node holds and lets the cycle add nodes for
+// the pending pods.
+func (d *demo) scaleUp(ctx context.Context, ev *evaluate.Evaluator) error {
 	d.step("Node group %q: kwok, min 1, max 5, each node 4 CPU / 16Gi; adding its first node", "workers")
 	if _, err := ev.Add(ctx, "workers", 1); err != nil {
 		return err
@@ -182,8 +200,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	d.showPlan(res)
-
-	return d.scaleDown(ctx, ev, cfg, a, dir)
+	return nil
 }
 
 // scaleDown shrinks the workload and lets the cycle find the unneeded
@@ -191,30 +208,82 @@ func run(ctx context.Context, out io.Writer) (err error) {
 // locally (the same ASL file the stack deploys, its steps in the drain
 // function's bootstrap under the Lambda Runtime Interface Emulator).
 func (d *demo) scaleDown(ctx context.Context, ev *evaluate.Evaluator, cfg *config.Config, a *setup.AWS, dir string) error {
-	d.step("Building the drain function for this machine and starting the drain state machine locally")
-	root, err := testbed.RepoRoot()
-	if err != nil {
-		return err
-	}
-	yaml, err := os.ReadFile(filepath.Join(dir, "nodetide.yaml"))
-	if err != nil {
-		return err
-	}
-	svc, err := sfnlocal.StartDrain(ctx, root, string(yaml), 2*time.Second)
+	svc, err := d.startLocalDrains(ctx, ev, cfg, a, dir)
 	if err != nil {
 		return err
 	}
 	defer svc.Stop()
-	store, err := setup.Store(ctx, cfg, a)
-	if err != nil {
+	if err := d.shrinkWeb(ctx); err != nil {
 		return err
 	}
+
+	d.step("Evaluate cycles every 3 s: nodes under 50%% whose pods fit elsewhere become unneeded; after 10 s each is drained and removed")
+	seen := map[string]bool{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		res, err := ev.Run(ctx)
+		if err != nil {
+			return err
+		}
+		nodes, err := d.showCycle(ctx, res, seen)
+		if err != nil {
+			return err
+		}
+		// Two nodes are what four 1500m pods need on 4-CPU nodes.
+		if len(nodes) == 2 && res.Plan != nil && len(res.Plan.ScaleDown) == 0 && !anyDraining(nodes) {
+			if err := d.waitRunning(ctx, "web", 4); err != nil {
+				return err
+			}
+			d.step("Done: the group shrank from 3 nodes to %d; the pod moved through the Eviction API, within the PDB", len(nodes))
+			d.showEvents(ctx, "Node", "", 6)
+			if err := d.showSpread(ctx); err != nil {
+				return err
+			}
+			if err := d.showExecutions(ctx, svc.Client(ctx), svc.StateMachineArn[sfnlocal.DrainStateMachine]); err != nil {
+				return err
+			}
+			return d.night(ctx, ev, cfg, a)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(3 * time.Second):
+		}
+	}
+	return fmt.Errorf("the group did not shrink to 2 nodes within 3 minutes")
+}
+
+// startLocalDrains builds the drain function, starts the drain state
+// machine locally and points the cycle's removals at it.
+func (d *demo) startLocalDrains(ctx context.Context, ev *evaluate.Evaluator, cfg *config.Config, a *setup.AWS, dir string) (*sfnlocal.Service, error) {
+	d.step("Building the drain function for this machine and starting the drain state machine locally")
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	yaml, err := os.ReadFile(filepath.Join(dir, "nodetide.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	svc, err := sfnlocal.StartDrain(ctx, root, string(yaml), 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	store, err := setup.Store(ctx, cfg, a)
+	if err != nil {
+		svc.Stop()
+		return nil, err
+	}
 	ds := cfg.DrainSettings()
-	client := svc.Client(ctx)
-	ev.Drainer = &drain.Starter{SFN: client, StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine], Store: store,
+	ev.Drainer = &drain.Starter{SFN: svc.Client(ctx), StateMachineArn: svc.StateMachineArn[sfnlocal.DrainStateMachine], Store: store,
 		Timeout: ds.Timeout, Policy: ds.OnTimeout, Surge: ds.Surge}
 	d.say("Step Functions (local) at %s, state machine %s", svc.Endpoint, svc.StateMachineArn[sfnlocal.DrainStateMachine])
+	return svc, nil
+}
 
+// shrinkWeb scales web to 4 replicas under a PodDisruptionBudget, leaving
+// two nodes half empty.
+func (d *demo) shrinkWeb(ctx context.Context) error {
 	d.step("Scaling %q down to 4 replicas, one pod off each of two nodes, guarded by a PodDisruptionBudget (maxUnavailable 1)", "web")
 	one := intstr.FromInt32(1)
 	if _, err := d.client.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
@@ -237,72 +306,45 @@ func (d *demo) scaleDown(ctx context.Context, ev *evaluate.Evaluator, cfg *confi
 	if err := d.waitCount(ctx, "app=web", 4); err != nil {
 		return err
 	}
-	if err := d.showSpread(ctx); err != nil {
-		return err
-	}
+	return d.showSpread(ctx)
+}
 
-	d.step("Evaluate cycles every 3 s: nodes under 50%% whose pods fit elsewhere become unneeded; after 10 s each is drained and removed")
-	seen := map[string]bool{}
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		res, err := ev.Run(ctx)
-		if err != nil {
-			return err
-		}
-		if res.Plan != nil {
-			for _, n := range sortedKeys(res.Plan.State.UnneededSince) {
-				if !seen["unneeded/"+n] {
-					seen["unneeded/"+n] = true
-					d.say("node %s unneeded since %s", n, res.Plan.State.UnneededSince[n].Format("15:04:05"))
-				}
-			}
-			for _, down := range res.Plan.ScaleDown {
-				d.say("decision: remove %s — %s", down.Node, down.Reason)
+// showCycle says what a cycle found and did that was not said before
+// (seen), and returns the group's nodes.
+func (d *demo) showCycle(ctx context.Context, res evaluate.Result, seen map[string]bool) ([]corev1.Node, error) {
+	if res.Plan != nil {
+		for _, n := range sortedKeys(res.Plan.State.UnneededSince) {
+			if !seen["unneeded/"+n] {
+				seen["unneeded/"+n] = true
+				d.say("node %s unneeded since %s", n, res.Plan.State.UnneededSince[n].Format("15:04:05"))
 			}
 		}
-		for _, act := range res.Actions {
-			if act.Kind == "drain" {
-				status := "drain execution started"
-				if act.Error != "" {
-					status = "drain not started: " + act.Error
-				}
-				d.say("action: %s %s", status, act.Node)
-			}
-		}
-		nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=workers"})
-		if err != nil {
-			return err
-		}
-		for _, n := range nodes.Items {
-			for _, t := range n.Spec.Taints {
-				if t.Key == drain.TaintKey && !seen["draining/"+n.Name] {
-					seen["draining/"+n.Name] = true
-					d.say("node %s cordoned and tainted %s: evicting within the PDB", n.Name, drain.TaintKey)
-				}
-			}
-		}
-		// Two nodes are what four 1500m pods need on 4-CPU nodes.
-		if len(nodes.Items) == 2 && res.Plan != nil && len(res.Plan.ScaleDown) == 0 && !anyDraining(nodes.Items) {
-			if err := d.waitRunning(ctx, "web", 4); err != nil {
-				return err
-			}
-			d.step("Done: the group shrank from 3 nodes to %d; the pod moved through the Eviction API, within the PDB", len(nodes.Items))
-			d.showEvents(ctx, "Node", "", 6)
-			if err := d.showSpread(ctx); err != nil {
-				return err
-			}
-			if err := d.showExecutions(ctx, client, svc.StateMachineArn[sfnlocal.DrainStateMachine]); err != nil {
-				return err
-			}
-			return d.night(ctx, ev, cfg, a)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(3 * time.Second):
+		for _, down := range res.Plan.ScaleDown {
+			d.say("decision: remove %s — %s", down.Node, down.Reason)
 		}
 	}
-	return fmt.Errorf("the group did not shrink to 2 nodes within 3 minutes")
+	for _, act := range res.Actions {
+		if act.Kind == "drain" {
+			status := "drain execution started"
+			if act.Error != "" {
+				status = "drain not started: " + act.Error
+			}
+			d.say("action: %s %s", status, act.Node)
+		}
+	}
+	nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=workers"})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes.Items {
+		for _, t := range n.Spec.Taints {
+			if t.Key == drain.TaintKey && !seen["draining/"+n.Name] {
+				seen["draining/"+n.Name] = true
+				d.say("node %s cordoned and tainted %s: evicting within the PDB", n.Name, drain.TaintKey)
+			}
+		}
+	}
+	return nodes.Items, nil
 }
 
 // markTwoForRemoval gives one pod on each of two nodes the lowest deletion

@@ -1,7 +1,7 @@
 package main
 
 // The read path at scale: evaluate's read and plan against a loopback API
-// server double (pkg/k8s/apidouble) serving a generated cluster of N nodes
+// server double (internal/fake/fakekubeapi) serving a generated cluster of N nodes
 // and 30 pods per node, shaped like real API-server output. The double runs
 // in this process; the read runs in a child process (this binary again), so
 // its peak RSS and CPU are its own.
@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodetide/nodetide/internal/fake/fakekubeapi"
 	"github.com/nodetide/nodetide/pkg/k8s"
-	"github.com/nodetide/nodetide/pkg/k8s/apidouble"
 	"github.com/nodetide/nodetide/pkg/lambdarun"
 	"github.com/nodetide/nodetide/pkg/planner"
 )
@@ -125,7 +125,7 @@ func scaleSection(doc string) string {
 }
 
 func measureScale(ctx context.Context, nodes int, o scaleOptions) ([]readSample, error) {
-	srv, err := apidouble.Start(apidouble.Shape{Nodes: nodes, Pods: nodes * podsPerNode, Seed: 1})
+	srv, err := fakekubeapi.Start(fakekubeapi.Shape{Nodes: nodes, Pods: nodes * podsPerNode, Seed: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func scaleMarkdown(o scaleOptions, rows []string) string {
 	fmt.Fprintf(&b, "Measured on %s with %s, %d CPUs (%s). `go run ./hack/measure -scale %s` (part of `make measure`).\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), cpuModel(), scaleList(o.Scales))
 	fmt.Fprintln(&b)
-	fmt.Fprintf(&b, "A loopback API server double (`pkg/k8s/apidouble`) serves a generated cluster: N nodes and %d pods per node "+
+	fmt.Fprintf(&b, "A loopback API server double (`internal/fake/fakekubeapi`) serves a generated cluster: N nodes and %d pods per node "+
 		"(Deployments of 20, every third with a PodDisruptionBudget), shaped like real API-server output (managedFields, env, "+
 		"container statuses, labels and annotations; about 4 KB of JSON per pod). A child process runs what evaluate runs "+
 		"for a snapshot — `k8s.Reader` over protobuf, then `planner.Decide` — with the garbage collector tuned as the Lambda start-up tunes it "+

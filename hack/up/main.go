@@ -102,23 +102,8 @@ func run(ctx context.Context, dir, cfgPath string, log *slog.Logger) (err error)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
-	// What this run writes goes when it ends, so a stale file never
-	// describes a cluster that is gone.
-	written := []string{}
-	defer func() {
-		for _, f := range written {
-			if rerr := os.Remove(f); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				err = errors.Join(err, rerr)
-			}
-		}
-	}()
-	write := func(path, content string) error {
-		written = append(written, path)
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		return nil
-	}
+	var written files
+	defer func() { err = errors.Join(err, written.remove()) }()
 
 	log.Info("starting the control plane")
 	cp, err := testbed.Start(ctx)
@@ -134,26 +119,8 @@ func run(ctx context.Context, dir, cfgPath string, log *slog.Logger) (err error)
 	defer func() { err = errors.Join(err, db.Stop()) }()
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	kc, err := os.ReadFile(cp.KubeconfigPath)
+	yaml, cfg, err := prepare(ctx, &written, cp, db, kubeconfig, cfgPath)
 	if err != nil {
-		return fmt.Errorf("read the admin kubeconfig: %w", err)
-	}
-	if err := write(kubeconfig, string(kc)); err != nil {
-		return err
-	}
-	yaml := fmt.Sprintf(configTemplate, kubeconfig, db.Endpoint)
-	cfg, err := config.Parse([]byte(yaml), cfgPath)
-	if err != nil {
-		return fmt.Errorf("the local config: %w", err)
-	}
-	ddb, err := setup.DynamoDBClient(ctx, "", db.Endpoint, &setup.AWS{})
-	if err != nil {
-		return err
-	}
-	if err := state.CreateTable(ctx, ddb, cfg.State.DynamoDB.Table); err != nil {
-		return err
-	}
-	if err := seed(ctx, cp.Client, cfg); err != nil {
 		return err
 	}
 
@@ -166,22 +133,73 @@ func run(ctx context.Context, dir, cfgPath string, log *slog.Logger) (err error)
 	}
 	defer func() { err = errors.Join(err, svc.Stop()) }()
 
-	if err := write(cfgPath, yaml); err != nil {
+	if err := written.write(cfgPath, yaml); err != nil {
 		return err
 	}
 	arn := svc.StateMachineArn[sfnlocal.DrainStateMachine]
 	env := filepath.Join(dir, "env")
-	if err := write(env, envFile(kubeconfig, cfgPath, arn, svc.Endpoint)); err != nil {
+	if err := written.write(env, envFile(kubeconfig, cfgPath, arn, svc.Endpoint)); err != nil {
 		return err
 	}
 	// The ready file last: hack/up.sh waits for it and prints it.
-	if err := write(filepath.Join(dir, "ready"), usage(root, cfgPath, env, db.Endpoint, svc.Endpoint)); err != nil {
+	if err := written.write(filepath.Join(dir, "ready"), usage(root, cfgPath, env, db.Endpoint, svc.Endpoint)); err != nil {
 		return err
 	}
 	log.Info("local cluster up", "config", cfgPath, "dynamodb", db.Endpoint, "stepFunctions", svc.Endpoint)
 	keepSampleNode(ctx, cp.Client, cfg, log)
 	log.Info("stopping")
 	return nil
+}
+
+// files are what a run writes. They go when it ends, so a stale file never
+// describes a cluster that is gone.
+type files []string
+
+func (f *files) write(path, content string) error {
+	*f = append(*f, path)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func (f files) remove() error {
+	var errs []error
+	for _, path := range f {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// prepare copies the admin kubeconfig to kubeconfig, makes the local config
+// (returned as written and parsed), its DynamoDB table and the cluster's
+// first objects.
+func prepare(ctx context.Context, written *files, cp *testbed.ControlPlane, db *testbed.Dynalite, kubeconfig, cfgPath string) (string, *config.Config, error) {
+	kc, err := os.ReadFile(cp.KubeconfigPath)
+	if err != nil {
+		return "", nil, fmt.Errorf("read the admin kubeconfig: %w", err)
+	}
+	if err := written.write(kubeconfig, string(kc)); err != nil {
+		return "", nil, err
+	}
+	yaml := fmt.Sprintf(configTemplate, kubeconfig, db.Endpoint)
+	cfg, err := config.Parse([]byte(yaml), cfgPath)
+	if err != nil {
+		return "", nil, fmt.Errorf("the local config: %w", err)
+	}
+	ddb, err := setup.DynamoDBClient(ctx, "", db.Endpoint, &setup.AWS{})
+	if err != nil {
+		return "", nil, err
+	}
+	if err := state.CreateTable(ctx, ddb, cfg.State.DynamoDB.Table); err != nil {
+		return "", nil, err
+	}
+	if err := seed(ctx, cp.Client, cfg); err != nil {
+		return "", nil, err
+	}
+	return yaml, cfg, nil
 }
 
 // seed gives the bed what the CLI and the sample events act on: one
@@ -293,7 +311,7 @@ func usage(root, cfgPath, env, ddb, sfn string) string {
 	w("  bin/nodetide nodes --config %s", rel(cfgPath))
 	w("  bin/nodetide config validate --config %s", rel(cfgPath))
 	w("  bin/nodetide add workers 1 --config %s", rel(cfgPath))
-	w("  bin/nodetide run --config %s --interval 10s --local-drains", rel(cfgPath))
+	w("  bin/nodetide run --config %s --interval 10s", rel(cfgPath))
 	w("  kubectl get nodes")
 	w("  make invoke          # every sample event in events/, through the functions under the Lambda RIE")
 	w("  make down            # stop everything")

@@ -13,7 +13,7 @@ import (
 const DrainStateMachine = "drain"
 
 // StartDrain runs nodetide's own drain state machine locally, for `make
-// demo` and `nodetide run --local-drains`: it builds the drain function for
+// demo`, `make up` and hack/localrun: it builds the drain function for
 // this machine from the repository at root ("" finds it from the working
 // directory) (functions/drain), and serves
 // functions/drain/statemachine.asl.json with its tasks on that bootstrap,

@@ -48,6 +48,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -212,32 +213,9 @@ func StateMachineARN(name string) string {
 // (`npm ci`). ctx bounds the start only; everything runs until Stop (or
 // until this process dies: the children get SIGKILL then).
 func Start(ctx context.Context, opts Options) (*Service, error) {
-	if err := opts.check(); err != nil {
-		return nil, fmt.Errorf("sfnlocal: %w", err)
-	}
-	root := opts.Root
-	if root == "" {
-		var err error
-		if root, err = repoRoot(); err != nil {
-			return nil, fmt.Errorf("sfnlocal: %w", err)
-		}
-	}
-	script := filepath.Join(root, serverScript)
-	if _, err := os.Stat(script); err != nil {
-		return nil, fmt.Errorf("sfnlocal: server script: %w", err)
-	}
-	if err := checkNodeModules(root, "aws-local-stepfunctions"); err != nil {
-		return nil, fmt.Errorf("sfnlocal: %w", err)
-	}
-	node, err := exec.LookPath("node")
+	t, err := findTools(opts)
 	if err != nil {
-		return nil, fmt.Errorf("sfnlocal: node (Node.js 20 or later) is not on PATH: %w", err)
-	}
-	var rie string
-	if len(opts.Functions) > 0 {
-		if rie, err = RIEPath(); err != nil {
-			return nil, fmt.Errorf("sfnlocal: %w", err)
-		}
+		return nil, fmt.Errorf("sfnlocal: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -269,48 +247,19 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 		w := opts.MaxWait.Seconds()
 		cfg.WaitSecondsMax = &w
 	}
-	fnSubs := make(map[string]string)
-	for _, f := range opts.Functions {
-		f = f.withDefaults()
-		var endpoints []string
-		for i := range f.Instances {
-			p, endpoint, err := startRIE(ctx, rie, f, i, dir)
-			if err != nil {
-				return fail(err)
-			}
-			s.functions[f.Name] = append(s.functions[f.Name], p)
-			s.procs = append(s.procs, p)
-			endpoints = append(endpoints, endpoint)
-		}
-		cfg.Functions[f.Name] = serverFunction{Endpoints: endpoints, TimeoutSeconds: timeoutSeconds(f.Timeout)}
-		s.FunctionArn[f.Name] = FunctionARN(f.Name)
-		fnSubs[FunctionArnKey(f.Name)] = FunctionARN(f.Name)
-	}
-	for _, sm := range opts.StateMachines {
-		file, err := filepath.Abs(sm.DefinitionFile)
-		if err != nil {
-			return fail(fmt.Errorf("state machine %s: %w", sm.Name, err))
-		}
-		subs := make(map[string]string, len(fnSubs)+len(sm.Substitutions))
-		for k, v := range fnSubs {
-			subs[k] = v
-		}
-		for k, v := range sm.Substitutions {
-			subs[k] = v
-		}
-		cfg.StateMachines = append(cfg.StateMachines, serverStateMachine{Name: sm.Name, DefinitionFile: file, Substitutions: subs})
-		s.StateMachineArn[sm.Name] = StateMachineARN(sm.Name)
-	}
-	cfgPath := filepath.Join(dir, "config.json")
-	b, err := json.MarshalIndent(cfg, "", "  ")
+	fnSubs, err := s.startFunctions(ctx, t.rie, opts.Functions, &cfg)
 	if err != nil {
-		return fail(fmt.Errorf("server config: %w", err))
+		return fail(err)
 	}
-	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
-		return fail(fmt.Errorf("server config: %w", err))
+	if err := s.addStateMachines(opts.StateMachines, fnSubs, &cfg); err != nil {
+		return fail(err)
+	}
+	cfgPath, err := writeServerConfig(dir, cfg)
+	if err != nil {
+		return fail(err)
 	}
 
-	server, endpoint, err := startServer(ctx, node, script, root, cfgPath, filepath.Join(dir, "server.log"))
+	server, endpoint, err := startServer(ctx, t.node, t.script, t.root, cfgPath, filepath.Join(dir, "server.log"))
 	if server != nil {
 		// First in stop order: no new invocations once stopping begins.
 		s.server = server
@@ -321,6 +270,97 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 	}
 	s.Endpoint = endpoint
 	return s, nil
+}
+
+// tools are what Start runs: the repository's server script under node, and
+// the RIE when there are functions.
+type tools struct {
+	root, script, node, rie string
+}
+
+// findTools checks the options and finds the tools, before anything starts.
+func findTools(opts Options) (tools, error) {
+	if err := opts.check(); err != nil {
+		return tools{}, err
+	}
+	t := tools{root: opts.Root}
+	if t.root == "" {
+		var err error
+		if t.root, err = repoRoot(); err != nil {
+			return tools{}, err
+		}
+	}
+	t.script = filepath.Join(t.root, serverScript)
+	if _, err := os.Stat(t.script); err != nil {
+		return tools{}, fmt.Errorf("server script: %w", err)
+	}
+	if err := checkNodeModules(t.root, "aws-local-stepfunctions"); err != nil {
+		return tools{}, err
+	}
+	var err error
+	if t.node, err = exec.LookPath("node"); err != nil {
+		return tools{}, fmt.Errorf("node (Node.js 20 or later) is not on PATH: %w", err)
+	}
+	if len(opts.Functions) > 0 {
+		if t.rie, err = RIEPath(); err != nil {
+			return tools{}, err
+		}
+	}
+	return t, nil
+}
+
+// startFunctions starts each function's RIEs, adds the functions to the
+// server's config and returns the ARN substitutions state machines get.
+func (s *Service) startFunctions(ctx context.Context, rie string, functions []Function, cfg *serverConfig) (map[string]string, error) {
+	fnSubs := make(map[string]string)
+	for _, f := range functions {
+		f = f.withDefaults()
+		var endpoints []string
+		for i := range f.Instances {
+			p, endpoint, err := startRIE(ctx, rie, f, i, s.dir)
+			if err != nil {
+				return nil, err
+			}
+			s.functions[f.Name] = append(s.functions[f.Name], p)
+			s.procs = append(s.procs, p)
+			endpoints = append(endpoints, endpoint)
+		}
+		cfg.Functions[f.Name] = serverFunction{Endpoints: endpoints, TimeoutSeconds: timeoutSeconds(f.Timeout)}
+		s.FunctionArn[f.Name] = FunctionARN(f.Name)
+		fnSubs[FunctionArnKey(f.Name)] = FunctionARN(f.Name)
+	}
+	return fnSubs, nil
+}
+
+// addStateMachines adds the state machines to the server's config, each
+// with the function ARNs and its own substitutions.
+func (s *Service) addStateMachines(machines []StateMachine, fnSubs map[string]string, cfg *serverConfig) error {
+	for _, sm := range machines {
+		file, err := filepath.Abs(sm.DefinitionFile)
+		if err != nil {
+			return fmt.Errorf("state machine %s: %w", sm.Name, err)
+		}
+		subs := make(map[string]string, len(fnSubs)+len(sm.Substitutions))
+		maps.Copy(subs, fnSubs)
+		maps.Copy(subs, sm.Substitutions)
+		cfg.StateMachines = append(cfg.StateMachines, serverStateMachine{Name: sm.Name, DefinitionFile: file, Substitutions: subs})
+		s.StateMachineArn[sm.Name] = StateMachineARN(sm.Name)
+	}
+	return nil
+}
+
+// writeServerConfig writes the server's config into dir and returns its
+// path.
+func writeServerConfig(dir string, cfg serverConfig) (string, error) {
+	path := filepath.Join(dir, "config.json")
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("server config: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return "", fmt.Errorf("server config: %w", err)
+	}
+	return path, nil
 }
 
 func (o Options) check() error {

@@ -58,10 +58,33 @@ func writePKI(dir string) (*pki, error) {
 		tokenFile:   filepath.Join(dir, "tokens.csv"),
 	}
 	now := time.Now()
-
-	caKey, err := newKey()
+	caKey, ca, err := newCA(now)
 	if err != nil {
 		return nil, err
+	}
+	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})
+	servingKey, servingDER, err := newServingCert(now, ca, caKey)
+	if err != nil {
+		return nil, err
+	}
+	saKey, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.newTokens(); err != nil {
+		return nil, err
+	}
+	if err := p.write(servingDER, servingKey, saKey); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newCA makes the bed's self-signed CA.
+func newCA(now time.Time) (*ecdsa.PrivateKey, *x509.Certificate, error) {
+	caKey, err := newKey()
+	if err != nil {
+		return nil, nil, err
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
@@ -74,17 +97,21 @@ func writePKI(dir string) (*pki, error) {
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("create the CA certificate: %w", err)
+		return nil, nil, fmt.Errorf("create the CA certificate: %w", err)
 	}
 	ca, err := x509.ParseCertificate(caDER)
 	if err != nil {
-		return nil, fmt.Errorf("parse the CA certificate: %w", err)
+		return nil, nil, fmt.Errorf("parse the CA certificate: %w", err)
 	}
-	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	return caKey, ca, nil
+}
 
+// newServingCert makes the apiserver's serving key and certificate (DER),
+// signed by the CA, for the names and addresses clients reach it by.
+func newServingCert(now time.Time, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (*ecdsa.PrivateKey, []byte, error) {
 	servingKey, err := newKey()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	servingTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2),
@@ -101,26 +128,25 @@ func writePKI(dir string) (*pki, error) {
 	}
 	servingDER, err := x509.CreateCertificate(rand.Reader, servingTmpl, ca, &servingKey.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("create the apiserver serving certificate: %w", err)
+		return nil, nil, fmt.Errorf("create the apiserver serving certificate: %w", err)
 	}
+	return servingKey, servingDER, nil
+}
 
-	saKey, err := newKey()
-	if err != nil {
-		return nil, err
+// newTokens generates the static tokens of the admin and the components.
+func (p *pki) newTokens() error {
+	for _, tok := range []*string{&p.adminToken, &p.controllerMgrToken, &p.schedulerToken} {
+		var err error
+		if *tok, err = newToken(); err != nil {
+			return err
+		}
 	}
+	return nil
+}
 
-	p.adminToken, err = newToken()
-	if err != nil {
-		return nil, err
-	}
-	p.controllerMgrToken, err = newToken()
-	if err != nil {
-		return nil, err
-	}
-	p.schedulerToken, err = newToken()
-	if err != nil {
-		return nil, err
-	}
+// write writes the CA, the serving certificate and key, the
+// service-account key pair and the token file to their paths in p.
+func (p *pki) write(servingDER []byte, servingKey, saKey *ecdsa.PrivateKey) error {
 	// The components run as members of system:masters: the bed tests
 	// nodetide, not the control plane's own RBAC, and this spares the
 	// controller-manager a token request per controller at start-up.
@@ -132,15 +158,15 @@ func writePKI(dir string) (*pki, error) {
 
 	servingKeyPEM, err := keyPEM(servingKey)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	saKeyPEM, err := keyPEM(saKey)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	if err != nil {
-		return nil, fmt.Errorf("encode the service-account public key: %w", err)
+		return fmt.Errorf("encode the service-account public key: %w", err)
 	}
 	files := []struct {
 		path string
@@ -155,10 +181,10 @@ func writePKI(dir string) (*pki, error) {
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
-			return nil, fmt.Errorf("write %s: %w", filepath.Base(f.path), err)
+			return fmt.Errorf("write %s: %w", filepath.Base(f.path), err)
 		}
 	}
-	return p, nil
+	return nil
 }
 
 func newKey() (*ecdsa.PrivateKey, error) {

@@ -140,18 +140,53 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	apiPort := strconv.Itoa(ports[2])
-	server := "https://127.0.0.1:" + apiPort
+	if err := c.connect("https://127.0.0.1:"+apiPort, keys); err != nil {
+		return nil, err
+	}
 
-	c.KubeconfigPath = filepath.Join(dir, "admin.kubeconfig")
-	cmKubeconfig := filepath.Join(dir, "controller-manager.kubeconfig")
-	schedKubeconfig := filepath.Join(dir, "scheduler.kubeconfig")
+	env := childEnv()
+	if err := c.startEtcd(ctx, bin, env, etcdURL, peerURL); err != nil {
+		return nil, err
+	}
+	if err := c.startAPIServer(ctx, bin, env, etcdURL, apiPort, keys); err != nil {
+		return nil, err
+	}
+	cm, scheduler, err := c.startComponents(ctx, bin, env, keys)
+	if err != nil {
+		return nil, err
+	}
+
+	if err := c.waitServiceAccount(ctx, metav1.NamespaceDefault, cm); err != nil {
+		return nil, err
+	}
+	if err := c.probeScheduler(ctx, scheduler); err != nil {
+		return nil, err
+	}
+	for _, p := range c.procs {
+		if p.Exited() {
+			return nil, exitError(p)
+		}
+	}
+	return c, nil
+}
+
+// The components' kubeconfigs, in the bed's directory.
+const (
+	controllerManagerKubeconfig = "controller-manager.kubeconfig"
+	schedulerKubeconfig         = "scheduler.kubeconfig"
+)
+
+// connect writes the kubeconfigs of the admin and the components for the
+// apiserver at server, and makes the admin's client.
+func (c *ControlPlane) connect(server string, keys *pki) error {
+	c.KubeconfigPath = filepath.Join(c.dir, "admin.kubeconfig")
 	for _, kc := range []struct{ path, user, token string }{
 		{c.KubeconfigPath, "admin", keys.adminToken},
-		{cmKubeconfig, "system:kube-controller-manager", keys.controllerMgrToken},
-		{schedKubeconfig, "system:kube-scheduler", keys.schedulerToken},
+		{filepath.Join(c.dir, controllerManagerKubeconfig), "system:kube-controller-manager", keys.controllerMgrToken},
+		{filepath.Join(c.dir, schedulerKubeconfig), "system:kube-scheduler", keys.schedulerToken},
 	} {
 		if err := writeKubeconfig(kc.path, server, keys.caPEM, kc.user, kc.token); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	c.Config = &rest.Config{
@@ -163,15 +198,18 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 		QPS:   200,
 		Burst: 400,
 	}
-	c.Client, err = kubernetes.NewForConfig(c.Config)
-	if err != nil {
-		return nil, fmt.Errorf("create the admin client: %w", err)
+	var err error
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return fmt.Errorf("create the admin client: %w", err)
 	}
+	return nil
+}
 
-	env := childEnv()
+// startEtcd starts a single-member etcd and waits until it is healthy.
+func (c *ControlPlane) startEtcd(ctx context.Context, bin string, env []string, etcdURL, peerURL string) error {
 	etcd, err := c.run(ctx, bin, "etcd", env,
 		"--name=testbed",
-		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--data-dir="+filepath.Join(c.dir, "etcd"),
 		"--listen-client-urls="+etcdURL,
 		"--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL,
@@ -186,12 +224,14 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 		"--log-level=warn",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := waitHTTP(ctx, etcd, etcdURL+"/health", nil, ""); err != nil {
-		return nil, err
-	}
+	return waitHTTP(ctx, etcd, etcdURL+"/health", nil, "")
+}
 
+// startAPIServer starts kube-apiserver on apiPort and waits until it is
+// ready.
+func (c *ControlPlane) startAPIServer(ctx context.Context, bin string, env []string, etcdURL, apiPort string, keys *pki) error {
 	apiserver, err := c.run(ctx, bin, "kube-apiserver", env,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
@@ -199,7 +239,7 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 		"--secure-port="+apiPort,
 		// The default reconciler refuses a loopback advertise address.
 		"--endpoint-reconciler-type=none",
-		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
+		"--cert-dir="+filepath.Join(c.dir, "apiserver-certs"),
 		"--tls-cert-file="+keys.servingCert,
 		"--tls-private-key-file="+keys.servingKey,
 		"--client-ca-file="+keys.caCert,
@@ -214,40 +254,41 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 		"--profiling=false",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	caPool := x509.NewCertPool()
 	caPool.AppendCertsFromPEM(keys.caPEM)
-	if err := waitHTTP(ctx, apiserver, server+"/readyz", &tls.Config{RootCAs: caPool}, keys.adminToken); err != nil {
-		return nil, err
-	}
+	return waitHTTP(ctx, apiserver, c.Config.Host+"/readyz", &tls.Config{RootCAs: caPool}, keys.adminToken)
+}
 
-	// These three only need the apiserver; they start together.
-	cm, err := c.run(ctx, bin, "kube-controller-manager", env,
-		"--kubeconfig="+cmKubeconfig,
+// startComponents starts what only needs the apiserver, together: the
+// controller-manager, the scheduler and kwok. It does not wait for them.
+func (c *ControlPlane) startComponents(ctx context.Context, bin string, env []string, keys *pki) (cm, scheduler *childproc.Process, err error) {
+	cm, err = c.run(ctx, bin, "kube-controller-manager", env,
+		"--kubeconfig="+filepath.Join(c.dir, controllerManagerKubeconfig),
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--service-account-private-key-file="+keys.saKey,
 		"--root-ca-file="+keys.caCert,
 		// Its default is a system directory, which it would try to create.
-		"--flex-volume-plugin-dir="+filepath.Join(dir, "flexvolume"),
+		"--flex-volume-plugin-dir="+filepath.Join(c.dir, "flexvolume"),
 		"--profiling=false",
 	)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	scheduler, err := c.run(ctx, bin, "kube-scheduler", env,
-		"--kubeconfig="+schedKubeconfig,
+	scheduler, err = c.run(ctx, bin, "kube-scheduler", env,
+		"--kubeconfig="+filepath.Join(c.dir, schedulerKubeconfig),
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--profiling=false",
 	)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	kwokEnv := childEnv("KWOK_WORKDIR=" + filepath.Join(dir, "kwok")) // instead of ~/.kwok
-	kwok, err := c.run(ctx, bin, "kwok", kwokEnv,
+	kwokEnv := childEnv("KWOK_WORKDIR=" + filepath.Join(c.dir, "kwok")) // instead of ~/.kwok
+	if _, err := c.run(ctx, bin, "kwok", kwokEnv,
 		"--kubeconfig="+c.KubeconfigPath,
 		"--config="+filepath.Join(bin, "kwok-stages.yaml"),
 		"--manage-all-nodes=false",
@@ -256,23 +297,10 @@ func start(ctx context.Context, bin string) (_ *ControlPlane, err error) {
 		// controller-manager marks its nodes NotReady (and taints them
 		// unreachable) after the node-monitor grace period.
 		"--node-lease-duration-seconds=40",
-	)
-	if err != nil {
-		return nil, err
+	); err != nil {
+		return nil, nil, err
 	}
-
-	if err := c.waitServiceAccount(ctx, metav1.NamespaceDefault, cm); err != nil {
-		return nil, err
-	}
-	if err := c.probeScheduler(ctx, scheduler); err != nil {
-		return nil, err
-	}
-	for _, p := range []*childproc.Process{etcd, apiserver, cm, scheduler, kwok} {
-		if p.Exited() {
-			return nil, exitError(p)
-		}
-	}
-	return c, nil
+	return cm, scheduler, nil
 }
 
 // run starts one component from the binaries directory.

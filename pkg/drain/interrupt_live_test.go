@@ -15,11 +15,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/providers/aws"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -31,7 +31,7 @@ const hookName = "nodetide-drain"
 // (run locally, its steps in the drain function under the Lambda RIE).
 type cloudBed struct {
 	*bed
-	d *awsdouble.Server
+	d *fakeaws.Server
 	m *machine
 	h *drain.Handler
 }
@@ -41,8 +41,8 @@ type cloudBed struct {
 func newCloudBed(t *testing.T, nodes int, withMachine bool, kubeconfig ...func(*bed) string) *cloudBed {
 	t.Helper()
 	b, d := newAWSBed(t, nodes)
-	if err := d.PutLifecycleHook(awsdouble.LifecycleHook{Group: b.ns, Name: hookName, Transition: awsdouble.TransitionTerminating,
-		DefaultResult: awsdouble.ResultContinue, HeartbeatTimeout: 10 * time.Minute}); err != nil {
+	if err := d.PutLifecycleHook(fakeaws.LifecycleHook{Group: b.ns, Name: hookName, Transition: fakeaws.TransitionTerminating,
+		DefaultResult: fakeaws.ResultContinue, HeartbeatTimeout: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := awssdk.Config{Region: d.Region(), BaseEndpoint: awssdk.String(d.URL()),
@@ -130,7 +130,7 @@ func (cb *cloudBed) handle(t *testing.T, event []byte) []drain.InterruptResult {
 func (cb *cloudBed) podsAtTermination(t *testing.T, instance, node string) func() (int, bool) {
 	var mu sync.Mutex
 	left, seen := -1, false
-	cb.d.OnTerminate(func(e awsdouble.Event) {
+	cb.d.OnTerminate(func(e fakeaws.Event) {
 		if e.Instance.ID != instance {
 			return
 		}
@@ -189,7 +189,7 @@ func TestMachineLifecycleHookDrains(t *testing.T) {
 	if out.Status != sfntypes.ExecutionStatusSucceeded {
 		t.Fatalf("execution %s: %s %s", out.Status, awssdk.ToString(out.Error), awssdk.ToString(out.Cause))
 	}
-	if got, _ := cb.d.Action(act.Token); got.Result != awsdouble.ResultContinue {
+	if got, _ := cb.d.Action(act.Token); got.Result != fakeaws.ResultContinue {
 		t.Errorf("lifecycle action ended %q, want CONTINUE", got.Result)
 	}
 	if left, seen := podsLeft(); !seen || left != 0 {
@@ -240,7 +240,7 @@ func TestMachineLifecycleRollbackCompletesTheAction(t *testing.T) {
 	if out.Status != sfntypes.ExecutionStatusFailed || !strings.Contains(awssdk.ToString(out.Cause), "Forbidden") {
 		t.Fatalf("execution %s: %s %s, want failed from the forbidden surge", out.Status, awssdk.ToString(out.Error), awssdk.ToString(out.Cause))
 	}
-	if got, _ := cb.d.Action(act.Token); got.Result != awsdouble.ResultContinue {
+	if got, _ := cb.d.Action(act.Token); got.Result != fakeaws.ResultContinue {
 		t.Errorf("lifecycle action after the rollback: %q, want CONTINUE", got.Result)
 	}
 	rec, err := cb.m.store.GetDrain(context.Background(), victim, res.Execution.Name)
@@ -299,7 +299,7 @@ func TestMachineSpotInterruption(t *testing.T) {
 func TestInterruptionOfUnknownMachines(t *testing.T) {
 	cb := newCloudBed(t, 1, false)
 	ctx := context.Background()
-	lone, err := cb.d.AddInstance(cb.ns, awsdouble.Instance{LifecycleState: awsdouble.StateInService})
+	lone, err := cb.d.AddInstance(cb.ns, fakeaws.Instance{LifecycleState: fakeaws.StateInService})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,12 +311,12 @@ func TestInterruptionOfUnknownMachines(t *testing.T) {
 	if res.Action != "completed" {
 		t.Errorf("unregistered machine: %+v, want its action completed", res)
 	}
-	if got, _ := cb.d.Action(act.Token); got.Result != awsdouble.ResultContinue {
+	if got, _ := cb.d.Action(act.Token); got.Result != fakeaws.ResultContinue {
 		t.Errorf("lifecycle action %q, want CONTINUE at once", got.Result)
 	}
 
 	// A node whose machine is in another Auto Scaling Group.
-	cb.d.AddGroup(awsdouble.Group{Name: cb.ns + "-other", MaxSize: 3, DesiredCapacity: 1})
+	cb.d.AddGroup(fakeaws.Group{Name: cb.ns + "-other", MaxSize: 3, DesiredCapacity: 1})
 	g, _ := cb.d.Group(cb.ns + "-other")
 	other := g.Instances[0]
 	cb.cp.AddNode(t, testbed.Node{Name: "other-" + cb.ns[len(cb.ns)-5:], CPU: "4", Memory: "16Gi", ProviderID: other.ProviderID()})
@@ -376,7 +376,7 @@ func TestLifecycleHeartbeats(t *testing.T) {
 func TestMachineRefusedLifecycleDrainReleasesTheHook(t *testing.T) {
 	cb := newCloudBed(t, 1, true)
 	ctx := context.Background()
-	lone, err := cb.d.AddInstance(cb.ns, awsdouble.Instance{LifecycleState: awsdouble.StateInService})
+	lone, err := cb.d.AddInstance(cb.ns, fakeaws.Instance{LifecycleState: fakeaws.StateInService})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestMachineRefusedLifecycleDrainReleasesTheHook(t *testing.T) {
 	if out.Status != sfntypes.ExecutionStatusFailed || awssdk.ToString(out.Error) != drain.ErrNameNodeNotFound {
 		t.Fatalf("execution %s: %s %s, want refused with NodeNotFound", out.Status, awssdk.ToString(out.Error), awssdk.ToString(out.Cause))
 	}
-	if got, _ := cb.d.Action(act.Token); got.Result != awsdouble.ResultContinue {
+	if got, _ := cb.d.Action(act.Token); got.Result != fakeaws.ResultContinue {
 		t.Errorf("lifecycle action after the refusal: %q, want CONTINUE", got.Result)
 	}
 
@@ -475,7 +475,7 @@ func TestLifecycleActionJoinsTheRunningDrain(t *testing.T) {
 		t.Errorf("lifecycle action during the drain: %+v, want heartbeats and still waiting", got)
 	}
 	s = cb.steps1(t, s, "Terminate")
-	if got, _ := cb.d.Action(act.Token); got.Result != awsdouble.ResultContinue {
+	if got, _ := cb.d.Action(act.Token); got.Result != fakeaws.ResultContinue {
 		t.Errorf("lifecycle action after Terminate: %q, want CONTINUE", got.Result)
 	}
 	if n := cb.d.Calls(terminateAction); n != 0 {

@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/providers/aws"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -24,13 +24,13 @@ const terminateAction = "TerminateInstanceInAutoScalingGroup"
 // newAWSBed is a bed whose group is an Auto Scaling Group on the AWS double:
 // each of its machines has a kwok Node with the machine's provider ID, so
 // the drain's Terminate goes through the aws provider to the double.
-func newAWSBed(t *testing.T, nodes int) (*bed, *awsdouble.Server) {
+func newAWSBed(t *testing.T, nodes int) (*bed, *fakeaws.Server) {
 	t.Helper()
 	cp := testbed.Cluster(t)
 	ns := cp.Namespace(t)
-	d := awsdouble.New(awsdouble.WithAutoBoot())
+	d := fakeaws.New(fakeaws.WithAutoBoot())
 	t.Cleanup(d.Close)
-	d.AddGroup(awsdouble.Group{Name: ns, MaxSize: 5, DesiredCapacity: nodes, InstanceType: "m5.xlarge"})
+	d.AddGroup(fakeaws.Group{Name: ns, MaxSize: 5, DesiredCapacity: nodes, InstanceType: "m5.xlarge"})
 	g, _ := d.Group(ns)
 	for _, in := range g.Instances {
 		// The namespace's random tail keeps the name unique and within
@@ -73,20 +73,20 @@ func (b *bed) driveWithin(t *testing.T, s drain.State, perStep time.Duration) (r
 func TestProviderFaultOnTerminate(t *testing.T) {
 	tests := []struct {
 		name   string
-		inject func(d *awsdouble.Server)
+		inject func(d *fakeaws.Server)
 		// removed: the drain ends with the node gone; else rolled back.
 		removed bool
 	}{
 		// 7 failures: more than one step try's 5 SDK attempts, fewer than two.
-		{"5xx that clears", func(d *awsdouble.Server) { d.FailNext(terminateAction, 7, awsdouble.InternalFailure()) }, true},
-		{"throttling that clears", func(d *awsdouble.Server) { d.FailNext(terminateAction, 7, awsdouble.Throttling()) }, true},
-		{"5xx that persists", func(d *awsdouble.Server) { d.FailNext(terminateAction, 1000, awsdouble.ServiceUnavailable()) }, false},
-		{"throttling that persists", func(d *awsdouble.Server) { d.FailNext(terminateAction, 1000, awsdouble.Throttling()) }, false},
+		{"5xx that clears", func(d *fakeaws.Server) { d.FailNext(terminateAction, 7, fakeaws.InternalFailure()) }, true},
+		{"throttling that clears", func(d *fakeaws.Server) { d.FailNext(terminateAction, 7, fakeaws.Throttling()) }, true},
+		{"5xx that persists", func(d *fakeaws.Server) { d.FailNext(terminateAction, 1000, fakeaws.ServiceUnavailable()) }, false},
+		{"throttling that persists", func(d *fakeaws.Server) { d.FailNext(terminateAction, 1000, fakeaws.Throttling()) }, false},
 		// The terminate lands but its answer comes after the step's
 		// deadline: the retried step must find the machine terminating and
 		// not terminate (or lower the target) a second time.
-		{"answer after the deadline, once", func(d *awsdouble.Server) { d.DelayNext(terminateAction, 1, time.Minute) }, true},
-		{"answer after the deadline, every time", func(d *awsdouble.Server) { d.DelayNext(terminateAction, 1000, time.Minute) }, true},
+		{"answer after the deadline, once", func(d *fakeaws.Server) { d.DelayNext(terminateAction, 1, time.Minute) }, true},
+		{"answer after the deadline, every time", func(d *fakeaws.Server) { d.DelayNext(terminateAction, 1000, time.Minute) }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,8 +112,8 @@ func TestProviderFaultOnTerminate(t *testing.T) {
 				t.Error("no step failed: the fault was not injected")
 			}
 			after, _ := d.Group(b.pool)
-			inService := slices.ContainsFunc(after.Instances, func(in awsdouble.Instance) bool {
-				return in.ProviderID() == providerID && in.LifecycleState == awsdouble.StateInService
+			inService := slices.ContainsFunc(after.Instances, func(in fakeaws.Instance) bool {
+				return in.ProviderID() == providerID && in.LifecycleState == fakeaws.StateInService
 			})
 			ctx := context.Background()
 			rec, err := b.store.GetDrain(ctx, victim, "test-"+victim)

@@ -9,22 +9,22 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	ngaws "github.com/nodetide/nodetide/pkg/providers/aws"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
 )
 
 // awsGroup is an empty ASG of the AWS double named after the fixture's
 // pool, whose nodes would carry the pool label, reached through the real
 // SDK.
-func awsGroup(t *testing.T, f *fixture) (*awsdouble.Server, providers.NodeGroup) {
+func awsGroup(t *testing.T, f *fixture) (*fakeaws.Server, providers.NodeGroup) {
 	t.Helper()
-	d := awsdouble.New()
+	d := fakeaws.New()
 	t.Cleanup(d.Close)
-	d.AddLaunchTemplate(awsdouble.LaunchTemplate{ID: "lt-0123456789abcdef0", Name: f.pool, InstanceTypes: []string{"m5.xlarge"}})
-	d.AddGroup(awsdouble.Group{Name: f.pool, MinSize: 0, MaxSize: 3,
-		LaunchTemplate: &awsdouble.LaunchTemplateRef{Name: f.pool, Version: "$Latest"},
+	d.AddLaunchTemplate(fakeaws.LaunchTemplate{ID: "lt-0123456789abcdef0", Name: f.pool, InstanceTypes: []string{"m5.xlarge"}})
+	d.AddGroup(fakeaws.Group{Name: f.pool, MinSize: 0, MaxSize: 3,
+		LaunchTemplate: &fakeaws.LaunchTemplateRef{Name: f.pool, Version: "$Latest"},
 		Tags:           map[string]string{"k8s.io/cluster-autoscaler/node-template/label/pool": f.pool}})
 	as, ec2c := ngaws.NewClients(awssdk.Config{
 		Region:       d.Region(),
@@ -74,7 +74,7 @@ func TestFailedScaleUpBacksOff(t *testing.T) {
 			ev := f.evaluator("backoff")
 			ev.Now = func() time.Time { return now }
 			ev.Groups = func(context.Context) ([]providers.NodeGroup, error) { return []providers.NodeGroup{group}, nil }
-			d.FailNext("SetDesiredCapacity", 1, awsdouble.ValidationError("desired capacity refused by the test"))
+			d.FailNext("SetDesiredCapacity", 1, fakeaws.ValidationError("desired capacity refused by the test"))
 
 			res, err := ev.Run(ctx)
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/metrics"
@@ -18,7 +19,6 @@ import (
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/aws"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -31,23 +31,23 @@ func TestProviderFaultOnScaleUp(t *testing.T) {
 	const maxSize = 2
 	tests := []struct {
 		name   string
-		fault  awsdouble.Fault
+		fault  fakeaws.Fault
 		reason string // the ScaleUpFailures metric's
 	}{
-		{"5xx", awsdouble.InternalFailure(), evaluate.ReasonCloudError},
-		{"service unavailable", awsdouble.ServiceUnavailable(), evaluate.ReasonCloudError},
-		{"throttling", awsdouble.Throttling(), evaluate.ReasonThrottled},
+		{"5xx", fakeaws.InternalFailure(), evaluate.ReasonCloudError},
+		{"service unavailable", fakeaws.ServiceUnavailable(), evaluate.ReasonCloudError},
+		{"throttling", fakeaws.Throttling(), evaluate.ReasonThrottled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cp := testbed.Cluster(t)
 			ns := cp.Namespace(t)
-			d := awsdouble.New()
+			d := fakeaws.New()
 			t.Cleanup(d.Close)
-			lt := awsdouble.LaunchTemplate{ID: "lt-0123456789abcdef0", Name: ns, InstanceTypes: []string{"m5.xlarge"}}
+			lt := fakeaws.LaunchTemplate{ID: "lt-0123456789abcdef0", Name: ns, InstanceTypes: []string{"m5.xlarge"}}
 			d.AddLaunchTemplate(lt)
-			d.AddGroup(awsdouble.Group{Name: ns, MaxSize: maxSize,
-				LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: lt.ID, Version: "$Latest"},
+			d.AddGroup(fakeaws.Group{Name: ns, MaxSize: maxSize,
+				LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: lt.ID, Version: "$Latest"},
 				Tags:           map[string]string{aws.TagTemplatePrefix + "label/pool": ns}})
 			cfg := awssdk.Config{
 				Region:       d.Region(),

@@ -9,10 +9,10 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodetide/nodetide/pkg/k8s/apidouble"
+	"github.com/nodetide/nodetide/internal/fake/fakekubeapi"
 )
 
-func doubleClient(t testing.TB, s *apidouble.Server, protobuf bool) kubernetes.Interface {
+func doubleClient(t testing.TB, s *fakekubeapi.Server, protobuf bool) kubernetes.Interface {
 	t.Helper()
 	cfg := s.Config()
 	if protobuf {
@@ -25,9 +25,9 @@ func doubleClient(t testing.TB, s *apidouble.Server, protobuf bool) kubernetes.I
 	return client
 }
 
-func startDouble(t testing.TB, shape apidouble.Shape) *apidouble.Server {
+func startDouble(t testing.TB, shape fakekubeapi.Shape) *fakekubeapi.Server {
 	t.Helper()
-	s, err := apidouble.Start(shape)
+	s, err := fakekubeapi.Start(shape)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestReaderCatchUpMatchesList(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startDouble(t, apidouble.Shape{Nodes: 30, Pods: 900, Seed: 1, JSONOnly: tc.jsonOnly})
+			s := startDouble(t, fakekubeapi.Shape{Nodes: 30, Pods: 900, Seed: 1, JSONOnly: tc.jsonOnly})
 			var mu sync.Mutex
 			types := map[string]bool{}
 			cfg := s.Config()
@@ -111,7 +111,7 @@ func TestReaderCatchUpMatchesList(t *testing.T) {
 }
 
 func BenchmarkListTrimmed(b *testing.B) {
-	s := startDouble(b, apidouble.Shape{Nodes: 100, Pods: 3000, Seed: 1})
+	s := startDouble(b, fakekubeapi.Shape{Nodes: 100, Pods: 3000, Seed: 1})
 	client := doubleClient(b, s, true)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -123,7 +123,7 @@ func BenchmarkListTrimmed(b *testing.B) {
 }
 
 func BenchmarkCatchUp1000Changes(b *testing.B) {
-	s := startDouble(b, apidouble.Shape{Nodes: 100, Pods: 3000, Seed: 1})
+	s := startDouble(b, fakekubeapi.Shape{Nodes: 100, Pods: 3000, Seed: 1})
 	client := doubleClient(b, s, true)
 	r := NewReader(client, nil)
 	if _, _, err := r.Read(b.Context()); err != nil {

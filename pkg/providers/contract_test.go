@@ -9,14 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
+	"github.com/nodetide/nodetide/internal/fake/fakekamatera"
+	"github.com/nodetide/nodetide/internal/fake/fakescaleway"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
-	"github.com/nodetide/nodetide/pkg/providers/kamatera/kamateradouble"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/providers/providertest"
-	"github.com/nodetide/nodetide/pkg/providers/scaleway/scwdouble"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }
@@ -77,11 +77,11 @@ func kwokFactory(t *testing.T, spec providertest.Spec) *providertest.Bed {
 // awsFactory: an ASG of the double (machines launch Pending; Boot makes them
 // InService), next to another ASG.
 func awsFactory(t *testing.T, spec providertest.Spec) *providertest.Bed {
-	d := awsdouble.New()
+	d := fakeaws.New()
 	t.Cleanup(d.Close)
 	const asg = "nodes-contract"
 	d.AddGroup(awsGroup(d, asg, spec.MinSize, spec.MaxSize, spec.Size, spec.Labels))
-	d.AddGroup(awsdouble.Group{Name: "nodes-other", MaxSize: 3, DesiredCapacity: 1})
+	d.AddGroup(fakeaws.Group{Name: "nodes-other", MaxSize: 3, DesiredCapacity: 1})
 	other, _ := d.Group("nodes-other")
 	return &providertest.Bed{
 		Provider: awsProvider(t, d, asg, newAWSCreds()),
@@ -111,10 +111,10 @@ func awsFactory(t *testing.T, spec providertest.Spec) *providertest.Bed {
 // Boot makes them ready), next to another pool.
 func scalewayFactory(t *testing.T, spec providertest.Spec) *providertest.Bed {
 	key := newUUID()
-	d := scwdouble.New(scwdouble.Options{SecretKey: key})
+	d := fakescaleway.New(fakescaleway.Options{SecretKey: key})
 	t.Cleanup(d.Close)
-	pool := d.AddPool(scwdouble.PoolSpec{Name: "contract", Size: spec.Size, MinSize: spec.MinSize, MaxSize: spec.MaxSize, Labels: spec.Labels})
-	other := d.AddPool(scwdouble.PoolSpec{Name: "other", Size: 1, MaxSize: 3})
+	pool := d.AddPool(fakescaleway.PoolSpec{Name: "contract", Size: spec.Size, MinSize: spec.MinSize, MaxSize: spec.MaxSize, Labels: spec.Labels})
+	other := d.AddPool(fakescaleway.PoolSpec{Name: "other", Size: 1, MaxSize: 3})
 	return &providertest.Bed{
 		Provider: scwProvider(t, d, pool.Name, key),
 		Group:    pool.Name,
@@ -129,7 +129,7 @@ func scalewayFactory(t *testing.T, spec providertest.Spec) *providertest.Bed {
 		OtherGroupID: d.Nodes(other.ID)[0].ProviderID,
 		IDPrefix:     "scaleway://",
 		Mutations: func() int {
-			return d.Count(scwdouble.OpUpdatePool) + d.Count(scwdouble.OpDeleteNode)
+			return d.Count(fakescaleway.OpUpdatePool) + d.Count(fakescaleway.OpDeleteNode)
 		},
 	}
 }
@@ -142,9 +142,9 @@ func kamateraFactory(t *testing.T, spec providertest.Spec) *providertest.Bed {
 	cfg := kamateraConfig{url: d.URL(), cluster: "contract", group: "workers", namePrefix: "ct",
 		minSize: spec.MinSize, maxSize: spec.MaxSize, labels: spec.Labels}
 	for i := range spec.Size {
-		d.AddServer(kamateradouble.Server{Name: "ct-start" + string(rune('a'+i)), Datacenter: "EU", CPU: "2A", RAM: "4096", Power: true, Tags: cfg.tags()})
+		d.AddServer(fakekamatera.Server{Name: "ct-start" + string(rune('a'+i)), Datacenter: "EU", CPU: "2A", RAM: "4096", Power: true, Tags: cfg.tags()})
 	}
-	d.AddServer(kamateradouble.Server{Name: "ot-1", Datacenter: "EU", CPU: "2A", RAM: "4096", Power: true,
+	d.AddServer(fakekamatera.Server{Name: "ot-1", Datacenter: "EU", CPU: "2A", RAM: "4096", Power: true,
 		Tags: kamateraConfig{cluster: cfg.cluster, group: "other"}.tags()})
 	return &providertest.Bed{
 		Provider: kamateraProvider(t, cfg, clientID, secret, nil),

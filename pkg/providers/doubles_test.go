@@ -16,12 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
+	"github.com/nodetide/nodetide/internal/fake/fakekamatera"
+	"github.com/nodetide/nodetide/internal/fake/fakescaleway"
 	ngaws "github.com/nodetide/nodetide/pkg/providers/aws"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
 	"github.com/nodetide/nodetide/pkg/providers/kamatera"
-	"github.com/nodetide/nodetide/pkg/providers/kamatera/kamateradouble"
 	"github.com/nodetide/nodetide/pkg/providers/scaleway"
-	"github.com/nodetide/nodetide/pkg/providers/scaleway/scwdouble"
 )
 
 // Providers on the doubles, built the way pkg/setup builds them from a
@@ -59,7 +59,7 @@ func newAWSCreds() awsCreds {
 }
 
 // awsProvider is an aws provider for one ASG of the double.
-func awsProvider(t *testing.T, d *awsdouble.Server, asg string, creds awsCreds) *ngaws.Provider {
+func awsProvider(t *testing.T, d *fakeaws.Server, asg string, creds awsCreds) *ngaws.Provider {
 	t.Helper()
 	cfg := awssdk.Config{
 		Region:       d.Region(),
@@ -85,18 +85,18 @@ func awsLabelTags(labels map[string]string) map[string]string {
 
 // awsGroup is an ASG whose launch template starts m5.large machines, with
 // labels as CA's node-template tags; it is added to the double.
-func awsGroup(d *awsdouble.Server, name string, minSize, maxSize, size int, labels map[string]string) awsdouble.Group {
-	lt := awsdouble.LaunchTemplate{ID: "lt-" + randomHex(17), Name: name + "-nodes", InstanceTypes: []string{"m5.large"}}
+func awsGroup(d *fakeaws.Server, name string, minSize, maxSize, size int, labels map[string]string) fakeaws.Group {
+	lt := fakeaws.LaunchTemplate{ID: "lt-" + randomHex(17), Name: name + "-nodes", InstanceTypes: []string{"m5.large"}}
 	d.AddLaunchTemplate(lt)
-	return awsdouble.Group{
+	return fakeaws.Group{
 		Name: name, MinSize: minSize, MaxSize: maxSize, DesiredCapacity: size,
-		LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: lt.ID, Version: "$Latest"},
+		LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: lt.ID, Version: "$Latest"},
 		Tags:           awsLabelTags(labels),
 	}
 }
 
 // scwProvider is a scaleway provider for one pool of the double.
-func scwProvider(t *testing.T, d *scwdouble.Server, pool, secretKey string) *scaleway.Provider {
+func scwProvider(t *testing.T, d *fakescaleway.Server, pool, secretKey string) *scaleway.Provider {
 	t.Helper()
 	p, err := scaleway.New(scaleway.Options{
 		CloudConfig: scaleway.CloudConfig{ClusterID: d.ClusterID(), SecretKey: secretKey, Region: d.Region().String(), APIURL: d.URL()},
@@ -189,9 +189,9 @@ func kamateraProvider(t *testing.T, c kamateraConfig, clientID, secret string, l
 }
 
 // newKamateraDouble starts a double that accepts clientID / secret.
-func newKamateraDouble(t *testing.T, clientID, secret string) *kamateradouble.Double {
+func newKamateraDouble(t *testing.T, clientID, secret string) *fakekamatera.Double {
 	t.Helper()
-	d := kamateradouble.New(kamateradouble.WithCredentials(clientID, secret))
+	d := fakekamatera.New(fakekamatera.WithCredentials(clientID, secret))
 	t.Cleanup(d.Close)
 	return d
 }

@@ -18,15 +18,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
+	"github.com/nodetide/nodetide/internal/fake/fakekamatera"
+	"github.com/nodetide/nodetide/internal/fake/fakescaleway"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
 	"github.com/nodetide/nodetide/pkg/providers/kamatera"
-	"github.com/nodetide/nodetide/pkg/providers/kamatera/kamateradouble"
-	"github.com/nodetide/nodetide/pkg/providers/scaleway/scwdouble"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -409,13 +409,13 @@ func (e *e2e) cycle() {
 
 // awsE2E is an ASG of the double, empty, whose launched machines boot at
 // once and register.
-func awsE2E(t *testing.T, creds awsCreds) (*e2e, *awsdouble.Server) {
+func awsE2E(t *testing.T, creds awsCreds) (*e2e, *fakeaws.Server) {
 	e := newE2E(t, creds.secretAccessKey, creds.securityToken)
-	d := awsdouble.New()
+	d := fakeaws.New()
 	t.Cleanup(d.Close)
 	asg := "e2e-" + randomHex(8)
 	d.AddGroup(awsGroup(d, asg, 0, 3, 0, e.labels()))
-	d.OnLaunch(func(ev awsdouble.Event) {
+	d.OnLaunch(func(ev fakeaws.Event) {
 		if ev.Group != asg {
 			return
 		}
@@ -446,17 +446,17 @@ func TestEndToEndAWS(t *testing.T) {
 
 // scwE2E is a Kapsule pool of the double, empty, whose created nodes boot
 // at once: the kubelet registers, Kapsule says ready.
-func scwE2E(t *testing.T, key string, moreSecrets ...string) (*e2e, *scwdouble.Server) {
+func scwE2E(t *testing.T, key string, moreSecrets ...string) (*e2e, *fakescaleway.Server) {
 	e := newE2E(t, append([]string{key}, moreSecrets...)...)
-	var d *scwdouble.Server
-	d = scwdouble.New(scwdouble.Options{SecretKey: key, OnCreate: func(n k8s.Node) {
+	var d *fakescaleway.Server
+	d = fakescaleway.New(fakescaleway.Options{SecretKey: key, OnCreate: func(n k8s.Node) {
 		e.boot(n.ProviderID, n.Name)
 		if err := d.SetNodeStatus(n.ID, k8s.NodeStatusReady, ""); err != nil {
 			t.Errorf("boot node %s: %v", n.Name, err)
 		}
 	}})
 	t.Cleanup(d.Close)
-	pool := d.AddPool(scwdouble.PoolSpec{Name: "e2e-" + randomHex(6), MaxSize: 3, Labels: e.labels()})
+	pool := d.AddPool(fakescaleway.PoolSpec{Name: "e2e-" + randomHex(6), MaxSize: 3, Labels: e.labels()})
 	e.provider, e.group = scwProvider(t, d, pool.Name, key), pool.Name
 	e.cloudTarget = func() int { p, _ := d.Pool(pool.ID); return int(p.Size) }
 	e.cloudHas = func(id string) bool {
@@ -489,18 +489,18 @@ func newKamateraSecrets() kamateraSecrets {
 // kamateraE2E is a node group of the double, empty, whose creates complete
 // at once; the server's kubelet registers with
 // --provider-id=kamatera://<hostname>.
-func kamateraE2E(t *testing.T, ks kamateraSecrets, moreSecrets ...string) (*e2e, *kamateradouble.Double, kamateraConfig) {
+func kamateraE2E(t *testing.T, ks kamateraSecrets, moreSecrets ...string) (*e2e, *fakekamatera.Double, kamateraConfig) {
 	cfg := kamateraConfig{cluster: "e2e", group: "e2e" + randomHex(6), namePrefix: "e2e", minSize: 0, maxSize: 3,
 		password: ks.password, joinToken: ks.joinToken, apiClientID: ks.clientID, apiSecret: ks.secret}
 	e := newE2E(t, append([]string{ks.secret, ks.password, ks.joinToken, cfg.scriptBase64()}, moreSecrets...)...)
 	d := newKamateraDouble(t, ks.clientID, ks.secret)
 	cfg.url, cfg.labels = d.URL(), e.labels()
-	d.OnCreate(func(_ kamateradouble.CreateRequest, commandID string) {
+	d.OnCreate(func(_ fakekamatera.CreateRequest, commandID string) {
 		if err := d.Complete(commandID); err != nil {
 			t.Errorf("complete command %s: %v", commandID, err)
 		}
 	})
-	d.OnComplete(func(s kamateradouble.Server) { e.boot(kamatera.DefaultProviderIDPrefix+s.Name, s.Name) })
+	d.OnComplete(func(s fakekamatera.Server) { e.boot(kamatera.DefaultProviderIDPrefix+s.Name, s.Name) })
 	e.provider, e.group = kamateraProvider(t, cfg, ks.clientID, ks.secret, e.leaks.Log), cfg.group
 	e.cloudTarget = func() int {
 		n := 0

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
+	"github.com/nodetide/nodetide/internal/fake/fakescaleway"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/providers"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
 	"github.com/nodetide/nodetide/pkg/providers/kamatera"
 	"github.com/nodetide/nodetide/pkg/providers/scaleway"
-	"github.com/nodetide/nodetide/pkg/providers/scaleway/scwdouble"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -180,18 +180,18 @@ func TestSecretsStayOutAWS(t *testing.T) {
 	authCase{
 		e: e,
 		denyRead: func() {
-			d.FailNext("DescribeAutoScalingGroups", 1, awsdouble.Fault{Status: 403, Code: "SignatureDoesNotMatch",
+			d.FailNext("DescribeAutoScalingGroups", 1, fakeaws.Fault{Status: 403, Code: "SignatureDoesNotMatch",
 				Message: "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method."})
 		},
 		denyScaleUp: func() {
-			d.FailNext("SetDesiredCapacity", 1, awsdouble.Fault{Status: 403, Code: "InvalidClientTokenId",
+			d.FailNext("SetDesiredCapacity", 1, fakeaws.Fault{Status: 403, Code: "InvalidClientTokenId",
 				Message: "The security token included in the request is invalid."})
 		},
 		denyTerminate: func() {
-			d.FailNext("TerminateInstanceInAutoScalingGroup", 1, awsdouble.Fault{Status: 403, Code: "AccessDenied",
+			d.FailNext("TerminateInstanceInAutoScalingGroup", 1, fakeaws.Fault{Status: 403, Code: "AccessDenied",
 				Message: "User: arn:aws:sts::123456789012:assumed-role/nodetide/evaluate is not authorized to perform: autoscaling:TerminateInstanceInAutoScalingGroup"})
 		},
-		flaky: func() { d.FailNext("DescribeAutoScalingGroups", 2, awsdouble.InternalFailure()) },
+		flaky: func() { d.FailNext("DescribeAutoScalingGroups", 2, fakeaws.InternalFailure()) },
 	}.run(t)
 }
 
@@ -203,10 +203,10 @@ func TestSecretsStayOutScaleway(t *testing.T) {
 	authCase{
 		e:             e,
 		wrong:         scwProvider(t, d, e.group, wrongKey),
-		denyRead:      func() { d.Inject(scwdouble.Fault{Op: scwdouble.OpListPools, Status: 401}) },
-		denyScaleUp:   func() { d.Inject(scwdouble.Fault{Op: scwdouble.OpUpdatePool, Status: 403}) },
-		denyTerminate: func() { d.Inject(scwdouble.Fault{Op: scwdouble.OpDeleteNode, Status: 401}) },
-		flaky:         func() { d.Inject(scwdouble.Fault{Op: scwdouble.OpListPools, Status: 503, Times: 2}) },
+		denyRead:      func() { d.Inject(fakescaleway.Fault{Op: fakescaleway.OpListPools, Status: 401}) },
+		denyScaleUp:   func() { d.Inject(fakescaleway.Fault{Op: fakescaleway.OpUpdatePool, Status: 403}) },
+		denyTerminate: func() { d.Inject(fakescaleway.Fault{Op: fakescaleway.OpDeleteNode, Status: 401}) },
+		flaky:         func() { d.Inject(fakescaleway.Fault{Op: fakescaleway.OpListPools, Status: 503, Times: 2}) },
 		dumps:         []any{cfg, &cfg, scaleway.Options{CloudConfig: cfg}},
 	}.run(t)
 }
@@ -243,7 +243,7 @@ func TestSecretsNotPrinted(t *testing.T) {
 	var values []printed
 
 	creds := newAWSCreds()
-	ad := awsdouble.New()
+	ad := fakeaws.New()
 	t.Cleanup(ad.Close)
 	ad.AddGroup(awsGroup(ad, "print", 0, 3, 1, nil))
 	ap := awsProvider(t, ad, "print", creds)
@@ -255,9 +255,9 @@ func TestSecretsNotPrinted(t *testing.T) {
 	values = append(values, printed{"aws-provider", ap, awsSecrets}, printed{"aws-group", ag[0], awsSecrets})
 
 	key := newUUID()
-	sd := scwdouble.New(scwdouble.Options{SecretKey: key})
+	sd := fakescaleway.New(fakescaleway.Options{SecretKey: key})
 	t.Cleanup(sd.Close)
-	sd.AddPool(scwdouble.PoolSpec{Name: "print", Size: 1, MaxSize: 3})
+	sd.AddPool(fakescaleway.PoolSpec{Name: "print", Size: 1, MaxSize: 3})
 	sp := scwProvider(t, sd, "print", key)
 	sg, err := sp.NodeGroups(ctx)
 	if err != nil {

@@ -15,16 +15,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/pkg/providers"
 	ngaws "github.com/nodetide/nodetide/pkg/providers/aws"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
 )
 
 // newDouble starts the double and returns it with real SDK clients pointed at
 // it, retrying fast so fault tests stay quick.
-func newDouble(t *testing.T, opts ...awsdouble.Option) (*awsdouble.Server, ngaws.AutoScalingAPI, ngaws.EC2API) {
+func newDouble(t *testing.T, opts ...fakeaws.Option) (*fakeaws.Server, ngaws.AutoScalingAPI, ngaws.EC2API) {
 	t.Helper()
-	d := awsdouble.New(opts...)
+	d := fakeaws.New(opts...)
 	t.Cleanup(d.Close)
 	cfg := awssdk.Config{
 		Region:       d.Region(),
@@ -104,13 +104,13 @@ func TestDiscovery(t *testing.T) {
 	d, as, ec2c := newDouble(t)
 	prodML := discoveryTags("prod")
 	prodML["team"] = "ml"
-	d.AddGroup(awsdouble.Group{Name: "prod-a", MaxSize: 5, Tags: discoveryTags("prod")})
-	d.AddGroup(awsdouble.Group{Name: "prod-ml", MaxSize: 5, Tags: prodML})
-	d.AddGroup(awsdouble.Group{Name: "staging", MaxSize: 5, Tags: discoveryTags("staging")})
-	d.AddGroup(awsdouble.Group{Name: "prod-not-enabled", MaxSize: 5, Tags: map[string]string{"k8s.io/cluster-autoscaler/prod": "owned"}})
-	d.AddGroup(awsdouble.Group{Name: "prod-deleting", MaxSize: 5, Tags: discoveryTags("prod"), Status: "Delete in progress"})
+	d.AddGroup(fakeaws.Group{Name: "prod-a", MaxSize: 5, Tags: discoveryTags("prod")})
+	d.AddGroup(fakeaws.Group{Name: "prod-ml", MaxSize: 5, Tags: prodML})
+	d.AddGroup(fakeaws.Group{Name: "staging", MaxSize: 5, Tags: discoveryTags("staging")})
+	d.AddGroup(fakeaws.Group{Name: "prod-not-enabled", MaxSize: 5, Tags: map[string]string{"k8s.io/cluster-autoscaler/prod": "owned"}})
+	d.AddGroup(fakeaws.Group{Name: "prod-deleting", MaxSize: 5, Tags: discoveryTags("prod"), Status: "Delete in progress"})
 	// The value "ml" on another key must not match team=ml.
-	d.AddGroup(awsdouble.Group{Name: "prod-other-team", MaxSize: 5, Tags: map[string]string{"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned", "team": "web", "purpose": "ml"}})
+	d.AddGroup(fakeaws.Group{Name: "prod-other-team", MaxSize: 5, Tags: map[string]string{"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned", "team": "web", "purpose": "ml"}})
 
 	tests := []struct {
 		name string
@@ -139,8 +139,8 @@ func TestDiscovery(t *testing.T) {
 
 func TestByName(t *testing.T) {
 	d, as, ec2c := newDouble(t)
-	d.AddGroup(awsdouble.Group{Name: "workers-asg", MinSize: 1, MaxSize: 5, DesiredCapacity: 2})
-	d.AddGroup(awsdouble.Group{Name: "workers-asg-2", MaxSize: 5})
+	d.AddGroup(fakeaws.Group{Name: "workers-asg", MinSize: 1, MaxSize: 5, DesiredCapacity: 2})
+	d.AddGroup(fakeaws.Group{Name: "workers-asg-2", MaxSize: 5})
 
 	g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "workers-asg", DisplayName: "workers"})
 	if g.Name() != "workers" || g.Provider() != "aws" || g.MinSize() != 1 || g.MaxSize() != 5 {
@@ -163,9 +163,9 @@ func TestDiscoveryPaginates(t *testing.T) {
 	d, as, ec2c := newDouble(t)
 	const n = 230
 	for i := range n {
-		d.AddGroup(awsdouble.Group{Name: fmt.Sprintf("g-%03d", i), MaxSize: 3, Tags: discoveryTags("big")})
+		d.AddGroup(fakeaws.Group{Name: fmt.Sprintf("g-%03d", i), MaxSize: 3, Tags: discoveryTags("big")})
 	}
-	d.AddGroup(awsdouble.Group{Name: "other", MaxSize: 3, Tags: discoveryTags("small")})
+	d.AddGroup(fakeaws.Group{Name: "other", MaxSize: 3, Tags: discoveryTags("small")})
 	gs := groups(t, newProvider(t, as, ec2c, ngaws.Options{ClusterName: "big"}))
 	if len(gs) != n {
 		t.Fatalf("got %d groups, want %d", len(gs), n)
@@ -189,7 +189,7 @@ func TestDiscoveryPaginates(t *testing.T) {
 
 func TestBounds(t *testing.T) {
 	d, as, ec2c := newDouble(t)
-	d.AddGroup(awsdouble.Group{Name: "asg", MinSize: 1, MaxSize: 10, DesiredCapacity: 1})
+	d.AddGroup(fakeaws.Group{Name: "asg", MinSize: 1, MaxSize: 10, DesiredCapacity: 1})
 	tests := []struct {
 		name             string
 		min, max         *int
@@ -230,7 +230,7 @@ func TestBounds(t *testing.T) {
 
 func TestInstanceStates(t *testing.T) {
 	d, as, ec2c := newDouble(t)
-	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 20, AvailabilityZones: []string{"us-east-1b"}})
+	d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 20, AvailabilityZones: []string{"us-east-1b"}})
 	tests := []struct {
 		lifecycle string
 		want      providers.InstanceState
@@ -256,7 +256,7 @@ func TestInstanceStates(t *testing.T) {
 	want := map[string]providers.InstanceState{}
 	for i, tt := range tests {
 		id := fmt.Sprintf("i-%017d", i)
-		if _, err := d.AddInstance("asg", awsdouble.Instance{ID: id, LifecycleState: tt.lifecycle}); err != nil {
+		if _, err := d.AddInstance("asg", fakeaws.Instance{ID: id, LifecycleState: tt.lifecycle}); err != nil {
 			t.Fatal(err)
 		}
 		// Warm-pool and standby machines have a state but are not
@@ -289,10 +289,10 @@ func TestInstanceStates(t *testing.T) {
 
 func TestIncreaseSize(t *testing.T) {
 	d, as, ec2c := newDouble(t)
-	d.AddGroup(awsdouble.Group{Name: "asg", MinSize: 0, MaxSize: 10, DesiredCapacity: 1})
+	d.AddGroup(fakeaws.Group{Name: "asg", MinSize: 0, MaxSize: 10, DesiredCapacity: 1})
 	var launched []string
 	var mu sync.Mutex
-	d.OnLaunch(func(e awsdouble.Event) {
+	d.OnLaunch(func(e fakeaws.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		launched = append(launched, e.Instance.ProviderID())
@@ -345,11 +345,11 @@ func TestIncreaseSize(t *testing.T) {
 }
 
 func TestIncreaseSizeBootsThroughOnLaunch(t *testing.T) {
-	d, as, ec2c := newDouble(t, awsdouble.WithRegion("eu-west-1"))
-	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 3, AvailabilityZones: []string{"eu-west-1a", "eu-west-1b"}})
+	d, as, ec2c := newDouble(t, fakeaws.WithRegion("eu-west-1"))
+	d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 3, AvailabilityZones: []string{"eu-west-1a", "eu-west-1b"}})
 	// A test bed would register a Node with this provider ID here.
 	registered := make(chan string, 3)
-	d.OnLaunch(func(e awsdouble.Event) { registered <- e.Instance.ProviderID() })
+	d.OnLaunch(func(e fakeaws.Event) { registered <- e.Instance.ProviderID() })
 	ctx := context.Background()
 	p := newProvider(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg"})
 	g := groups(t, p)[0]
@@ -379,18 +379,18 @@ func TestIncreaseSizeBootsThroughOnLaunch(t *testing.T) {
 func TestDeleteInstance(t *testing.T) {
 	ctx := context.Background()
 	type fixture struct {
-		d   *awsdouble.Server
+		d   *fakeaws.Server
 		g   providers.NodeGroup
 		ids map[string]string // lifecycle → provider ID
 	}
 	setup := func(t *testing.T, minSize int) fixture {
 		d, as, ec2c := newDouble(t)
-		d.AddGroup(awsdouble.Group{Name: "asg", MinSize: minSize, MaxSize: 10, DesiredCapacity: 2})
-		d.AddGroup(awsdouble.Group{Name: "other", MaxSize: 10, DesiredCapacity: 1})
+		d.AddGroup(fakeaws.Group{Name: "asg", MinSize: minSize, MaxSize: 10, DesiredCapacity: 2})
+		d.AddGroup(fakeaws.Group{Name: "other", MaxSize: 10, DesiredCapacity: 1})
 		ids := map[string]string{}
 		st, _ := d.Group("asg")
 		ids["InService"] = st.Instances[0].ProviderID()
-		term, _ := d.AddInstance("asg", awsdouble.Instance{LifecycleState: "Terminating:Wait"})
+		term, _ := d.AddInstance("asg", fakeaws.Instance{LifecycleState: "Terminating:Wait"})
 		ids["Terminating"] = term.ProviderID()
 		other, _ := d.Group("other")
 		ids["other"] = other.Instances[0].ProviderID()
@@ -464,7 +464,7 @@ func TestDecreaseTargetSize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, as, ec2c := newDouble(t)
-			d.AddGroup(awsdouble.Group{Name: "asg", MinSize: tt.minSize, MaxSize: 10, DesiredCapacity: 2})
+			d.AddGroup(fakeaws.Group{Name: "asg", MinSize: tt.minSize, MaxSize: 10, DesiredCapacity: 2})
 			// Desired 5 with 3 machines (one Pending): 2 never started.
 			if err := d.FailLaunches("asg", "We currently do not have sufficient m5.large capacity."); err != nil {
 				t.Fatal(err)
@@ -473,7 +473,7 @@ func TestDecreaseTargetSize(t *testing.T) {
 			if err := g.IncreaseSize(ctx, 3); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := d.AddInstance("asg", awsdouble.Instance{LifecycleState: "Pending"}); err != nil {
+			if _, err := d.AddInstance("asg", fakeaws.Instance{LifecycleState: "Pending"}); err != nil {
 				t.Fatal(err)
 			}
 			err := g.DecreaseTargetSize(ctx, tt.delta)
@@ -497,7 +497,7 @@ func TestDecreaseTargetSize(t *testing.T) {
 
 func TestFailedLaunchesShowAsPlaceholders(t *testing.T) {
 	d, as, ec2c := newDouble(t)
-	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 10, DesiredCapacity: 1, AvailabilityZones: []string{"us-east-1c"}})
+	d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 10, DesiredCapacity: 1, AvailabilityZones: []string{"us-east-1c"}})
 	const msg = "We currently do not have sufficient m5.large capacity in the Availability Zone you requested (us-east-1c)."
 	if err := d.FailLaunches("asg", msg); err != nil {
 		t.Fatal(err)
@@ -551,22 +551,22 @@ func TestRetriesThrottlingAnd5xx(t *testing.T) {
 	tests := []struct {
 		name   string
 		action string
-		fault  awsdouble.Fault
+		fault  fakeaws.Fault
 		n      int
 		run    func(ctx context.Context, p *ngaws.Provider) error
 	}{
-		{"throttled describe", "DescribeAutoScalingGroups", awsdouble.Throttling(), 3, func(ctx context.Context, p *ngaws.Provider) error {
+		{"throttled describe", "DescribeAutoScalingGroups", fakeaws.Throttling(), 3, func(ctx context.Context, p *ngaws.Provider) error {
 			_, err := p.NodeGroups(ctx)
 			return err
 		}},
-		{"500 on set desired", "SetDesiredCapacity", awsdouble.InternalFailure(), 2, func(ctx context.Context, p *ngaws.Provider) error {
+		{"500 on set desired", "SetDesiredCapacity", fakeaws.InternalFailure(), 2, func(ctx context.Context, p *ngaws.Provider) error {
 			gs, err := p.NodeGroups(ctx)
 			if err != nil {
 				return err
 			}
 			return gs[0].IncreaseSize(ctx, 1)
 		}},
-		{"503 on terminate", "TerminateInstanceInAutoScalingGroup", awsdouble.ServiceUnavailable(), 2, func(ctx context.Context, p *ngaws.Provider) error {
+		{"503 on terminate", "TerminateInstanceInAutoScalingGroup", fakeaws.ServiceUnavailable(), 2, func(ctx context.Context, p *ngaws.Provider) error {
 			gs, err := p.NodeGroups(ctx)
 			if err != nil {
 				return err
@@ -574,7 +574,7 @@ func TestRetriesThrottlingAnd5xx(t *testing.T) {
 			insts, _ := gs[0].Instances(ctx)
 			return gs[0].DeleteInstance(ctx, insts[0].ProviderID)
 		}},
-		{"EC2 RequestLimitExceeded", "DescribeInstanceTypes", awsdouble.RequestLimitExceeded(), 2, func(ctx context.Context, p *ngaws.Provider) error {
+		{"EC2 RequestLimitExceeded", "DescribeInstanceTypes", fakeaws.RequestLimitExceeded(), 2, func(ctx context.Context, p *ngaws.Provider) error {
 			gs, err := p.NodeGroups(ctx)
 			if err != nil {
 				return err
@@ -586,7 +586,7 @@ func TestRetriesThrottlingAnd5xx(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, as, ec2c := newDouble(t)
-			d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 5, DesiredCapacity: 2, MixedInstanceTypes: []string{"m5.large"}})
+			d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 5, DesiredCapacity: 2, MixedInstanceTypes: []string{"m5.large"}})
 			d.FailNext(tt.action, tt.n, tt.fault)
 			p := newProvider(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg"})
 			if err := tt.run(context.Background(), p); err != nil {
@@ -600,8 +600,8 @@ func TestRetriesThrottlingAnd5xx(t *testing.T) {
 
 	t.Run("gives up after 5 attempts", func(t *testing.T) {
 		d, as, ec2c := newDouble(t)
-		d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 5})
-		d.FailNext("DescribeAutoScalingGroups", 10, awsdouble.Throttling())
+		d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 5})
+		d.FailNext("DescribeAutoScalingGroups", 10, fakeaws.Throttling())
 		_, err := newProvider(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg"}).NodeGroups(context.Background())
 		var api smithy.APIError
 		if !errors.As(err, &api) || api.ErrorCode() != "Throttling" || !strings.Contains(err.Error(), "asg") {
@@ -616,17 +616,17 @@ func TestRetriesThrottlingAnd5xx(t *testing.T) {
 func TestValidationErrorIsNotRetried(t *testing.T) {
 	tests := []struct {
 		name      string
-		fault     awsdouble.Fault
+		fault     fakeaws.Fault
 		wantIs    error
 		wantInMsg string
 	}{
-		{"AWS above max", awsdouble.ValidationError("New SetDesiredCapacity value 3 is above max value 2 for the AutoScalingGroup."), providers.ErrAboveMax, "above max value 2"},
-		{"other validation error", awsdouble.ValidationError("Group asg is pending delete."), nil, "pending delete"},
+		{"AWS above max", fakeaws.ValidationError("New SetDesiredCapacity value 3 is above max value 2 for the AutoScalingGroup."), providers.ErrAboveMax, "above max value 2"},
+		{"other validation error", fakeaws.ValidationError("Group asg is pending delete."), nil, "pending delete"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, as, ec2c := newDouble(t)
-			d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 5, DesiredCapacity: 2})
+			d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 5, DesiredCapacity: 2})
 			g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg"})
 			d.FailNext("SetDesiredCapacity", 1, tt.fault)
 			err := g.IncreaseSize(context.Background(), 1)
@@ -648,11 +648,11 @@ func TestValidationErrorIsNotRetried(t *testing.T) {
 
 	t.Run("AWS's own below-min on terminate", func(t *testing.T) {
 		d, as, ec2c := newDouble(t)
-		d.AddGroup(awsdouble.Group{Name: "asg", MinSize: 2, MaxSize: 5, DesiredCapacity: 3})
+		d.AddGroup(fakeaws.Group{Name: "asg", MinSize: 2, MaxSize: 5, DesiredCapacity: 3})
 		g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg"})
 		st, _ := d.Group("asg")
 		// Someone raises the ASG's min between our read and AWS's check.
-		d.FailNext("TerminateInstanceInAutoScalingGroup", 1, awsdouble.ValidationError("Currently, desiredSize equals minSize (3). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size."))
+		d.FailNext("TerminateInstanceInAutoScalingGroup", 1, fakeaws.ValidationError("Currently, desiredSize equals minSize (3). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size."))
 		err := g.DeleteInstance(context.Background(), st.Instances[0].ProviderID())
 		if !errors.Is(err, providers.ErrBelowMin) || !strings.Contains(err.Error(), "min size constraint") {
 			t.Fatalf("err = %v", err)
@@ -665,7 +665,7 @@ func TestValidationErrorIsNotRetried(t *testing.T) {
 // ASG's lock, and AWS would refuse anything above its MaxSize anyway.
 func TestConcurrentIncreaseSize(t *testing.T) {
 	d, as, ec2c := newDouble(t)
-	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 7, DesiredCapacity: 0})
+	d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 7, DesiredCapacity: 0})
 	p := newProvider(t, as, ec2c, ngaws.Options{AutoScalingGroup: "asg"})
 	ctx := context.Background()
 	const workers = 10
@@ -703,7 +703,7 @@ func TestConcurrentIncreaseSize(t *testing.T) {
 func TestOutOfServiceIsNotCapacity(t *testing.T) {
 	ctx := context.Background()
 	d, as, ec2c := newDouble(t)
-	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 3, DesiredCapacity: 2, AvailabilityZones: []string{"us-east-1b"}})
+	d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 3, DesiredCapacity: 2, AvailabilityZones: []string{"us-east-1b"}})
 	st, _ := d.Group("asg")
 	var inService []string
 	for _, in := range st.Instances {
@@ -711,7 +711,7 @@ func TestOutOfServiceIsNotCapacity(t *testing.T) {
 	}
 	out := map[string]string{} // provider ID → lifecycle state
 	for _, state := range []string{"Warmed:Pending", "Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated", "Warmed:Terminating", "Standby", "EnteringStandby"} {
-		in, err := d.AddInstance("asg", awsdouble.Instance{LifecycleState: state})
+		in, err := d.AddInstance("asg", fakeaws.Instance{LifecycleState: state})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -767,8 +767,8 @@ func TestOutOfServiceIsNotCapacity(t *testing.T) {
 func TestStandbyDoesNotFillCapacity(t *testing.T) {
 	ctx := context.Background()
 	d, as, ec2c := newDouble(t)
-	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 3, DesiredCapacity: 1, AvailabilityZones: []string{"us-east-1b"}})
-	if _, err := d.AddInstance("asg", awsdouble.Instance{LifecycleState: "Standby"}); err != nil {
+	d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 3, DesiredCapacity: 1, AvailabilityZones: []string{"us-east-1b"}})
+	if _, err := d.AddInstance("asg", fakeaws.Instance{LifecycleState: "Standby"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.FailLaunches("asg", "We currently do not have sufficient capacity."); err != nil {

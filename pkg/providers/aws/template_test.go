@@ -17,9 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/pkg/planner"
 	ngaws "github.com/nodetide/nodetide/pkg/providers/aws"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
 )
 
 func q(s string) resource.Quantity { return resource.MustParse(s) }
@@ -70,7 +70,7 @@ func TestTemplate(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
-		group    awsdouble.Group
+		group    fakeaws.Group
 		opts     func(*ngaws.Options)
 		want     corev1.ResourceList
 		labels   map[string]string // must be present
@@ -81,7 +81,7 @@ func TestTemplate(t *testing.T) {
 	}{
 		{
 			name: "CA tags only",
-			group: awsdouble.Group{MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{
+			group: fakeaws.Group{MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{
 				"k8s.io/cluster-autoscaler/node-template/resources/cpu":            "4",
 				"k8s.io/cluster-autoscaler/node-template/resources/memory":         "16Gi",
 				"k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu": "1",
@@ -96,33 +96,33 @@ func TestTemplate(t *testing.T) {
 		},
 		{
 			name:  "mixed instances policy, EKS reserve",
-			group: awsdouble.Group{MixedInstanceTypes: []string{"m5.large", "m5.xlarge"}, AvailabilityZones: []string{"us-east-1a"}},
+			group: fakeaws.Group{MixedInstanceTypes: []string{"m5.large", "m5.xlarge"}, AvailabilityZones: []string{"us-east-1a"}},
 			want:  corev1.ResourceList{"cpu": q("1930m"), "memory": q("7518Mi"), "pods": q("29")},
 			labels: map[string]string{"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "m5.large",
 				"topology.kubernetes.io/region": "us-east-1", "topology.kubernetes.io/zone": "us-east-1a"},
 		},
 		{
 			name:     "launch template $Latest, arm64, multi-zone",
-			group:    awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-0abc", Version: "$Latest"}, AvailabilityZones: []string{"us-east-1a", "us-east-1b"}},
+			group:    fakeaws.Group{LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-0abc", Version: "$Latest"}, AvailabilityZones: []string{"us-east-1a", "us-east-1b"}},
 			want:     corev1.ResourceList{"cpu": q("1930m"), "memory": q("7518Mi"), "pods": q("29")},
 			labels:   map[string]string{"kubernetes.io/arch": "arm64", "node.kubernetes.io/instance-type": "m6g.large"},
 			noLabels: []string{"topology.kubernetes.io/zone"},
 		},
 		{
 			name:   "launch template by name, default version",
-			group:  awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{Name: "workers"}},
+			group:  fakeaws.Group{LaunchTemplate: &fakeaws.LaunchTemplateRef{Name: "workers"}},
 			want:   corev1.ResourceList{"cpu": q("1930m"), "memory": q("7518Mi"), "pods": q("29")},
 			labels: map[string]string{"node.kubernetes.io/instance-type": "m5.large"},
 		},
 		{
 			name:   "launch configuration, GPU type",
-			group:  awsdouble.Group{LaunchConfigurationName: "gpu-lc"},
+			group:  fakeaws.Group{LaunchConfigurationName: "gpu-lc"},
 			want:   corev1.ResourceList{"cpu": q("3920m"), "memory": q("15710Mi"), "pods": q("29"), "nvidia.com/gpu": q("1")},
 			labels: map[string]string{"node.kubernetes.io/instance-type": "g4dn.xlarge"},
 		},
 		{
 			name: "instance type plus a resource tag and labels",
-			group: awsdouble.Group{MixedInstanceTypes: []string{"t3.medium"}, Tags: map[string]string{
+			group: fakeaws.Group{MixedInstanceTypes: []string{"t3.medium"}, Tags: map[string]string{
 				"k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage": "20Gi",
 				"k8s.io/cluster-autoscaler/node-template/label/kubernetes.io/os":      "linux",
 				"k8s.io/cluster-autoscaler/node-template/label/pool":                  "small",
@@ -132,7 +132,7 @@ func TestTemplate(t *testing.T) {
 		},
 		{
 			name:  "custom system reserve",
-			group: awsdouble.Group{MixedInstanceTypes: []string{"m5.large"}},
+			group: fakeaws.Group{MixedInstanceTypes: []string{"m5.large"}},
 			opts: func(o *ngaws.Options) {
 				o.SystemReserved = corev1.ResourceList{"cpu": q("100m"), "memory": q("500Mi")}
 			},
@@ -140,7 +140,7 @@ func TestTemplate(t *testing.T) {
 		},
 		{
 			name:  "no launch source: from a registered node",
-			group: awsdouble.Group{},
+			group: fakeaws.Group{},
 			opts: func(o *ngaws.Options) {
 				o.NodeTemplate = func(_ context.Context, group string) (*planner.Template, error) {
 					if group != "asg" {
@@ -154,7 +154,7 @@ func TestTemplate(t *testing.T) {
 		},
 		{
 			name:  "missing launch template falls back to a registered node",
-			group: awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-gone"}},
+			group: fakeaws.Group{LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-gone"}},
 			opts: func(o *ngaws.Options) {
 				o.NodeTemplate = func(context.Context, string) (*planner.Template, error) { return hookTemplate, nil }
 			},
@@ -163,7 +163,7 @@ func TestTemplate(t *testing.T) {
 		},
 		{
 			name:  "no source at all",
-			group: awsdouble.Group{},
+			group: fakeaws.Group{},
 			opts: func(o *ngaws.Options) {
 				o.NodeTemplate = func(context.Context, string) (*planner.Template, error) { return nil, nil }
 			},
@@ -171,41 +171,41 @@ func TestTemplate(t *testing.T) {
 		},
 		{
 			name: "attribute-based selection: the smallest match, no GPU",
-			group: awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-0def"},
-				InstanceRequirements: &awsdouble.InstanceRequirements{VCPUMin: 4, MemoryMiBMin: 16000}},
+			group: fakeaws.Group{LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-0def"},
+				InstanceRequirements: &fakeaws.InstanceRequirements{VCPUMin: 4, MemoryMiBMin: 16000}},
 			want:   corev1.ResourceList{corev1.ResourceCPU: q("3920m"), corev1.ResourceMemory: q("15391Mi"), corev1.ResourcePods: q("58")},
 			labels: map[string]string{"node.kubernetes.io/instance-type": "m5.xlarge", "kubernetes.io/arch": "amd64"},
 		},
 		{
 			name: "attribute-based selection on arm64",
-			group: awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-0def"},
-				InstanceRequirements: &awsdouble.InstanceRequirements{VCPUMin: 2, VCPUMax: 2, MemoryMiBMin: 8000},
+			group: fakeaws.Group{LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-0def"},
+				InstanceRequirements: &fakeaws.InstanceRequirements{VCPUMin: 2, VCPUMax: 2, MemoryMiBMin: 8000},
 				Tags:                 map[string]string{"k8s.io/cluster-autoscaler/node-template/label/kubernetes.io/arch": "arm64"}},
 			want:   corev1.ResourceList{corev1.ResourceCPU: q("1930m"), corev1.ResourceMemory: q("7518Mi"), corev1.ResourcePods: q("29")},
 			labels: map[string]string{"node.kubernetes.io/instance-type": "m6g.large", "kubernetes.io/arch": "arm64"},
 		},
 		{
 			name: "attribute-based selection matching nothing",
-			group: awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-0def"},
-				InstanceRequirements: &awsdouble.InstanceRequirements{VCPUMin: 64, MemoryMiBMin: 1}},
+			group: fakeaws.Group{LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-0def"},
+				InstanceRequirements: &fakeaws.InstanceRequirements{VCPUMin: 64, MemoryMiBMin: 1}},
 			wantErr: "no x86_64 instance type meets the instance requirements",
 		},
 		{
 			name:    "missing launch template",
-			group:   awsdouble.Group{LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-gone"}},
+			group:   fakeaws.Group{LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-gone"}},
 			wantErr: "InvalidLaunchTemplateId.NotFound",
 		},
 		{
 			name:    "unknown instance type",
-			group:   awsdouble.Group{MixedInstanceTypes: []string{"m99.huge"}},
+			group:   fakeaws.Group{MixedInstanceTypes: []string{"m99.huge"}},
 			wantErr: "do not exist: [m99.huge]",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, as, ec2c := newDouble(t)
-			d.AddLaunchTemplate(awsdouble.LaunchTemplate{ID: "lt-0abc", Name: "arm", InstanceTypes: []string{"m5.large", "m6g.large"}})
-			d.AddLaunchTemplate(awsdouble.LaunchTemplate{ID: "lt-0def", Name: "workers", InstanceTypes: []string{"m5.large", "c5.large"}})
+			d.AddLaunchTemplate(fakeaws.LaunchTemplate{ID: "lt-0abc", Name: "arm", InstanceTypes: []string{"m5.large", "m6g.large"}})
+			d.AddLaunchTemplate(fakeaws.LaunchTemplate{ID: "lt-0def", Name: "workers", InstanceTypes: []string{"m5.large", "c5.large"}})
 			d.AddLaunchConfiguration("gpu-lc", "g4dn.xlarge")
 			grp := tt.group
 			grp.Name, grp.MaxSize = "asg", 5
@@ -255,9 +255,9 @@ func TestTemplate(t *testing.T) {
 
 func TestTemplateRequestsAndCaching(t *testing.T) {
 	d, as, ec2c := newDouble(t)
-	d.AddLaunchTemplate(awsdouble.LaunchTemplate{ID: "lt-0abc", Name: "arm", InstanceTypes: []string{"m5.large", "m6g.large"}, DefaultVersion: 1})
-	d.AddGroup(awsdouble.Group{Name: "a", MaxSize: 3, LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-0abc", Version: "2"}, Tags: discoveryTags("c")})
-	d.AddGroup(awsdouble.Group{Name: "b", MaxSize: 3, LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-0abc", Version: "2"}, Tags: discoveryTags("c")})
+	d.AddLaunchTemplate(fakeaws.LaunchTemplate{ID: "lt-0abc", Name: "arm", InstanceTypes: []string{"m5.large", "m6g.large"}, DefaultVersion: 1})
+	d.AddGroup(fakeaws.Group{Name: "a", MaxSize: 3, LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-0abc", Version: "2"}, Tags: discoveryTags("c")})
+	d.AddGroup(fakeaws.Group{Name: "b", MaxSize: 3, LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-0abc", Version: "2"}, Tags: discoveryTags("c")})
 	p := newProvider(t, as, ec2c, ngaws.Options{ClusterName: "c"})
 	ctx := context.Background()
 	for range 2 {
@@ -294,7 +294,7 @@ func TestTemplateRequestsAndCaching(t *testing.T) {
 // template stands.
 func TestMalformedTemplateTagsAreSkipped(t *testing.T) {
 	d, as, ec2c := newDouble(t)
-	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 5, MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{
+	d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 5, MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{
 		"k8s.io/cluster-autoscaler/node-template/taint/bad":        "y:Sometimes",
 		"k8s.io/cluster-autoscaler/node-template/taint/good":       "yes:NoSchedule",
 		"k8s.io/cluster-autoscaler/node-template/resources/memory": "lots",
@@ -373,21 +373,21 @@ func TestManagedNodegroupTemplate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, as, ec2c := newDouble(t)
-			d.AddGroup(awsdouble.Group{Name: "eks-ng-1-abc", MaxSize: 5, MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{
+			d.AddGroup(fakeaws.Group{Name: "eks-ng-1-abc", MaxSize: 5, MixedInstanceTypes: []string{"m5.large"}, Tags: map[string]string{
 				"eks:cluster-name":   "prod",
 				"eks:nodegroup-name": "ng-1",
 				"k8s.io/cluster-autoscaler/node-template/label/tier":      "from-tag",
 				"k8s.io/cluster-autoscaler/node-template/taint/dedicated": "tag:NoSchedule",
 			}})
-			d.AddNodegroup(awsdouble.Nodegroup{Cluster: "prod", Name: "ng-1", CapacityType: "SPOT",
+			d.AddNodegroup(fakeaws.Nodegroup{Cluster: "prod", Name: "ng-1", CapacityType: "SPOT",
 				Labels: map[string]string{"team": "data", "tier": "from-eks"},
-				Taints: []awsdouble.NodegroupTaint{
+				Taints: []fakeaws.NodegroupTaint{
 					{Key: "spot", Effect: "PREFER_NO_SCHEDULE"},
 					{Key: "gpu", Value: "true", Effect: "NO_EXECUTE"},
 					{Key: "dedicated", Value: "eks", Effect: "NO_SCHEDULE"},
 				}})
 			if tt.fail {
-				d.FailNext("DescribeNodegroup", 1, awsdouble.Fault{Status: 403, Code: "AccessDeniedException", Message: "not authorized to perform: eks:DescribeNodegroup"})
+				d.FailNext("DescribeNodegroup", 1, fakeaws.Fault{Status: 403, Code: "AccessDeniedException", Message: "not authorized to perform: eks:DescribeNodegroup"})
 			}
 			eksc := ngaws.NewEKSClient(awssdk.Config{
 				Region:       d.Region(),

@@ -161,88 +161,107 @@ var (
 	wholeRE = regexp.MustCompile(`^[0-9]+$`)
 )
 
+// sections are the file's sections: [global] and the node groups in file
+// order.
+type sections struct {
+	global *section
+	groups []*section
+	byName map[string]*section
+}
+
 func (b *builder) build(entries []iniEntry) (*CloudConfig, error) {
 	b.lines = keyLines{}
-	global := newSection("global", 0)
-	var groups []*section
-	byName := map[string]*section{}
+	secs := &sections{global: newSection("global", 0), byName: map[string]*section{}}
 	var cur *section
 	for _, e := range entries {
 		if e.key == "" { // a section header
-			switch e.section {
-			case "global":
-				if e.hasSub {
-					b.errorf(e.line, "", "", "[global] takes no subsection name")
-					cur = nil
-					continue
-				}
-				// gcfg would merge a repeated section, so a key set in
-				// both would silently take the later value.
-				if global.line != 0 {
-					b.errorf(e.line, "", "", "[global] is repeated (first at line %d): keep one [global] section", global.line)
-					cur = nil
-					continue
-				}
-				cur = global
-				global.line = e.line
-			case "nodegroup":
-				if !e.hasSub {
-					b.errorf(e.line, "", "", `a node group section needs a name: [nodegroup "name"]`)
-					cur = nil
-					continue
-				}
-				if s, ok := byName[e.sub]; ok {
-					b.errorf(e.line, "", "", "[nodegroup %q] is repeated (first at line %d): one section per node group", e.sub, s.line)
-					cur = nil
-					continue
-				}
-				cur = newSection(groupSection(e.sub), e.line)
-				cur.group = e.sub
-				byName[e.sub] = cur
-				groups = append(groups, cur)
-				b.checkName(e.line, cur.name, "", "node group name", e.sub)
-			default:
-				b.errorf(e.line, "", "", "unknown section [%s] (use [global] and [nodegroup \"name\"])", e.section)
-				cur = nil
-			}
+			cur = b.header(secs, e)
 			continue
 		}
 		if cur == nil {
 			continue // under a bad header, already reported
 		}
-		kind, ok := keySpec(cur.kind(), e.key)
-		if !ok {
-			b.errorf(e.line, cur.name, e.key, "unknown key%s", suggest(cur.kind(), e.key))
-			continue
-		}
-		b.lines[cur.name+"\x00"+e.key] = e.line
-		v := value{line: e.line, blank: e.blank, text: e.value}
-		switch {
-		case kind == kindMulti:
-			m := cur.multi[e.key]
-			if m == nil {
-				m = &multi{}
-				cur.multi[e.key] = m
-			}
-			if e.blank {
-				*m = multi{} // a bare key clears the list
-				continue
-			}
-			m.set = true
-			m.values = append(m.values, v)
-		case e.blank && kind != kindBool:
-			b.errorf(e.line, cur.name, e.key, "needs a value (key = value)")
-		default:
-			// gcfg lets the last value win; a key set twice is more likely
-			// a mistake than a choice, so neither is guessed at.
-			if prev, dup := cur.single[e.key]; dup {
-				b.errorf(e.line, cur.name, e.key, "is set again (first at line %d): keep one", prev.line)
-				continue
-			}
-			cur.single[e.key] = v
-		}
+		b.assign(cur, e)
 	}
+	return b.config(secs.global, secs.groups)
+}
 
+// header opens the section e starts; nil when the header is wrong (the
+// keys under it are then skipped).
+func (b *builder) header(secs *sections, e iniEntry) *section {
+	switch e.section {
+	case "global":
+		if e.hasSub {
+			b.errorf(e.line, "", "", "[global] takes no subsection name")
+			return nil
+		}
+		// gcfg would merge a repeated section, so a key set in
+		// both would silently take the later value.
+		if secs.global.line != 0 {
+			b.errorf(e.line, "", "", "[global] is repeated (first at line %d): keep one [global] section", secs.global.line)
+			return nil
+		}
+		secs.global.line = e.line
+		return secs.global
+	case "nodegroup":
+		if !e.hasSub {
+			b.errorf(e.line, "", "", `a node group section needs a name: [nodegroup "name"]`)
+			return nil
+		}
+		if s, ok := secs.byName[e.sub]; ok {
+			b.errorf(e.line, "", "", "[nodegroup %q] is repeated (first at line %d): one section per node group", e.sub, s.line)
+			return nil
+		}
+		cur := newSection(groupSection(e.sub), e.line)
+		cur.group = e.sub
+		secs.byName[e.sub] = cur
+		secs.groups = append(secs.groups, cur)
+		b.checkName(e.line, cur.name, "", "node group name", e.sub)
+		return cur
+	default:
+		b.errorf(e.line, "", "", "unknown section [%s] (use [global] and [nodegroup \"name\"])", e.section)
+		return nil
+	}
+}
+
+// assign records one key = value line of section cur.
+func (b *builder) assign(cur *section, e iniEntry) {
+	kind, ok := keySpec(cur.kind(), e.key)
+	if !ok {
+		b.errorf(e.line, cur.name, e.key, "unknown key%s", suggest(cur.kind(), e.key))
+		return
+	}
+	b.lines[cur.name+"\x00"+e.key] = e.line
+	v := value{line: e.line, blank: e.blank, text: e.value}
+	switch {
+	case kind == kindMulti:
+		m := cur.multi[e.key]
+		if m == nil {
+			m = &multi{}
+			cur.multi[e.key] = m
+		}
+		if e.blank {
+			*m = multi{} // a bare key clears the list
+			return
+		}
+		m.set = true
+		m.values = append(m.values, v)
+	case e.blank && kind != kindBool:
+		b.errorf(e.line, cur.name, e.key, "needs a value (key = value)")
+	default:
+		// gcfg lets the last value win; a key set twice is more likely
+		// a mistake than a choice, so neither is guessed at.
+		if prev, dup := cur.single[e.key]; dup {
+			b.errorf(e.line, cur.name, e.key, "is set again (first at line %d): keep one", prev.line)
+			return
+		}
+		cur.single[e.key] = v
+	}
+}
+
+// config checks the sections' values and makes the config, or returns
+// every problem found, in line order.
+func (b *builder) config(global *section, groups []*section) (*CloudConfig, error) {
 	cfg := &CloudConfig{Source: b.source, lines: b.lines}
 	b.global(cfg, global)
 	// The defaults alone are checked even when no group uses them.
@@ -386,7 +405,17 @@ func (b *builder) boolean(v value, sec, key string) bool {
 // list entirely).
 func (b *builder) group(cfg *CloudConfig, global, s *section) *NodeGroupConfig {
 	g := &NodeGroupConfig{Name: s.group, Line: s.line}
+	b.groupSize(cfg, s, g)
+	in := inherited{group: s, global: global}
+	b.serverMachine(&g.Server, in)
+	b.serverSpecs(&g.Server, in)
+	b.serverOptions(&g.Server, in)
+	g.TemplateLabels = b.templateLabels(s)
+	return g
+}
 
+// groupSize reads min-size and max-size, each defaulting to the global one.
+func (b *builder) groupSize(cfg *CloudConfig, s *section, g *NodeGroupConfig) {
 	g.MinSize = b.size(s, "min-size", cfg.DefaultMinSize)
 	g.MaxSize = b.size(s, "max-size", cfg.DefaultMaxSize)
 	if g.MinSize > g.MaxSize && s.group != "" {
@@ -399,71 +428,85 @@ func (b *builder) group(cfg *CloudConfig, global, s *section) *NodeGroupConfig {
 		}
 		b.errorf(line, s.name, "min-size", "min size %d is above max size %d", g.MinSize, g.MaxSize)
 	}
+}
 
-	// pick returns the group's value of a server key, else the default, and
-	// the section it came from (for messages).
-	pick := func(key string) (value, *section) {
-		if v, ok := s.single[key]; ok && (v.text != "" || v.blank) {
-			return v, s
-		}
-		if v, ok := global.single["default-"+key]; ok {
-			return v, global
-		}
-		return value{}, nil
-	}
-	keyIn := func(src *section, key string) string {
-		if src == global {
-			return "default-" + key
-		}
-		return key
-	}
-	pickList := func(key string) ([]value, *section) {
-		if m := s.multi[key]; m != nil && m.set {
-			return m.values, s
-		}
-		if m := global.multi["default-"+key]; m != nil && m.set {
-			return m.values, global
-		}
-		return nil, nil
-	}
+// inherited reads a group's server keys: the group's own value, else
+// [global]'s default-<key>.
+type inherited struct{ group, global *section }
 
-	sc := &g.Server
-	if v, src := pick("name-prefix"); src != nil {
+// pick returns the group's value of a server key, else the default, and the
+// section it came from (for messages).
+func (in inherited) pick(key string) (value, *section) {
+	if v, ok := in.group.single[key]; ok && (v.text != "" || v.blank) {
+		return v, in.group
+	}
+	if v, ok := in.global.single["default-"+key]; ok {
+		return v, in.global
+	}
+	return value{}, nil
+}
+
+// pickList is pick for a repeated key.
+func (in inherited) pickList(key string) ([]value, *section) {
+	if m := in.group.multi[key]; m != nil && m.set {
+		return m.values, in.group
+	}
+	if m := in.global.multi["default-"+key]; m != nil && m.set {
+		return m.values, in.global
+	}
+	return nil, nil
+}
+
+// keyIn is how key is spelled in src.
+func (in inherited) keyIn(src *section, key string) string {
+	if src == in.global {
+		return "default-" + key
+	}
+	return key
+}
+
+// serverMachine reads the server's name, access, place and size.
+func (b *builder) serverMachine(sc *ServerConfig, in inherited) {
+	if v, src := in.pick("name-prefix"); src != nil {
 		sc.NamePrefix = v.text
 		if !namePrefixRE.MatchString(v.text) {
-			b.errorf(v.line, src.name, keyIn(src, "name-prefix"), "%q may only hold letters, digits, dash and underscore (Kamatera server names)", v.text)
+			b.errorf(v.line, src.name, in.keyIn(src, "name-prefix"), "%q may only hold letters, digits, dash and underscore (Kamatera server names)", v.text)
 		}
 	}
-	if v, src := pick("password"); src != nil {
+	if v, src := in.pick("password"); src != nil {
 		sc.Password = Secret(v.text)
 	}
-	sc.SSHKey = pickText(pick("ssh-key"))
-	sc.Datacenter = pickText(pick("datacenter"))
-	sc.Image = pickText(pick("image"))
-	if v, src := pick("cpu"); src != nil {
+	sc.SSHKey = pickText(in.pick("ssh-key"))
+	sc.Datacenter = pickText(in.pick("datacenter"))
+	sc.Image = pickText(in.pick("image"))
+	if v, src := in.pick("cpu"); src != nil {
 		sc.CPU = v.text
 		if !cpuRE.MatchString(v.text) {
-			b.errorf(v.line, src.name, keyIn(src, "cpu"), "%q is not a Kamatera CPU (a vCPU count and a type: A availability, B general purpose, T burstable or D dedicated, e.g. 2A)", v.text)
+			b.errorf(v.line, src.name, in.keyIn(src, "cpu"), "%q is not a Kamatera CPU (a vCPU count and a type: A availability, B general purpose, T burstable or D dedicated, e.g. 2A)", v.text)
 		}
 	}
-	if v, src := pick("ram"); src != nil {
+	if v, src := in.pick("ram"); src != nil {
 		n, err := strconv.Atoi(v.text)
 		if err != nil || n <= 0 || !wholeRE.MatchString(v.text) {
-			b.errorf(v.line, src.name, keyIn(src, "ram"), "%q is not a RAM size in MB (a positive whole number, e.g. 4096)", v.text)
+			b.errorf(v.line, src.name, in.keyIn(src, "ram"), "%q is not a RAM size in MB (a positive whole number, e.g. 4096)", v.text)
 		} else {
 			sc.RAM = n
 		}
 	}
+}
+
+// serverSpecs reads the disk and network specs, one per line.
+func (b *builder) serverSpecs(sc *ServerConfig, in inherited) {
 	for _, key := range []string{"disk", "network"} {
-		vals, src := pickList(key)
+		vals, src := in.pickList(key)
 		var specs []string
 		for _, v := range vals {
 			switch {
 			case strings.TrimSpace(v.text) == "":
-				b.errorf(v.line, src.name, keyIn(src, key), "must not be empty")
+				b.errorf(v.line, src.name, in.keyIn(src, key), "must not be empty")
 			case strings.ContainsAny(v.text, " \t\n"):
 				// the create API joins the specs with spaces
-				b.errorf(v.line, src.name, keyIn(src, key), "%q must not contain spaces (one spec per line, e.g. %s)", v.text, example(key))
+				b.errorf(v.line, src.name, in.keyIn(src, key), "%q must not contain spaces (one spec per line, e.g. %s)", v.text, example(key))
 			default:
 				specs = append(specs, v.text)
 			}
@@ -474,54 +517,63 @@ func (b *builder) group(cfg *CloudConfig, global, s *section) *NodeGroupConfig {
 			sc.Networks = specs
 		}
 	}
-	if v, src := pick("dailybackup"); src != nil {
-		sc.DailyBackup = b.boolean(v, src.name, keyIn(src, "dailybackup"))
+}
+
+// serverOptions reads backups, management, billing and the start-up script.
+func (b *builder) serverOptions(sc *ServerConfig, in inherited) {
+	if v, src := in.pick("dailybackup"); src != nil {
+		sc.DailyBackup = b.boolean(v, src.name, in.keyIn(src, "dailybackup"))
 	}
-	if v, src := pick("managed"); src != nil {
-		sc.Managed = b.boolean(v, src.name, keyIn(src, "managed"))
+	if v, src := in.pick("managed"); src != nil {
+		sc.Managed = b.boolean(v, src.name, in.keyIn(src, "managed"))
 	}
 	sc.BillingCycle = BillingHourly
-	if v, src := pick("billingcycle"); src != nil {
+	if v, src := in.pick("billingcycle"); src != nil {
 		switch v.text {
 		case BillingHourly, BillingMonthly:
 			sc.BillingCycle = v.text
 		default:
-			b.errorf(v.line, src.name, keyIn(src, "billingcycle"), "%q is not a billing cycle (hourly or monthly)", v.text)
+			b.errorf(v.line, src.name, in.keyIn(src, "billingcycle"), "%q is not a billing cycle (hourly or monthly)", v.text)
 		}
 	}
-	sc.MonthlyPackage = pickText(pick("monthlypackage"))
-	if v, src := pick("script-base64"); src != nil {
+	sc.MonthlyPackage = pickText(in.pick("monthlypackage"))
+	if v, src := in.pick("script-base64"); src != nil {
 		raw, err := base64.StdEncoding.DecodeString(v.text)
 		switch {
 		case err != nil:
-			b.errorf(v.line, src.name, keyIn(src, "script-base64"), "is not valid base64 (encode the script with: base64 -w0 script.sh)")
+			b.errorf(v.line, src.name, in.keyIn(src, "script-base64"), "is not valid base64 (encode the script with: base64 -w0 script.sh)")
 		case strings.TrimSpace(string(raw)) == "":
-			b.errorf(v.line, src.name, keyIn(src, "script-base64"), "decodes to an empty script")
+			b.errorf(v.line, src.name, in.keyIn(src, "script-base64"), "decodes to an empty script")
 		default:
 			sc.ScriptBase64 = Secret(v.text)
 		}
 	}
+}
 
-	if m := s.multi["template-label"]; m != nil && m.set {
-		g.TemplateLabels = map[string]string{}
-		for _, v := range m.values {
-			k, val, ok := strings.Cut(v.text, "=")
-			if !ok {
-				b.errorf(v.line, s.name, "template-label", "%q is not key=value", v.text)
-				continue
-			}
-			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-				b.errorf(v.line, s.name, "template-label", "label key %q: %s", k, strings.Join(errs, "; "))
-				continue
-			}
-			if errs := validation.IsValidLabelValue(val); len(errs) > 0 {
-				b.errorf(v.line, s.name, "template-label", "label value %q: %s", val, strings.Join(errs, "; "))
-				continue
-			}
-			g.TemplateLabels[k] = val
-		}
+// templateLabels reads a group's template-label lines (nil when none).
+func (b *builder) templateLabels(s *section) map[string]string {
+	m := s.multi["template-label"]
+	if m == nil || !m.set {
+		return nil
 	}
-	return g
+	labels := map[string]string{}
+	for _, v := range m.values {
+		k, val, ok := strings.Cut(v.text, "=")
+		if !ok {
+			b.errorf(v.line, s.name, "template-label", "%q is not key=value", v.text)
+			continue
+		}
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			b.errorf(v.line, s.name, "template-label", "label key %q: %s", k, strings.Join(errs, "; "))
+			continue
+		}
+		if errs := validation.IsValidLabelValue(val); len(errs) > 0 {
+			b.errorf(v.line, s.name, "template-label", "label value %q: %s", val, strings.Join(errs, "; "))
+			continue
+		}
+		labels[k] = val
+	}
+	return labels
 }
 
 func pickText(v value, src *section) string {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/providers/kamatera/kamateradouble"
+	"github.com/nodetide/nodetide/internal/fake/fakekamatera"
 )
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -23,9 +23,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func pendingTerminate(d *kamateradouble.Double) (string, bool) {
+func pendingTerminate(d *fakekamatera.Double) (string, bool) {
 	for _, c := range d.Commands() {
-		if c.Info == kamateradouble.InfoTerminate && c.Status == kamateradouble.StatusPending {
+		if c.Info == fakekamatera.InfoTerminate && c.Status == fakekamatera.StatusPending {
 			return c.ID, true
 		}
 	}
@@ -34,12 +34,12 @@ func pendingTerminate(d *kamateradouble.Double) (string, bool) {
 
 // terminateBed has two running workers and a provider that follows commands
 // for at most wait.
-func terminateBed(t *testing.T, wait time.Duration, opts ...kamateradouble.Option) *bed {
+func terminateBed(t *testing.T, wait time.Duration, opts ...fakekamatera.Option) *bed {
 	t.Helper()
-	d := kamateradouble.New(opts...)
+	d := fakekamatera.New(opts...)
 	t.Cleanup(d.Close)
-	d.AddServer(kamateradouble.Server{Name: "w-one", Power: true, Tags: tagged("workers")})
-	d.AddServer(kamateradouble.Server{Name: "w-two", Power: true, Tags: tagged("workers")})
+	d.AddServer(fakekamatera.Server{Name: "w-one", Power: true, Tags: tagged("workers")})
+	d.AddServer(fakekamatera.Server{Name: "w-two", Power: true, Tags: tagged("workers")})
 	return newBedOn(t, d, baseINI(d.URL())+"[nodegroup \"workers\"]\n", nil, WithCommandWait(wait, 5*time.Millisecond))
 }
 
@@ -47,7 +47,7 @@ func TestTerminateFollowsItsCommand(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("queued, then complete", func(t *testing.T) {
-		b := terminateBed(t, 20*time.Second, kamateradouble.WithQueuedTerminates())
+		b := terminateBed(t, 20*time.Second, fakekamatera.WithQueuedTerminates())
 		done := make(chan error, 1)
 		go func() { done <- b.group("workers").DeleteInstance(ctx, "kamatera://w-one") }()
 		var id string
@@ -98,7 +98,7 @@ func TestTerminateFollowsItsCommand(t *testing.T) {
 	})
 
 	t.Run("still queued, then fails later", func(t *testing.T) {
-		b := terminateBed(t, 30*time.Millisecond, kamateradouble.WithQueuedTerminates())
+		b := terminateBed(t, 30*time.Millisecond, fakekamatera.WithQueuedTerminates())
 		if err := b.group("workers").DeleteInstance(ctx, "kamatera://w-one"); err != nil {
 			t.Fatalf("DeleteInstance: %v", err)
 		}
@@ -120,7 +120,7 @@ func TestTerminateFollowsItsCommand(t *testing.T) {
 	})
 
 	t.Run("still queued, then complete", func(t *testing.T) {
-		b := terminateBed(t, 30*time.Millisecond, kamateradouble.WithQueuedTerminates())
+		b := terminateBed(t, 30*time.Millisecond, fakekamatera.WithQueuedTerminates())
 		if err := b.group("workers").DeleteInstance(ctx, "kamatera://w-one"); err != nil {
 			t.Fatalf("DeleteInstance: %v", err)
 		}
@@ -137,12 +137,12 @@ func TestTerminateFollowsItsCommand(t *testing.T) {
 
 func TestPowerOffMode(t *testing.T) {
 	ctx := context.Background()
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	t.Cleanup(d.Close)
 	for _, n := range []string{"w-1", "w-2", "w-3"} {
-		d.AddServer(kamateradouble.Server{Name: n, Power: true, Tags: tagged("workers")})
+		d.AddServer(fakekamatera.Server{Name: n, Power: true, Tags: tagged("workers")})
 	}
-	d.AddServer(kamateradouble.Server{Name: "o-off", Power: false, Tags: tagged("other")})
+	d.AddServer(fakekamatera.Server{Name: "o-off", Power: false, Tags: tagged("other")})
 	ini := baseINI(d.URL()) + "poweroff-on-scale-down = true\npoweron-on-scale-up = true\npoweroff-on-scale-down-max-servers = 1\n" + twoGroups
 	b := newBedOn(t, d, ini, nil, WithCommandWait(10*time.Second, 5*time.Millisecond))
 	g := b.group("workers")
@@ -211,7 +211,7 @@ func TestPowerOffModeOffTerminates(t *testing.T) {
 // terminate command, other size changes go on.
 func TestWaitingTerminateDoesNotBlockScaleUp(t *testing.T) {
 	ctx := context.Background()
-	b := terminateBed(t, 20*time.Second, kamateradouble.WithQueuedTerminates())
+	b := terminateBed(t, 20*time.Second, fakekamatera.WithQueuedTerminates())
 	done := make(chan error, 1)
 	go func() { done <- b.group("workers").DeleteInstance(ctx, "kamatera://w-one") }()
 	var id string
@@ -236,7 +236,7 @@ func TestWaitingTerminateDoesNotBlockScaleUp(t *testing.T) {
 // not kept powered off.
 func TestPowerOffModeTerminatesFailedCreates(t *testing.T) {
 	ctx := context.Background()
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	t.Cleanup(d.Close)
 	ini := baseINI(d.URL()) + "poweroff-on-scale-down = true\n" + twoGroups
 	b := newBedOn(t, d, ini, nil, WithCommandWait(10*time.Second, 5*time.Millisecond), WithCreateTimeout(time.Minute))

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/internal/fake/fakekamatera"
 	"github.com/nodetide/nodetide/pkg/providers"
-	"github.com/nodetide/nodetide/pkg/providers/kamatera/kamateradouble"
 )
 
 const testScript = "#!/bin/bash\nkubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef\n"
@@ -40,7 +40,7 @@ func (c *clock) Advance(d time.Duration) {
 
 type bed struct {
 	t     *testing.T
-	d     *kamateradouble.Double
+	d     *fakekamatera.Double
 	p     *Provider
 	clock *clock
 }
@@ -73,12 +73,12 @@ name-prefix = o
 // provider sees (nil: the double's credentials).
 func newBed(t *testing.T, groups string, env map[string]string, opts ...Option) *bed {
 	t.Helper()
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	t.Cleanup(d.Close)
 	return newBedOn(t, d, baseINI(d.URL())+groups, env, opts...)
 }
 
-func newBedOn(t *testing.T, d *kamateradouble.Double, ini string, env map[string]string, opts ...Option) *bed {
+func newBedOn(t *testing.T, d *fakekamatera.Double, ini string, env map[string]string, opts ...Option) *bed {
 	t.Helper()
 	if env == nil {
 		env = map[string]string{EnvAPIClientID: d.ClientID(), EnvAPISecret: d.Secret()}
@@ -162,9 +162,9 @@ func TestNodeGroups(t *testing.T) {
 }
 
 func TestMembershipByTagsAndPrefix(t *testing.T) {
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	t.Cleanup(d.Close)
-	for _, s := range []kamateradouble.Server{
+	for _, s := range []fakekamatera.Server{
 		{Name: "w-run", Power: true, Tags: tagged("workers")},
 		{Name: "w-off", Power: false, Tags: tagged("workers")},
 		{Name: "w-clusteronly", Power: true, Tags: []string{"k8sca-test"}},
@@ -213,7 +213,7 @@ func TestScaleUpThroughTheQueue(t *testing.T) {
 		if !nameRE.MatchString(r.Name) {
 			t.Errorf("server name %q is not <name-prefix>-<11 hex>", r.Name)
 		}
-		want := kamateradouble.CreateRequest{
+		want := fakekamatera.CreateRequest{
 			Name: r.Name, Password: "__generate__", PasswordValidate: "__generate__",
 			Datacenter: "EU", Image: "ubuntu_server_22.04_64-bit", CPU: "2A", RAM: "4096",
 			Disk: "size=50", DailyBackup: "no", Managed: "no", Network: "name=wan,ip=auto", Quantity: 1,
@@ -273,7 +273,7 @@ monthlypackage = t5000
 		t.Fatal(err)
 	}
 	r := b.d.CreateRequests()[0]
-	want := kamateradouble.CreateRequest{
+	want := fakekamatera.CreateRequest{
 		Name: r.Name, Password: "Secr3tPassw0rd", PasswordValidate: "Secr3tPassw0rd",
 		SSHKey: "ssh-ed25519 AAAAC3Nza ops@example.com", Datacenter: "US-NY2", Image: "ubuntu_server_24.04_64-bit",
 		CPU: "4B", RAM: "8192", Disk: "size=100 size=200", DailyBackup: "yes", Managed: "yes",
@@ -362,12 +362,12 @@ func TestUnknownCommandWaitsThenTimesOut(t *testing.T) {
 }
 
 func TestDeleteInstance(t *testing.T) {
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	t.Cleanup(d.Close)
-	d.AddServer(kamateradouble.Server{Name: "w-one", Power: true, Tags: tagged("workers")})
-	d.AddServer(kamateradouble.Server{Name: "w-two", Power: true, Tags: tagged("workers")})
-	d.AddServer(kamateradouble.Server{Name: "w-off", Power: false, Tags: tagged("workers")})
-	d.AddServer(kamateradouble.Server{Name: "o-one", Power: true, Tags: tagged("other")})
+	d.AddServer(fakekamatera.Server{Name: "w-one", Power: true, Tags: tagged("workers")})
+	d.AddServer(fakekamatera.Server{Name: "w-two", Power: true, Tags: tagged("workers")})
+	d.AddServer(fakekamatera.Server{Name: "w-off", Power: false, Tags: tagged("workers")})
+	d.AddServer(fakekamatera.Server{Name: "o-one", Power: true, Tags: tagged("other")})
 	var terminated []string
 	d.OnTerminate(func(name string) { terminated = append(terminated, name) })
 	b := newBedOn(t, d, baseINI(d.URL())+"[nodegroup \"workers\"]\nmin-size = 1\n[nodegroup \"other\"]\n", nil)
@@ -506,9 +506,9 @@ func TestIncreaseSizeLimits(t *testing.T) {
 }
 
 func TestNoScriptGroupCanShrinkButNotGrow(t *testing.T) {
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	t.Cleanup(d.Close)
-	d.AddServer(kamateradouble.Server{Name: "n-one", Power: true, Tags: tagged("noscript")})
+	d.AddServer(fakekamatera.Server{Name: "n-one", Power: true, Tags: tagged("noscript")})
 	ini := strings.Replace(baseINI(d.URL()), "default-script-base64", "; default-script-base64", 1) + "[nodegroup \"noscript\"]\n"
 	b := newBedOn(t, d, ini, nil)
 	ctx := context.Background()
@@ -635,7 +635,7 @@ func TestRetries(t *testing.T) {
 		b := newBed(t, twoGroups, nil, WithRequestTimeout(50*time.Millisecond))
 		b.d.InjectDelay("/service/server", 100*time.Millisecond, 1)
 		created := make(chan string, 1)
-		b.d.OnCreate(func(req kamateradouble.CreateRequest, _ string) { created <- req.Name })
+		b.d.OnCreate(func(req fakekamatera.CreateRequest, _ string) { created <- req.Name })
 		if err := b.group("workers").IncreaseSize(ctx, 1); err == nil || !strings.Contains(err.Error(), "no answer within") {
 			t.Errorf("error %v", err)
 		}
@@ -663,9 +663,9 @@ func TestRetries(t *testing.T) {
 		}
 	})
 	t.Run("a lost terminate answer still succeeds", func(t *testing.T) {
-		d := kamateradouble.New()
+		d := fakekamatera.New()
 		t.Cleanup(d.Close)
-		d.AddServer(kamateradouble.Server{Name: "w-one", Power: true, Tags: tagged("workers")})
+		d.AddServer(fakekamatera.Server{Name: "w-one", Power: true, Tags: tagged("workers")})
 		b := newBedOn(t, d, baseINI(d.URL())+twoGroups, nil, WithRequestTimeout(100*time.Millisecond), WithRetry(3, 100*time.Millisecond))
 		// The first attempt is served after the client gave up on it; the
 		// retries then find no server.
@@ -683,7 +683,7 @@ func TestUnauthorized(t *testing.T) {
 	// error body: both are a rejected key, not an empty listing.
 	for _, status := range []int{http.StatusUnauthorized, http.StatusOK} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
-			d := kamateradouble.New(kamateradouble.WithAuthFailureStatus(status))
+			d := fakekamatera.New(fakekamatera.WithAuthFailureStatus(status))
 			t.Cleanup(d.Close)
 			b := newBedOn(t, d, baseINI(d.URL())+twoGroups, map[string]string{EnvAPIClientID: d.ClientID(), EnvAPISecret: wrong})
 			_, err := b.p.NodeGroups(context.Background())
@@ -721,7 +721,7 @@ func TestUnauthorized(t *testing.T) {
 }
 
 func TestCredentialsPrecedence(t *testing.T) {
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	t.Cleanup(d.Close)
 	ini := func(id, secret string) string {
 		return strings.Replace(baseINI(d.URL()), "[global]\n", fmt.Sprintf("[global]\nkamatera-api-client-id = %s\nkamatera-api-secret = %s\n", id, secret), 1) + twoGroups
@@ -771,10 +771,10 @@ func TestCredentialsPrecedence(t *testing.T) {
 }
 
 func TestProviderIDPrefix(t *testing.T) {
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	t.Cleanup(d.Close)
-	d.AddServer(kamateradouble.Server{Name: "w-one", Power: true, Tags: tagged("workers")})
-	d.AddServer(kamateradouble.Server{Name: "w-two", Power: true, Tags: tagged("workers")})
+	d.AddServer(fakekamatera.Server{Name: "w-one", Power: true, Tags: tagged("workers")})
+	d.AddServer(fakekamatera.Server{Name: "w-two", Power: true, Tags: tagged("workers")})
 	b := newBedOn(t, d, baseINI(d.URL())+"provider-id-prefix = rke2://\n"+twoGroups, nil)
 	equal(t, "instances", b.state("workers"), []string{"rke2://w-one=running", "rke2://w-two=running"})
 	g := b.group("workers")
@@ -787,7 +787,7 @@ func TestProviderIDPrefix(t *testing.T) {
 }
 
 func TestNumericCommandIDs(t *testing.T) {
-	d := kamateradouble.New(kamateradouble.WithNumericCommandIDs())
+	d := fakekamatera.New(fakekamatera.WithNumericCommandIDs())
 	t.Cleanup(d.Close)
 	b := newBedOn(t, d, baseINI(d.URL())+twoGroups, nil)
 	if err := b.group("workers").IncreaseSize(context.Background(), 1); err != nil {

@@ -17,21 +17,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodetide/nodetide/internal/fake/fakescaleway"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
-	"github.com/nodetide/nodetide/pkg/providers/scaleway/scwdouble"
 )
 
 // bed is a double plus a provider pointed at it.
 type bed struct {
 	t   *testing.T
-	scw *scwdouble.Server
+	scw *fakescaleway.Server
 	// created collects the nodes size increases made (OnCreate).
 	mu      sync.Mutex
 	created []k8s.Node
 }
 
-func newBed(t *testing.T, dopts scwdouble.Options) *bed {
+func newBed(t *testing.T, dopts fakescaleway.Options) *bed {
 	t.Helper()
 	b := &bed{t: t}
 	dopts.SecretKey = testKey
@@ -40,7 +40,7 @@ func newBed(t *testing.T, dopts scwdouble.Options) *bed {
 		defer b.mu.Unlock()
 		b.created = append(b.created, n)
 	}
-	b.scw = scwdouble.New(dopts)
+	b.scw = fakescaleway.New(dopts)
 	t.Cleanup(b.scw.Close)
 	return b
 }
@@ -110,11 +110,11 @@ func mustErr(t *testing.T, err error, target error, contains ...string) {
 func ptr(n int) *int { return &n }
 
 func TestNodeGroupsByNameAndTag(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "workers", Size: 1, MaxSize: 5, Tags: []string{"env=prod", "nodetide"}})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "batch", Size: 0, MaxSize: 5, Tags: []string{"nodetide=yes"}})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "gpu", Size: 0, MaxSize: 2})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "nodetide-like", Size: 0, MaxSize: 2, Tags: []string{"nodetidex"}})
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "workers", Size: 1, MaxSize: 5, Tags: []string{"env=prod", "nodetide"}})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "batch", Size: 0, MaxSize: 5, Tags: []string{"nodetide=yes"}})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "gpu", Size: 0, MaxSize: 2})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "nodetide-like", Size: 0, MaxSize: 2, Tags: []string{"nodetidex"}})
 
 	tests := []struct {
 		name string
@@ -152,7 +152,7 @@ func TestNodeGroupsByNameAndTag(t *testing.T) {
 }
 
 func TestUnknownCluster(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
+	b := newBed(t, fakescaleway.Options{})
 	cfg := b.cloudConfig(testKey)
 	cfg.ClusterID = "99999999-9999-4999-8999-999999999999"
 	p, err := New(Options{CloudConfig: cfg}, b.scw.Client())
@@ -164,8 +164,8 @@ func TestUnknownCluster(t *testing.T) {
 }
 
 func TestAutoscaledPool(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "auto", Size: 2, MinSize: 1, MaxSize: 4, Autoscaling: true})
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "auto", Size: 2, MinSize: 1, MaxSize: 4, Autoscaling: true})
 
 	_, err := b.provider(func(o *Options) { o.Pools = []string{"auto"} }).NodeGroups(context.Background())
 	mustErr(t, err, nil, "scaleway pool auto", "Scaleway's autoscaling is on", "two autoscalers would fight", "allowAutoscaledPool")
@@ -177,9 +177,9 @@ func TestAutoscaledPool(t *testing.T) {
 }
 
 func TestBounds(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 3, MinSize: 1, MaxSize: 10})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "auto", Size: 3, MinSize: 1, MaxSize: 10, Autoscaling: true})
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 3, MinSize: 1, MaxSize: 10})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "auto", Size: 3, MinSize: 1, MaxSize: 10, Autoscaling: true})
 	tests := []struct {
 		name     string
 		pool     string
@@ -230,8 +230,8 @@ func TestBounds(t *testing.T) {
 // TestGrowPastAdvisoryMax: with Scaleway's autoscaling off, a pool grows past
 // its (advisory) max_size up to the config's maxSize, through the real SDK.
 func TestGrowPastAdvisoryMax(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MinSize: 1, MaxSize: 2})
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 2, MinSize: 1, MaxSize: 2})
 	g := b.group("p", func(o *Options) { o.MaxSize = ptr(5) })
 	ctx := context.Background()
 	if err := g.IncreaseSize(ctx, 3); err != nil {
@@ -244,7 +244,7 @@ func TestGrowPastAdvisoryMax(t *testing.T) {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
+	b := newBed(t, fakescaleway.Options{})
 	tests := []struct {
 		name string
 		edit func(*Options)
@@ -270,11 +270,11 @@ func TestNewRejectsBadOptions(t *testing.T) {
 
 func TestPagination(t *testing.T) {
 	// The double serves 2 items a page whatever the client asks.
-	b := newBed(t, scwdouble.Options{PageSize: 2})
+	b := newBed(t, fakescaleway.Options{PageSize: 2})
 	for i := range 5 {
-		b.scw.AddPool(scwdouble.PoolSpec{Name: fmt.Sprintf("p%d", i), Size: 1, MaxSize: 9, Tags: []string{"nodetide"}})
+		b.scw.AddPool(fakescaleway.PoolSpec{Name: fmt.Sprintf("p%d", i), Size: 1, MaxSize: 9, Tags: []string{"nodetide"}})
 	}
-	big := b.scw.AddPool(scwdouble.PoolSpec{Name: "big", Size: 7, MaxSize: 9, Tags: []string{"nodetide"}})
+	big := b.scw.AddPool(fakescaleway.PoolSpec{Name: "big", Size: 7, MaxSize: 9, Tags: []string{"nodetide"}})
 
 	groups, err := b.provider(nil).NodeGroups(context.Background())
 	if err != nil {
@@ -283,7 +283,7 @@ func TestPagination(t *testing.T) {
 	if len(groups) != 6 {
 		t.Fatalf("got %d groups, want 6: %v", len(groups), names(groups))
 	}
-	if n := b.scw.Count(scwdouble.OpListPools); n != 3 {
+	if n := b.scw.Count(fakescaleway.OpListPools); n != 3 {
 		t.Errorf("%d pool pages fetched, want 3", n)
 	}
 	var g providers.NodeGroup
@@ -310,7 +310,7 @@ func TestPagination(t *testing.T) {
 	}
 	var pages []string
 	for _, r := range b.scw.Requests() {
-		if r.Op == scwdouble.OpListNodes {
+		if r.Op == fakescaleway.OpListNodes {
 			if r.Query.Get("pool_id") != big.ID || r.Query.Get("page_size") != "100" {
 				t.Errorf("list nodes query %v", r.Query)
 			}
@@ -323,8 +323,8 @@ func TestPagination(t *testing.T) {
 }
 
 func TestInstanceStates(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	pool := b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 1, MaxSize: 1})
+	b := newBed(t, fakescaleway.Options{})
+	pool := b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 1, MaxSize: 1})
 	node := b.scw.Nodes(pool.ID)[0]
 	g := b.group("p", nil)
 	tests := []struct {
@@ -369,8 +369,8 @@ func TestInstanceStates(t *testing.T) {
 }
 
 func TestTemplateFromNodeType(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{
 		Name: "workers", NodeType: "gp1_xs", Zone: scw.ZoneFrPar2, Size: 0, MaxSize: 3,
 		Tags: []string{
 			"nodetide", "env=prod", "noprefix=team=ml", "noprefix=example.com/tier=gold",
@@ -381,7 +381,7 @@ func TestTemplateFromNodeType(t *testing.T) {
 		Taints:      []k8s.CoreV1Taint{{Key: "native", Value: "1", Effect: k8s.CoreV1TaintEffectNoExecute}},
 		KubeletArgs: map[string]string{"maxPods": "58"},
 	})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "gpu", NodeType: "L4-1-24G", Size: 0, MaxSize: 1})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "gpu", NodeType: "L4-1-24G", Size: 0, MaxSize: 1})
 
 	tpl, err := b.group("workers", nil).Template(context.Background())
 	if err != nil {
@@ -441,7 +441,7 @@ func TestTemplateFromNodeType(t *testing.T) {
 	if _, err := b.group("workers", nil).Template(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.scw.Count(scwdouble.OpListServersTypes); n > 3 {
+	if n := b.scw.Count(fakescaleway.OpListServersTypes); n > 3 {
 		t.Errorf("catalogue read %d times", n)
 	}
 }
@@ -472,8 +472,8 @@ func TestSystemReserve(t *testing.T) {
 }
 
 func TestTemplateFromHook(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "ext", NodeType: "external", Size: 0, MaxSize: 3})
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "ext", NodeType: "external", Size: 0, MaxSize: 3})
 	hookTpl := planner.Template{
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
 		Labels:      map[string]string{"from": "node"},
@@ -514,8 +514,8 @@ func TestTemplateFromHook(t *testing.T) {
 }
 
 func TestIncreaseSize(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	pool := b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 1, MaxSize: 3})
+	b := newBed(t, fakescaleway.Options{})
+	pool := b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 1, MaxSize: 3})
 	g := b.group("p", nil)
 	ctx := context.Background()
 
@@ -549,22 +549,22 @@ func TestIncreaseSize(t *testing.T) {
 		}
 	}
 
-	updates := b.scw.Count(scwdouble.OpUpdatePool)
+	updates := b.scw.Count(fakescaleway.OpUpdatePool)
 	mustErr(t, g.IncreaseSize(ctx, 1), providers.ErrAboveMax, "scaleway pool p", "size 3 + 1 = 4", "(3)")
-	if b.scw.Count(scwdouble.OpUpdatePool) != updates {
+	if b.scw.Count(fakescaleway.OpUpdatePool) != updates {
 		t.Error("an increase above max reached the API")
 	}
 	mustErr(t, g.IncreaseSize(ctx, 0), nil, "increase must be positive")
 
 	// A max narrowed by the options stops earlier than the pool's.
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "q", Size: 0, MaxSize: 10})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "q", Size: 0, MaxSize: 10})
 	q := b.group("q", func(o *Options) { o.MaxSize = ptr(2) })
 	mustErr(t, q.IncreaseSize(ctx, 3), providers.ErrAboveMax, "(2)")
 }
 
 func TestIncreaseSizeAPIRefusals(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	pool := b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 1, MaxSize: 5})
+	b := newBed(t, fakescaleway.Options{})
+	pool := b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 1, MaxSize: 5})
 	g := b.group("p", nil)
 	ctx := context.Background()
 
@@ -575,7 +575,7 @@ func TestIncreaseSizeAPIRefusals(t *testing.T) {
 	if !errors.As(err, &quota) {
 		t.Errorf("error %T does not unwrap to a quota error", err)
 	}
-	if n := b.scw.Count(scwdouble.OpUpdatePool); n != 1 {
+	if n := b.scw.Count(fakescaleway.OpUpdatePool); n != 1 {
 		t.Errorf("a quota error was tried %d times", n)
 	}
 	b.scw.SetQuota(0)
@@ -594,9 +594,9 @@ func TestIncreaseSizeAPIRefusals(t *testing.T) {
 }
 
 func TestDeleteInstance(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	pool := b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 4, MinSize: 1, MaxSize: 5})
-	other := b.scw.AddPool(scwdouble.PoolSpec{Name: "other", Size: 1, MaxSize: 1})
+	b := newBed(t, fakescaleway.Options{})
+	pool := b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 4, MinSize: 1, MaxSize: 5})
+	other := b.scw.AddPool(fakescaleway.PoolSpec{Name: "other", Size: 1, MaxSize: 1})
 	nodes := b.scw.Nodes(pool.ID)
 	legacy := "scaleway://" + nodes[1].ProviderID[strings.LastIndex(nodes[1].ProviderID, "/")+1:]
 	g := b.group("p", nil)
@@ -621,14 +621,14 @@ func TestDeleteInstance(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := b.scw.Count(scwdouble.OpDeleteNode)
+			before := b.scw.Count(fakescaleway.OpDeleteNode)
 			err := g.DeleteInstance(ctx, tt.providerID)
 			if tt.target != nil {
 				mustErr(t, err, tt.target, tt.err)
 			} else if err != nil {
 				t.Fatal(err)
 			}
-			if got := b.scw.Count(scwdouble.OpDeleteNode) - before; got != map[bool]int{true: 1, false: 0}[tt.deletes] {
+			if got := b.scw.Count(fakescaleway.OpDeleteNode) - before; got != map[bool]int{true: 1, false: 0}[tt.deletes] {
 				t.Errorf("%d DeleteNode calls", got)
 			}
 		})
@@ -637,15 +637,15 @@ func TestDeleteInstance(t *testing.T) {
 		t.Errorf("pool size %d after three deletions, want 1", size)
 	}
 	for _, r := range b.scw.Requests() {
-		if r.Op == scwdouble.OpDeleteNode && r.Query.Get("skip_drain") != "true" {
+		if r.Op == fakescaleway.OpDeleteNode && r.Query.Get("skip_drain") != "true" {
 			t.Errorf("delete without skip_drain: %v", r.Query)
 		}
 	}
 }
 
 func TestDecreaseTargetSize(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	pool := b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MinSize: 1, MaxSize: 6})
+	b := newBed(t, fakescaleway.Options{})
+	pool := b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 2, MinSize: 1, MaxSize: 6})
 	g := b.group("p", nil)
 	ctx := context.Background()
 
@@ -700,27 +700,27 @@ func TestDecreaseTargetSize(t *testing.T) {
 func TestRetries(t *testing.T) {
 	tests := []struct {
 		name     string
-		faults   []scwdouble.Fault
+		faults   []fakescaleway.Fault
 		calls    int // GetPool requests
 		err      []string
 		retryHit bool
 	}{
-		{"503 then ok", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 503, Times: 2}}, 3, nil, true},
-		{"429 then ok", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 429}}, 2, nil, true},
-		{"500 every time", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 500, Times: 10}}, 4,
+		{"503 then ok", []fakescaleway.Fault{{Op: fakescaleway.OpGetPool, Status: 503, Times: 2}}, 3, nil, true},
+		{"429 then ok", []fakescaleway.Fault{{Op: fakescaleway.OpGetPool, Status: 429}}, 2, nil, true},
+		{"500 every time", []fakescaleway.Fault{{Op: fakescaleway.OpGetPool, Status: 500, Times: 10}}, 4,
 			[]string{"scaleway pool p: get pool (after 4 attempts)", "500"}, true},
-		{"slow answer times out, then ok", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Delay: 5 * time.Second}}, 2, nil, true},
-		{"404 is not retried", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 404}}, 1, []string{"scaleway pool p: get pool:"}, false},
-		{"502 with an unparseable body, then ok", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 502, RawBody: "<html><body>502 Bad Gateway</body></html>"}}, 2, nil, true},
-		{"cut-off 500 body every time", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 500, RawBody: `{"message": "inter`, Times: 10}}, 4,
+		{"slow answer times out, then ok", []fakescaleway.Fault{{Op: fakescaleway.OpGetPool, Delay: 5 * time.Second}}, 2, nil, true},
+		{"404 is not retried", []fakescaleway.Fault{{Op: fakescaleway.OpGetPool, Status: 404}}, 1, []string{"scaleway pool p: get pool:"}, false},
+		{"502 with an unparseable body, then ok", []fakescaleway.Fault{{Op: fakescaleway.OpGetPool, Status: 502, RawBody: "<html><body>502 Bad Gateway</body></html>"}}, 2, nil, true},
+		{"cut-off 500 body every time", []fakescaleway.Fault{{Op: fakescaleway.OpGetPool, Status: 500, RawBody: `{"message": "inter`, Times: 10}}, 4,
 			[]string{"(after 4 attempts)", "HTTP 500 Internal Server Error with an unreadable body"}, true},
-		{"429 asking for an hour is not waited for", []scwdouble.Fault{{Op: scwdouble.OpGetPool, Status: 429, RetryAfter: "3600"}}, 1,
+		{"429 asking for an hour is not waited for", []fakescaleway.Fault{{Op: fakescaleway.OpGetPool, Status: 429, RetryAfter: "3600"}}, 1,
 			[]string{"Scaleway asks to retry after 1h0m0s", "429"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newBed(t, scwdouble.Options{})
-			b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
+			b := newBed(t, fakescaleway.Options{})
+			b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
 			g := b.group("p", func(o *Options) { o.RequestTimeout = 200 * time.Millisecond })
 			for _, f := range tt.faults {
 				b.scw.Inject(f)
@@ -731,7 +731,7 @@ func TestRetries(t *testing.T) {
 			} else if err != nil || size != 2 {
 				t.Fatalf("size %d, %v", size, err)
 			}
-			if got := b.scw.Count(scwdouble.OpGetPool); got != tt.calls && !(tt.faults[0].Delay > 0 && got == tt.calls-1) {
+			if got := b.scw.Count(fakescaleway.OpGetPool); got != tt.calls && !(tt.faults[0].Delay > 0 && got == tt.calls-1) {
 				t.Errorf("%d GetPool requests, want %d", got, tt.calls)
 			}
 		})
@@ -746,10 +746,10 @@ func TestRetryAfter(t *testing.T) {
 		"HTTP date": func() string { return time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			b := newBed(t, scwdouble.Options{})
-			b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
+			b := newBed(t, fakescaleway.Options{})
+			b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
 			g := b.group("p", nil)
-			b.scw.Inject(scwdouble.Fault{Op: scwdouble.OpGetPool, Status: 429, RetryAfter: after()})
+			b.scw.Inject(fakescaleway.Fault{Op: fakescaleway.OpGetPool, Status: 429, RetryAfter: after()})
 			start := time.Now()
 			if size, err := g.TargetSize(context.Background()); err != nil || size != 2 {
 				t.Fatalf("size %d, %v", size, err)
@@ -757,16 +757,16 @@ func TestRetryAfter(t *testing.T) {
 			if waited := time.Since(start); waited < 900*time.Millisecond {
 				t.Errorf("retried after %s, before Retry-After", waited)
 			}
-			if n := b.scw.Count(scwdouble.OpGetPool); n != 2 {
+			if n := b.scw.Count(fakescaleway.OpGetPool); n != 2 {
 				t.Errorf("%d GetPool requests, want 2", n)
 			}
 		})
 	}
 	// A Retry-After past the caller's deadline ends the call at once.
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
 	g := b.group("p", nil)
-	b.scw.Inject(scwdouble.Fault{Op: scwdouble.OpGetPool, Status: 429, RetryAfter: "20"})
+	b.scw.Inject(fakescaleway.Fault{Op: fakescaleway.OpGetPool, Status: 429, RetryAfter: "20"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := g.TargetSize(ctx)
@@ -774,10 +774,10 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestRetriesStopWithContext(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 2, MaxSize: 2})
 	g := b.group("p", func(o *Options) { o.RetryDelay = time.Hour })
-	b.scw.Inject(scwdouble.Fault{Op: scwdouble.OpGetPool, Status: 503, Times: 5})
+	b.scw.Inject(fakescaleway.Fault{Op: fakescaleway.OpGetPool, Status: 503, Times: 5})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -789,8 +789,8 @@ func TestRetriesStopWithContext(t *testing.T) {
 }
 
 func TestDeniedKey(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 1, MaxSize: 1, Tags: []string{"nodetide"}})
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 1, MaxSize: 1, Tags: []string{"nodetide"}})
 	p, err := New(Options{CloudConfig: b.cloudConfig(otherKey), RetryDelay: time.Millisecond}, b.scw.Client())
 	if err != nil {
 		t.Fatal(err)
@@ -801,7 +801,7 @@ func TestDeniedKey(t *testing.T) {
 	if !errors.As(err, &denied) || denied.Reason != "not_found" {
 		t.Errorf("error does not unwrap to the SDK's denied-authentication error: %v", err)
 	}
-	if n := b.scw.Count(scwdouble.OpListPools); n != 1 {
+	if n := b.scw.Count(fakescaleway.OpListPools); n != 1 {
 		t.Errorf("a 401 was tried %d times", n)
 	}
 	// Printing the provider shows no key either.
@@ -809,8 +809,8 @@ func TestDeniedKey(t *testing.T) {
 }
 
 func TestConcurrentIncreases(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 0, MaxSize: 12})
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 0, MaxSize: 12})
 	// Two groups, as two evaluation cycles would hold, share the pool's lock.
 	p := b.provider(func(o *Options) { o.Pools = []string{"p"} })
 	var groups []providers.NodeGroup
@@ -851,7 +851,7 @@ func TestConcurrentIncreases(t *testing.T) {
 }
 
 func TestHTTPClientNotModified(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
+	b := newBed(t, fakescaleway.Options{})
 	hc := &http.Client{Timeout: time.Second}
 	if _, err := New(Options{CloudConfig: b.cloudConfig(testKey)}, hc); err != nil {
 		t.Fatal(err)
@@ -864,8 +864,8 @@ func TestHTTPClientNotModified(t *testing.T) {
 // The SDK caches the API's metadata in its client on the first call; first
 // calls running at once must not race on it (run with -race).
 func TestConcurrentFirstCalls(t *testing.T) {
-	b := newBed(t, scwdouble.Options{})
-	b.scw.AddPool(scwdouble.PoolSpec{Name: "p", Size: 1, MaxSize: 3, Tags: []string{"nodetide"}})
+	b := newBed(t, fakescaleway.Options{})
+	b.scw.AddPool(fakescaleway.PoolSpec{Name: "p", Size: 1, MaxSize: 3, Tags: []string{"nodetide"}})
 	p := b.provider(nil)
 	var wg sync.WaitGroup
 	for range 8 {

@@ -1,4 +1,4 @@
-// Package scwdouble is a stand-in for the parts of the Scaleway API that the
+// Package fakescaleway is a stand-in for the parts of the Scaleway API that the
 // scaleway node-group provider calls: Kapsule pools and nodes (k8s/v1) and the
 // Instance server-type catalogue (instance/v1). It is an httptest server that
 // speaks the real paths and the JSON shapes of scaleway-sdk-go, so the real SDK
@@ -32,7 +32,7 @@
 //   - The server-type catalogue is a small fixed sample with plausible specs,
 //     the same in every zone of the region, not Scaleway's price list.
 //   - Quotas count the cluster's nodes only, not the project's other Instances.
-package scwdouble
+package fakescaleway
 
 import (
 	"crypto/rand"
@@ -150,7 +150,7 @@ type Server struct {
 // New starts a double; Close stops it.
 func New(opts Options) *Server {
 	if opts.SecretKey == "" {
-		panic("scwdouble: Options.SecretKey is required")
+		panic("fakescaleway: Options.SecretKey is required")
 	}
 	if opts.Region == "" {
 		opts.Region = scw.RegionFrPar
@@ -271,7 +271,7 @@ func (s *Server) SetPool(id string, edit func(*k8s.Pool)) error {
 	defer s.mu.Unlock()
 	p, ok := s.pools[id]
 	if !ok {
-		return fmt.Errorf("scwdouble: no pool %s", id)
+		return fmt.Errorf("fakescaleway: no pool %s", id)
 	}
 	edit(p)
 	return nil
@@ -315,7 +315,7 @@ func (s *Server) SetNodeStatus(nodeID string, status k8s.NodeStatus, errMsg stri
 	defer s.mu.Unlock()
 	n, ok := s.nodes[nodeID]
 	if !ok {
-		return fmt.Errorf("scwdouble: no node %s", nodeID)
+		return fmt.Errorf("fakescaleway: no node %s", nodeID)
 	}
 	s.setStatusLocked(n, status, errMsg)
 	return nil

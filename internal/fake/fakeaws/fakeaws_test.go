@@ -1,4 +1,4 @@
-package awsdouble_test
+package fakeaws_test
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 )
 
 // recorder keeps the raw bodies the double sent, to check the wire shapes.
@@ -56,7 +56,7 @@ func (r *recorder) last() (int, string) {
 }
 
 // clients are the real SDK clients, with retries off so every fault shows.
-func clients(t *testing.T, d *awsdouble.Server, region string) (*autoscaling.Client, *ec2.Client, *recorder) {
+func clients(t *testing.T, d *fakeaws.Server, region string) (*autoscaling.Client, *ec2.Client, *recorder) {
 	t.Helper()
 	rec := &recorder{}
 	cfg := awssdk.Config{
@@ -79,7 +79,7 @@ func apiCode(t *testing.T, err error) (string, string) {
 }
 
 func TestUnsignedAndMisscopedRequestsAreRefused(t *testing.T) {
-	d := awsdouble.New()
+	d := fakeaws.New()
 	defer d.Close()
 	form := url.Values{"Action": {"DescribeAutoScalingGroups"}, "Version": {"2011-01-01"}}
 	resp, err := http.Post(d.URL(), "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
@@ -100,16 +100,16 @@ func TestUnsignedAndMisscopedRequestsAreRefused(t *testing.T) {
 }
 
 func TestDescribeAutoScalingGroupsShapes(t *testing.T) {
-	d := awsdouble.New()
+	d := fakeaws.New()
 	defer d.Close()
-	d.AddLaunchTemplate(awsdouble.LaunchTemplate{ID: "lt-01", Name: "web", InstanceTypes: []string{"c5.large"}})
-	d.AddGroup(awsdouble.Group{
+	d.AddLaunchTemplate(fakeaws.LaunchTemplate{ID: "lt-01", Name: "web", InstanceTypes: []string{"c5.large"}})
+	d.AddGroup(fakeaws.Group{
 		Name: "web", MinSize: 1, MaxSize: 4, DesiredCapacity: 2,
 		AvailabilityZones: []string{"us-east-1a", "us-east-1b"},
 		Tags:              map[string]string{"k8s.io/cluster-autoscaler/enabled": "true", "team": "web"},
-		LaunchTemplate:    &awsdouble.LaunchTemplateRef{Name: "web", Version: "$Latest"},
+		LaunchTemplate:    &fakeaws.LaunchTemplateRef{Name: "web", Version: "$Latest"},
 	})
-	d.AddGroup(awsdouble.Group{Name: "mixed", MaxSize: 2, MixedInstanceTypes: []string{"m5.large", "m5.xlarge"}, LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-01"}})
+	d.AddGroup(fakeaws.Group{Name: "mixed", MaxSize: 2, MixedInstanceTypes: []string{"m5.large", "m5.xlarge"}, LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-01"}})
 	as, _, rec := clients(t, d, d.Region())
 	ctx := context.Background()
 
@@ -201,12 +201,12 @@ func TestDescribeAutoScalingGroupsShapes(t *testing.T) {
 }
 
 func TestSetDesiredCapacity(t *testing.T) {
-	d := awsdouble.New()
+	d := fakeaws.New()
 	defer d.Close()
-	d.AddGroup(awsdouble.Group{Name: "asg", MinSize: 1, MaxSize: 10, DesiredCapacity: 1})
+	d.AddGroup(fakeaws.Group{Name: "asg", MinSize: 1, MaxSize: 10, DesiredCapacity: 1})
 	var mu sync.Mutex
 	var terminated []string
-	d.OnTerminate(func(e awsdouble.Event) {
+	d.OnTerminate(func(e fakeaws.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		terminated = append(terminated, e.Instance.ID)
@@ -241,7 +241,7 @@ func TestSetDesiredCapacity(t *testing.T) {
 	st, _ := d.Group("asg")
 	pending := 0
 	for _, in := range st.Instances {
-		if in.LifecycleState == awsdouble.StatePending {
+		if in.LifecycleState == fakeaws.StatePending {
 			pending++
 		}
 	}
@@ -255,7 +255,7 @@ func TestSetDesiredCapacity(t *testing.T) {
 	st, _ = d.Group("asg")
 	mu.Lock()
 	defer mu.Unlock()
-	if len(terminated) != 1 || st.Instances[2].LifecycleState != awsdouble.StateTerminating || st.Instances[0].LifecycleState != awsdouble.StateInService {
+	if len(terminated) != 1 || st.Instances[2].LifecycleState != fakeaws.StateTerminating || st.Instances[0].LifecycleState != fakeaws.StateInService {
 		t.Fatalf("after lower: %+v terminated %v", st.Instances, terminated)
 	}
 	if gone := d.Reap("asg"); len(gone) != 1 || gone[0].ID != terminated[0] {
@@ -273,9 +273,9 @@ func TestSetDesiredCapacity(t *testing.T) {
 }
 
 func TestTerminateInstance(t *testing.T) {
-	d := awsdouble.New(awsdouble.WithAutoBoot())
+	d := fakeaws.New(fakeaws.WithAutoBoot())
 	defer d.Close()
-	d.AddGroup(awsdouble.Group{Name: "asg", MinSize: 1, MaxSize: 5, DesiredCapacity: 2})
+	d.AddGroup(fakeaws.Group{Name: "asg", MinSize: 1, MaxSize: 5, DesiredCapacity: 2})
 	as, _, _ := clients(t, d, d.Region())
 	ctx := context.Background()
 	st, _ := d.Group("asg")
@@ -308,25 +308,25 @@ func TestTerminateInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ = d.Group("asg")
-	if st.DesiredCapacity != 1 || len(st.Instances) != 3 || st.Instances[2].LifecycleState != awsdouble.StateInService {
+	if st.DesiredCapacity != 1 || len(st.Instances) != 3 || st.Instances[2].LifecycleState != fakeaws.StateInService {
 		t.Fatalf("after replace: %+v", st)
 	}
 }
 
 func TestFaultsAndLaunchFailures(t *testing.T) {
-	d := awsdouble.New()
+	d := fakeaws.New()
 	defer d.Close()
-	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 5})
+	d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 5})
 	as, ec2c, rec := clients(t, d, d.Region())
 	ctx := context.Background()
 
 	tests := []struct {
-		fault      awsdouble.Fault
+		fault      fakeaws.Fault
 		wantStatus int
 	}{
-		{awsdouble.Throttling(), 400},
-		{awsdouble.InternalFailure(), 500},
-		{awsdouble.ServiceUnavailable(), 503},
+		{fakeaws.Throttling(), 400},
+		{fakeaws.InternalFailure(), 500},
+		{fakeaws.ServiceUnavailable(), 503},
 	}
 	for _, tt := range tests {
 		d.FailNext("DescribeAutoScalingGroups", 1, tt.fault)
@@ -342,7 +342,7 @@ func TestFaultsAndLaunchFailures(t *testing.T) {
 		t.Fatalf("faults did not run out: %v", err)
 	}
 
-	d.FailNext("DescribeInstanceTypes", 1, awsdouble.RequestLimitExceeded())
+	d.FailNext("DescribeInstanceTypes", 1, fakeaws.RequestLimitExceeded())
 	_, err := ec2c.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{})
 	if code, _ := apiCode(t, err); code != "RequestLimitExceeded" {
 		t.Fatalf("ec2 code = %s", code)
@@ -365,7 +365,7 @@ func TestFaultsAndLaunchFailures(t *testing.T) {
 		t.Fatalf("activities = %+v", acts.Activities)
 	}
 	launched := 0
-	d.OnLaunch(func(awsdouble.Event) { launched++ })
+	d.OnLaunch(func(fakeaws.Event) { launched++ })
 	if err := d.FailLaunches("asg", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -375,9 +375,9 @@ func TestFaultsAndLaunchFailures(t *testing.T) {
 }
 
 func TestEC2Shapes(t *testing.T) {
-	d := awsdouble.New()
+	d := fakeaws.New()
 	defer d.Close()
-	d.AddLaunchTemplate(awsdouble.LaunchTemplate{ID: "lt-9", Name: "gpu", InstanceTypes: []string{"m5.large", "g4dn.xlarge"}})
+	d.AddLaunchTemplate(fakeaws.LaunchTemplate{ID: "lt-9", Name: "gpu", InstanceTypes: []string{"m5.large", "g4dn.xlarge"}})
 	d.AddLaunchConfiguration("old", "t3.medium")
 	as, ec2c, rec := clients(t, d, d.Region())
 	ctx := context.Background()
@@ -442,9 +442,9 @@ func TestEC2Shapes(t *testing.T) {
 // A delayed call is carried out even though the caller gave up waiting for
 // its answer; the next call is answered at once.
 func TestDelayNextLandsTheChangeAndLosesTheAnswer(t *testing.T) {
-	d := awsdouble.New()
+	d := fakeaws.New()
 	defer d.Close()
-	d.AddGroup(awsdouble.Group{Name: "asg", MaxSize: 5})
+	d.AddGroup(fakeaws.Group{Name: "asg", MaxSize: 5})
 	as, _, _ := clients(t, d, d.Region())
 	set := func(ctx context.Context, n int32) error {
 		_, err := as.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: awssdk.String("asg"), DesiredCapacity: awssdk.Int32(n)})
@@ -477,12 +477,12 @@ func TestDelayNextLandsTheChangeAndLosesTheAnswer(t *testing.T) {
 }
 
 func TestInstanceRequirements(t *testing.T) {
-	d := awsdouble.New()
+	d := fakeaws.New()
 	defer d.Close()
 	as, ec2c, _ := clients(t, d, d.Region())
 	ctx := context.Background()
-	d.AddGroup(awsdouble.Group{Name: "abs", MaxSize: 2, DesiredCapacity: 1, LaunchTemplate: &awsdouble.LaunchTemplateRef{ID: "lt-01"},
-		InstanceRequirements: &awsdouble.InstanceRequirements{VCPUMin: 4, VCPUMax: 4, MemoryMiBMin: 16384}})
+	d.AddGroup(fakeaws.Group{Name: "abs", MaxSize: 2, DesiredCapacity: 1, LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-01"},
+		InstanceRequirements: &fakeaws.InstanceRequirements{VCPUMin: 4, VCPUMax: 4, MemoryMiBMin: 16384}})
 	out, err := as.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"abs"}})
 	if err != nil {
 		t.Fatal(err)

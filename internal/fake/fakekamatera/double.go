@@ -1,4 +1,4 @@
-// Package kamateradouble is a stand-in for Kamatera's cloudcli server API
+// Package fakekamatera is a stand-in for Kamatera's cloudcli server API
 // (the REST API cluster-autoscaler's Kamatera provider, and nodetide's, talk
 // to): an httptest server with the same paths, auth headers and JSON shapes,
 // whose state tests drive directly.
@@ -41,7 +41,7 @@
 // A create naming a field the API does not read (e.g. "billingCycle" for
 // "billingcycle") is refused, as a strict server would; whether Kamatera
 // refuses it or ignores it is not documented.
-package kamateradouble
+package fakekamatera
 
 import (
 	"crypto/rand"

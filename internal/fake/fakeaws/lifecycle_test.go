@@ -1,4 +1,4 @@
-package awsdouble_test
+package fakeaws_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 )
 
 type clock struct {
@@ -26,23 +26,23 @@ func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unloc
 func TestLifecycleHookHoldsTermination(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
-	d := awsdouble.New(awsdouble.WithAutoBoot(), awsdouble.WithClock(clk.now))
+	d := fakeaws.New(fakeaws.WithAutoBoot(), fakeaws.WithClock(clk.now))
 	defer d.Close()
-	d.AddGroup(awsdouble.Group{Name: "g", MaxSize: 5, DesiredCapacity: 3})
+	d.AddGroup(fakeaws.Group{Name: "g", MaxSize: 5, DesiredCapacity: 3})
 	as, _, _ := clients(t, d, d.Region())
 	var gone []string
-	d.OnTerminate(func(e awsdouble.Event) { gone = append(gone, e.Instance.ID) })
+	d.OnTerminate(func(e fakeaws.Event) { gone = append(gone, e.Instance.ID) })
 
 	if _, err := as.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{
 		AutoScalingGroupName: awssdk.String("g"), LifecycleHookName: awssdk.String("drain"),
-		LifecycleTransition: awssdk.String(awsdouble.TransitionTerminating), DefaultResult: awssdk.String("CONTINUE"),
+		LifecycleTransition: awssdk.String(fakeaws.TransitionTerminating), DefaultResult: awssdk.String("CONTINUE"),
 		HeartbeatTimeout: awssdk.Int32(300),
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := as.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{
 		AutoScalingGroupName: awssdk.String("g"), LifecycleHookName: awssdk.String("bad"),
-		LifecycleTransition: awssdk.String(awsdouble.TransitionTerminating), HeartbeatTimeout: awssdk.Int32(10),
+		LifecycleTransition: awssdk.String(fakeaws.TransitionTerminating), HeartbeatTimeout: awssdk.Int32(10),
 	}); err == nil {
 		t.Fatal("a heartbeat timeout of 10 s was accepted")
 	}
@@ -52,7 +52,7 @@ func TestLifecycleHookHoldsTermination(t *testing.T) {
 		t.Fatalf("scale in: %+v, %v", a, err)
 	}
 	g, _ = d.Group("g")
-	if g.DesiredCapacity != 2 || g.Instances[0].LifecycleState != awsdouble.StateTerminatingWait || len(gone) != 0 {
+	if g.DesiredCapacity != 2 || g.Instances[0].LifecycleState != fakeaws.StateTerminatingWait || len(gone) != 0 {
 		t.Fatalf("after scale in: desired %d, state %s, gone %v; want 2, Terminating:Wait, none", g.DesiredCapacity, g.Instances[0].LifecycleState, gone)
 	}
 

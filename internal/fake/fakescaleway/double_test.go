@@ -1,4 +1,4 @@
-package scwdouble
+package fakescaleway
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package apidouble is a loopback Kubernetes API server double for measuring
+// Package fakekubeapi is a loopback Kubernetes API server double for measuring
 // and benchmarking the read path at scale: it serves LIST (paginated with
 // continue tokens, remainingItemCount) and WATCH (from a resource version,
 // with a bookmark at the current one, 410 for a version older than its event
@@ -10,7 +10,7 @@
 //
 // It is not an API server: no writes through the API, no selectors, and a
 // continued list shows the objects as they are when the page is served.
-package apidouble
+package fakekubeapi
 
 import (
 	"context"

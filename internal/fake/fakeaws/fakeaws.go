@@ -1,4 +1,4 @@
-// Package awsdouble is an in-process stand-in for the AWS APIs the aws
+// Package fakeaws is an in-process stand-in for the AWS APIs the aws
 // node-group provider calls: EC2 Auto Scaling (the query protocol, version
 // 2011-01-01), the EC2 actions it needs (the EC2 query protocol, version
 // 2016-11-15) and EKS's DescribeNodegroup. It is an httptest server, so tests drive it through the real
@@ -73,7 +73,7 @@
 //     DescribeLaunchTemplateVersions return a single page.
 //   - Response metadata (request IDs, ARNs, timestamps) is made up but well
 //     formed; fields the provider does not read are mostly left out.
-package awsdouble
+package fakeaws
 
 import (
 	"fmt"
@@ -370,7 +370,7 @@ func (s *Server) AddInstance(groupName string, in Instance) (Instance, error) {
 	defer s.mu.Unlock()
 	g, ok := s.groups[groupName]
 	if !ok {
-		return Instance{}, fmt.Errorf("awsdouble: no group %q", groupName)
+		return Instance{}, fmt.Errorf("fakeaws: no group %q", groupName)
 	}
 	if in.ID == "" {
 		s.seq++
@@ -416,7 +416,7 @@ func (s *Server) SetBounds(groupName string, minSize, maxSize int) error {
 	defer s.mu.Unlock()
 	g, ok := s.groups[groupName]
 	if !ok {
-		return fmt.Errorf("awsdouble: no group %q", groupName)
+		return fmt.Errorf("fakeaws: no group %q", groupName)
 	}
 	g.spec.MinSize, g.spec.MaxSize = minSize, maxSize
 	return nil
@@ -521,7 +521,7 @@ func (s *Server) FailLaunches(groupName, message string) error {
 	g, ok := s.groups[groupName]
 	if !ok {
 		s.mu.Unlock()
-		return fmt.Errorf("awsdouble: no group %q", groupName)
+		return fmt.Errorf("fakeaws: no group %q", groupName)
 	}
 	g.launchFailure = message
 	var launched []Event

@@ -1,4 +1,4 @@
-package kamateradouble_test
+package fakekamatera_test
 
 import (
 	"bytes"
@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/providers/kamatera/kamateradouble"
+	"github.com/nodetide/nodetide/internal/fake/fakekamatera"
 )
 
 // call sends a request with the double's credentials (or the given ones).
-func call(t *testing.T, d *kamateradouble.Double, method, path string, body any, creds ...string) (int, string) {
+func call(t *testing.T, d *fakekamatera.Double, method, path string, body any, creds ...string) (int, string) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -50,7 +50,7 @@ func createBody(name, password string) map[string]any {
 }
 
 func TestAuth(t *testing.T) {
-	d := kamateradouble.New(kamateradouble.WithCredentials("cid", "sec"))
+	d := fakekamatera.New(fakekamatera.WithCredentials("cid", "sec"))
 	defer d.Close()
 	tests := []struct {
 		id, secret string
@@ -72,17 +72,17 @@ func TestAuth(t *testing.T) {
 }
 
 func TestCreateQueueComplete(t *testing.T) {
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	defer d.Close()
 	var created []string
-	var completed []kamateradouble.Server
+	var completed []fakekamatera.Server
 	var mu sync.Mutex
-	d.OnCreate(func(r kamateradouble.CreateRequest, id string) {
+	d.OnCreate(func(r fakekamatera.CreateRequest, id string) {
 		mu.Lock()
 		created = append(created, r.Name+"/"+id)
 		mu.Unlock()
 	})
-	d.OnComplete(func(s kamateradouble.Server) {
+	d.OnComplete(func(s fakekamatera.Server) {
 		mu.Lock()
 		completed = append(completed, s)
 		mu.Unlock()
@@ -121,7 +121,7 @@ func TestCreateQueueComplete(t *testing.T) {
 	}
 }
 
-func mustServer(t *testing.T, d *kamateradouble.Double, name string) kamateradouble.Server {
+func mustServer(t *testing.T, d *fakekamatera.Double, name string) fakekamatera.Server {
 	t.Helper()
 	s, ok := d.Server(name)
 	if !ok {
@@ -131,7 +131,7 @@ func mustServer(t *testing.T, d *kamateradouble.Double, name string) kamateradou
 }
 
 func TestCreateValidation(t *testing.T) {
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	defer d.Close()
 	tests := []struct {
 		name   string
@@ -159,7 +159,7 @@ func TestCreateValidation(t *testing.T) {
 }
 
 func TestGeneratedPasswordAndNumericIDs(t *testing.T) {
-	d := kamateradouble.New(kamateradouble.WithNumericCommandIDs())
+	d := fakekamatera.New(fakekamatera.WithNumericCommandIDs())
 	defer d.Close()
 	_, body := call(t, d, http.MethodPost, "/service/server", createBody("node-gen", "__generate__"))
 	var out struct {
@@ -175,7 +175,7 @@ func TestGeneratedPasswordAndNumericIDs(t *testing.T) {
 }
 
 func TestFail(t *testing.T) {
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	defer d.Close()
 	call(t, d, http.MethodPost, "/service/server", createBody("node-fail", "Passw0rd123"))
 	id := d.PendingCreates()[0].ID
@@ -194,9 +194,9 @@ func TestFail(t *testing.T) {
 }
 
 func TestTerminate(t *testing.T) {
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	defer d.Close()
-	d.AddServer(kamateradouble.Server{Name: "node-on", Power: true})
+	d.AddServer(fakekamatera.Server{Name: "node-on", Power: true})
 	var gone []string
 	d.OnTerminate(func(n string) { gone = append(gone, n) })
 	if status, body := call(t, d, http.MethodPost, "/service/server/terminate", map[string]any{"name": "node-on"}); status != 500 || !strings.Contains(body, "powered on") {
@@ -214,7 +214,7 @@ func TestTerminate(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
-	d := kamateradouble.New()
+	d := fakekamatera.New()
 	defer d.Close()
 	d.InjectStatus("/service/servers", 502, 2)
 	for i, want := range []int{502, 502, 200} {
@@ -242,10 +242,10 @@ func TestFaults(t *testing.T) {
 }
 
 func TestAutoComplete(t *testing.T) {
-	d := kamateradouble.New(kamateradouble.WithAutoComplete(10 * time.Millisecond))
+	d := fakekamatera.New(fakekamatera.WithAutoComplete(10 * time.Millisecond))
 	defer d.Close()
-	done := make(chan kamateradouble.Server, 1)
-	d.OnComplete(func(s kamateradouble.Server) { done <- s })
+	done := make(chan fakekamatera.Server, 1)
+	d.OnComplete(func(s fakekamatera.Server) { done <- s })
 	call(t, d, http.MethodPost, "/service/server", createBody("node-auto", "Passw0rd123"))
 	select {
 	case s := <-done:
@@ -258,9 +258,9 @@ func TestAutoComplete(t *testing.T) {
 }
 
 func TestQueuedAndFailedTerminates(t *testing.T) {
-	d := kamateradouble.New(kamateradouble.WithQueuedTerminates())
+	d := fakekamatera.New(fakekamatera.WithQueuedTerminates())
 	defer d.Close()
-	d.AddServer(kamateradouble.Server{Name: "node-a", Power: true})
+	d.AddServer(fakekamatera.Server{Name: "node-a", Power: true})
 	d.FailTerminates(1, "Server is locked")
 	_, body := call(t, d, http.MethodPost, "/service/server/terminate", map[string]any{"name": "node-a", "force": true})
 	var ids []string

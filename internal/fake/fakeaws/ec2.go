@@ -1,4 +1,4 @@
-package awsdouble
+package fakeaws
 
 import (
 	"encoding/xml"

@@ -13,12 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/planner"
 	ngaws "github.com/nodetide/nodetide/pkg/providers/aws"
-	"github.com/nodetide/nodetide/pkg/providers/aws/awsdouble"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -33,12 +33,12 @@ func TestDiscoveredGroupKeepsHeadroom(t *testing.T) {
 	ctx := t.Context()
 	spare, other, gone := f.pool+"-spare", f.pool+"-other", f.pool+"-gone"
 
-	d := awsdouble.New()
+	d := fakeaws.New()
 	t.Cleanup(d.Close)
-	d.AddLaunchTemplate(awsdouble.LaunchTemplate{ID: "lt-0123456789abcdef0", Name: f.pool, InstanceTypes: []string{"m5.xlarge"}})
+	d.AddLaunchTemplate(fakeaws.LaunchTemplate{ID: "lt-0123456789abcdef0", Name: f.pool, InstanceTypes: []string{"m5.xlarge"}})
 	for name, desired := range map[string]int{spare: 0, other: 1} {
-		d.AddGroup(awsdouble.Group{Name: name, MinSize: 0, MaxSize: 3, DesiredCapacity: desired,
-			LaunchTemplate: &awsdouble.LaunchTemplateRef{Name: f.pool, Version: "$Latest"},
+		d.AddGroup(fakeaws.Group{Name: name, MinSize: 0, MaxSize: 3, DesiredCapacity: desired,
+			LaunchTemplate: &fakeaws.LaunchTemplateRef{Name: f.pool, Version: "$Latest"},
 			Tags:           map[string]string{"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/node-template/label/pool": f.pool}})
 	}
 	as, ec2c := ngaws.NewClients(awssdk.Config{

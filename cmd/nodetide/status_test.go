@@ -39,6 +39,8 @@ func sampleStatus() evaluate.Status {
 			{Name: "batch", Provider: "scaleway", MinSize: 0, MaxSize: 5, TargetSize: 1, Registered: 1, Ready: 1, Health: []string{}},
 		},
 		UnschedulablePods: 3,
+		Problems: []evaluate.Problem{{Kind: evaluate.ProblemGroupBackoff, Count: 1, Detail: "gpu until 2026-12-01T10:03:00Z"},
+			{Kind: evaluate.ProblemPodsPending, Count: 3, Detail: "default/train-0, default/train-1, default/train-2; the oldest for 14m2s, over 10m0s"}},
 		Unneeded: []evaluate.UnneededNode{
 			{Node: "ip-10-0-3-17.eu-west-1.compute.internal", NodeGroup: "workers", Since: statusNow.Add(-9 * time.Minute)},
 			{Node: "scw-batch-7d1e", NodeGroup: "batch", Since: statusNow.Add(-2 * time.Minute)},

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,10 @@ const (
 	// EnvMetrics is the monitoring level: what the functions publish
 	// (pkg/lambdarun.EnvMetrics).
 	EnvMetrics = "NODETIDE_METRICS"
+	// EnvPendingPodAlarmMinutes is pendingPodAlarmMinutes for evaluate, which
+	// counts a pod unschedulable that long as a problem
+	// (pkg/evaluate.EnvPendingAlarmMinutes).
+	EnvPendingPodAlarmMinutes = "NODETIDE_PENDING_POD_ALARM_MINUTES"
 )
 
 // TTLAttribute is the state table's TTL attribute (drain records, leases).
@@ -206,12 +211,12 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 		bd.function(spec)
 	}
 	rate, _ := o.evaluateRate()
-	bd.scheduleRules(rate)
+	evaluateRule := bd.scheduleRules(rate)
 	bd.drainStateMachine(string(asl))
 	interruptions(st, cfg, b.Functions["drain"], b.FailureQueue)
 	// Not the executions' Failed count: a Rejected drain (already
 	// draining, at the minimum) fails its execution and is no alarm.
-	bd.al.nodetide(o, b.StateMachine, b.FailureQueue, time.Duration(rate)*time.Minute)
+	bd.al.nodetide(o, b.StateMachine, b.FailureQueue, evaluateRule, time.Duration(rate)*time.Minute)
 	b.Alarms = bd.al.all
 	b.Dashboard = dashboard(st, o.Monitoring, bd.prefix, cfg.Cluster.Name, b.Functions, b.StateMachine, b.FailureQueue, bd.al.all)
 
@@ -431,6 +436,9 @@ func (bd *builder) environment(spec Function) *map[string]*string {
 	if spec.StartsDrains {
 		env[EnvDrainStateMachine] = bd.smArn
 	}
+	if spec.Name == "evaluate" {
+		env[EnvPendingPodAlarmMinutes] = jsii.String(strconv.Itoa(bd.o.PendingPodAlarmMinutes))
+	}
 	return &env
 }
 
@@ -455,10 +463,10 @@ func (bd *builder) functionOutputs(spec Function, title string, fn awslambda.Fun
 }
 
 // scheduleRules run evaluate every evaluate.interval (rate minutes) and
-// schedule every minute.
-func (bd *builder) scheduleRules(rate int) {
+// schedule every minute; it returns evaluate's.
+func (bd *builder) scheduleRules(rate int) awsevents.Rule {
 	st, cfg, b := bd.st, bd.cfg, bd.b
-	awsevents.NewRule(st, jsii.String("EvaluateRule"), &awsevents.RuleProps{
+	evaluateRule := awsevents.NewRule(st, jsii.String("EvaluateRule"), &awsevents.RuleProps{
 		Description: jsii.String("nodetide evaluate cycle (" + cfg.Cluster.Name + ")"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(float64(rate)))),
 		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(b.Functions["evaluate"], &awseventstargets.LambdaFunctionProps{
@@ -474,6 +482,7 @@ func (bd *builder) scheduleRules(rate int) {
 			DeadLetterQueue: b.FailureQueue,
 		})},
 	})
+	return evaluateRule
 }
 
 // drainStateMachine is the drain state machine, from the same ASL file the

@@ -44,6 +44,9 @@ type Status struct {
 	Actions           []Action         `json:"actions"`
 	ActionsOmitted    int              `json:"actionsOmitted,omitempty"`
 	Recovered         *RecoveredCounts `json:"recovered,omitempty"`
+	// Problems is what the cycle found wrong: what the essential
+	// monitoring level's alarm fires on (see Problem).
+	Problems []Problem `json:"problems"`
 }
 
 // StatusError is an error and when it happened.
@@ -156,12 +159,13 @@ func RunningDrains(ctx context.Context, store state.DrainStore, limit int) ([]Dr
 	return out, omitted, nil
 }
 
-// saveStatus writes the cycle's status; a failure is logged, never
-// returned (the status is for people, the cycle's work is done).
-func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planner.Snapshot, res Result, cycleErr error) {
+// saveStatus writes the cycle's status and returns its problems; a failure
+// to save is logged, never returned (the status is for people, the cycle's
+// work is done).
+func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planner.Snapshot, res Result, cycleErr error) []Problem {
 	store, ok := e.Store.(state.StatusStore)
 	if !ok {
-		return
+		return e.problems(snap, res, nil, cycleErr)
 	}
 	var prev Status
 	if p, err := ReadStatus(ctx, store); err != nil && !errors.Is(err, state.ErrNoStatus) {
@@ -179,6 +183,10 @@ func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planne
 	if st.Drains == nil {
 		st.Drains = []DrainSummary{}
 	}
+	st.Problems = e.problems(snap, res, st.Drains, cycleErr)
+	if st.Problems == nil {
+		st.Problems = []Problem{}
+	}
 	doc, err := json.Marshal(st)
 	if err == nil {
 		err = store.PutStatus(ctx, StatusName, doc)
@@ -186,6 +194,7 @@ func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planne
 	if err != nil {
 		e.log().Warn("status not saved", "error", err.Error())
 	}
+	return st.Problems
 }
 
 // buildStatus summarises a cycle; prev is the last stored status, whose

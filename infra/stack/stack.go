@@ -88,23 +88,25 @@ type Function struct {
 // infra/README.md, "Sizing"): memory about 3× the measured peak RSS or more,
 // timeouts many times the slowest modelled run.
 //
-//   - evaluate: 384 MB — peak RSS 124 MiB, growing with the pods it lists;
-//     a tick's ~0.26 s of CPU models at under 2.2 s at this CPU share. Its
-//     scheduled run plans, acts and then watches for new pending pods until
-//     evaluate.watchFor after its tick (at the latest 10 s before its
-//     deadline), so the timeout is watchFor + 30 s, at least 60 s: room for a
-//     cycle still finishing when the watch ends, modelled at under 4.5 s even
-//     cold. Reserved concurrency 3: room for a cycle, a triggered cycle
-//     waiting for the lease and the webhook calls (a few ms each), and a
-//     bound on what calls to its public URL can run at once; the DynamoDB
-//     lease keeps cycles apart.
+//   - evaluate: 256 MB — peak RSS 76 MiB, growing with the pods it lists
+//     (raise it above about 20,000 pods). A warm tick's CPU is ~35 ms; it
+//     waits most of its ~2 s for the API server's watch bookmarks, so more
+//     memory would bill more without being faster. Its scheduled run plans,
+//     acts and then watches for new pending pods until evaluate.watchFor
+//     after its tick (at the latest 10 s before its deadline), so the timeout
+//     is watchFor + 30 s, at least 60 s: room for a cycle still finishing
+//     when the watch ends, modelled at under 5 s even cold. Reserved
+//     concurrency 3: room for a cycle, a triggered cycle waiting for the
+//     lease and the webhook calls (a few ms each), and a bound on what calls
+//     to its public URL can run at once; the DynamoDB lease keeps cycles
+//     apart.
 //   - drain: 256 MB (peak RSS 47 MiB; the CPU-heavy steps, Surge and Evict,
 //     model up to a second faster than at 128 MB, at a negligible cost), 120 s —
 //     one state machine step, modelled at under 7.5 s with its own 5 s wait,
 //     or a hand-made shutdown / enable; under the ASL's 300 s per task, so a
 //     hung step ends as the function's timeout.
-//   - schedule: 384 MB, 90 s — a tick with nothing due models at under
-//     0.1 s and one firing five schedules at under 2.5 s (peak RSS 48 MiB),
+//   - schedule: 256 MB, 90 s — a tick with nothing due models at under
+//     0.1 s and one firing five schedules at under 2.5 s (peak RSS 47 MiB),
 //     but a schedule that shrinks a group runs an evaluate cycle (its
 //     snapshot, so evaluate's memory) after waiting up to 30 s for the
 //     evaluate lease, and starts drains as evaluate does.
@@ -114,13 +116,13 @@ func Functions(cfg *config.Config) []Function {
 	evalTimeout = min(evalTimeout, 15*time.Minute)
 	return []Function{
 		{Name: "evaluate", Description: "nodetide evaluate: measures pressure, scales node groups up, starts drains",
-			MemoryMB: 384, Timeout: evalTimeout, Reserved: 3, StartsDrains: true,
+			MemoryMB: 256, Timeout: evalTimeout, Reserved: 3, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
 			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true, StopsDrains: true,
 			ASGWrites: append([]string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}, LifecycleActions...)},
 		{Name: "schedule", Description: "nodetide schedule: fires due schedules (node group sizes, workload replicas)",
-			MemoryMB: 384, Timeout: 90 * time.Second, StartsDrains: true,
+			MemoryMB: 256, Timeout: 90 * time.Second, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 	}
 }

@@ -200,3 +200,49 @@ func TestProblemsCountAFailedCycle(t *testing.T) {
 		t.Errorf("status problems %+v, want the cycle's error", st.Problems)
 	}
 }
+
+// A drain still running more than 5 minutes past its deadline is a problem
+// each cycle; one just past it (its next step acts on it) is not yet.
+func TestProblemsCountAnOverdueDrain(t *testing.T) {
+	cp := testbed.Cluster(t)
+	ctx := context.Background()
+	store := state.NewMemory("overdue")
+	now := time.Now().UTC()
+	for node, deadline := range map[string]time.Time{"stuck": now.Add(-10 * time.Minute), "late": now.Add(-time.Minute)} {
+		if _, err := store.BeginDrain(ctx, state.DrainRecord{Node: node, ID: node + "-1", NodeGroup: "workers",
+			StartedAt: now.Add(-time.Hour), Deadline: deadline, Phase: state.PhasePrepared}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &evaluate.Evaluator{
+		Client: cp.Client,
+		Groups: func(context.Context) ([]providers.NodeGroup, error) { return nil, nil },
+		Store:  store, Settings: planner.DefaultSettings(), Holder: "test", LeaseTTL: time.Minute,
+		Now: func() time.Time { return now },
+	}
+	m := metrics.New("prod", nil)
+	m.SetLevel(metrics.LevelEssential)
+	if _, err := e.Run(metrics.NewContext(ctx, m)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := evaluate.ReadStatus(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var overdue *evaluate.Problem
+	for i, p := range st.Problems {
+		if p.Kind == evaluate.ProblemDrainOverdue {
+			overdue = &st.Problems[i]
+		}
+	}
+	if overdue == nil || overdue.Count != 1 || !strings.HasPrefix(overdue.Detail, "stuck (deadline ") {
+		t.Fatalf("status problems %+v, want the stuck drain alone overdue", st.Problems)
+	}
+	var out bytes.Buffer
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if published, err := metricstest.Parse(out.Bytes(), "prod"); err != nil || published.Sum(metrics.Problems, nil) < 1 {
+		t.Errorf("published %v (%v), want Problems counting the overdue drain", published, err)
+	}
+}

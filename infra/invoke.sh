@@ -92,9 +92,9 @@ fi
 
 case "$fn" in
   # The stack's sizes (infra/stack/stack.go; evaluate's timeout with the default watchFor).
-  evaluate) timeout=75 memory=384 ;;
+  evaluate) timeout=75 memory=256 ;;
   drain) timeout=120 memory=256 ;;
-  schedule) timeout=90 memory=384 ;;
+  schedule) timeout=90 memory=256 ;;
   *) die "usage: make invoke FN=evaluate|drain|schedule EVENT=events/<file>.json" ;;
 esac
 [ -n "$event" ] || die "usage: make invoke FN=$fn EVENT=events/<file>.json (see events/)"

@@ -31,7 +31,7 @@ type statusDoc struct {
 func newStatusCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "The last evaluate cycle: node groups and their health, unneeded nodes, running drains, errors",
+		Short: "The last evaluate cycle: problems, node groups and their health, unneeded nodes, running drains, errors",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -127,18 +127,17 @@ func writeStatusTable(w io.Writer, d statusDoc, now time.Time) error {
 	} else {
 		fmt.Fprintf(w, "Last error:   none\n")
 	}
-	for i, p := range d.Problems {
-		label := "Problems:    "
-		if i > 0 {
-			label = "             "
-		}
-		fmt.Fprintf(w, "%s %s\n", label, p)
-	}
-	more(w, d.ProblemsOmitted, "problems")
 	if !d.GroupsAt.Equal(d.CycleAt) {
 		fmt.Fprintf(w, "Node groups as of %s (the last cycle did not read them)\n", at(d.GroupsAt))
 	}
 	fmt.Fprintf(w, "Unschedulable pods: %d\n", d.UnschedulablePods)
+	// What the essential monitoring level's alarm fires on.
+	if len(d.Problems) == 0 {
+		fmt.Fprintln(w, "Problems:     none")
+	}
+	for _, p := range d.Problems {
+		fmt.Fprintf(w, "Problem:      %s (%d): %s\n", p.Kind, p.Count, p.Detail)
+	}
 
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

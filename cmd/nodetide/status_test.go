@@ -44,8 +44,10 @@ func sampleStatus() evaluate.Status {
 				Headroom: &evaluate.GroupHeadroom{Rule: "3 spare nodes", Free: "0 free", Need: 3, Adding: 1, Blocked: "max size 4"}},
 			{Name: "system", Provider: "aws", MinSize: 2, MaxSize: 3, TargetSize: 2, Registered: 2, Ready: 2, Health: []string{}},
 		},
-		Problems:          []string{`headroom: no node group "prod-gpu-old" found this cycle (names are matched exactly; its headroom applies once the group is found)`},
 		UnschedulablePods: 3,
+		Problems: []evaluate.Problem{{Kind: evaluate.ProblemGroupBackoff, Count: 1, Detail: "gpu until 2026-12-01T10:03:00Z"},
+			{Kind: evaluate.ProblemPodsPending, Count: 3, Detail: "default/train-0, default/train-1, default/train-2; the oldest for 14m2s, over 10m0s"},
+			{Kind: evaluate.ProblemHeadroomGroupNotFound, Count: 1, Detail: "prod-gpu-old; names are matched exactly; a headroom applies once its group is found"}},
 		Unneeded: []evaluate.UnneededNode{
 			{Node: "ip-10-0-3-17.eu-west-1.compute.internal", NodeGroup: "workers", Since: statusNow.Add(-9 * time.Minute)},
 			{Node: "scw-batch-7d1e", NodeGroup: "batch", Since: statusNow.Add(-2 * time.Minute)},

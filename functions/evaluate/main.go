@@ -22,6 +22,9 @@ func build(ctx context.Context, cfg *config.Config, a *setup.AWS, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	if ev.PendingAlarm, err = evaluate.PendingAlarmFromEnv(os.Getenv); err != nil {
+		return nil, err
+	}
 	tr, err := setup.Trigger(ctx, os.Getenv, ev.Store, a, log)
 	if err != nil {
 		return nil, err

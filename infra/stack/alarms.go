@@ -2,12 +2,14 @@ package stack
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -98,22 +100,20 @@ type alarms struct {
 	all     []awscloudwatch.IAlarm
 }
 
-// rank orders the monitoring levels: a level has the alarms of those below.
-func rank(l metrics.Level) int {
-	switch l {
-	case metrics.LevelFull:
-		return 2
-	case metrics.LevelEssential:
-		return 1
-	}
-	return 0
-}
+// The monitoring levels an alarm is made at. Essential is not a part of
+// full: its one alarm on Problems replaces several of full's (see nodetide).
+var (
+	fullOnly      = []metrics.Level{metrics.LevelFull}
+	essentialOnly = []metrics.Level{metrics.LevelEssential}
+	fullEssential = []metrics.Level{metrics.LevelFull, metrics.LevelEssential}
+	fullOff       = []metrics.Level{metrics.LevelFull, metrics.LevelOff}
+)
 
 // alarm is one alarm: fire when the statistic over the period compares to
 // the threshold, once.
 type alarm struct {
-	// at is the lowest monitoring level that has the alarm.
-	at              metrics.Level
+	// levels are the monitoring levels that have the alarm.
+	levels          []metrics.Level
 	id, description string
 	metric          awscloudwatch.IMetric
 	threshold       float64
@@ -122,7 +122,7 @@ type alarm struct {
 }
 
 func (a *alarms) add(al alarm) {
-	if rank(a.level) < rank(al.at) {
+	if !slices.Contains(al.levels, a.level) {
 		return
 	}
 	cmp := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
@@ -162,60 +162,79 @@ func customMetric(cluster, name, stat string, period time.Duration) awscloudwatc
 
 var fiveMinutes = 5 * time.Minute
 
-// function adds a function's errors and throttles alarms. Errors stay at
-// every level: on AWS's own metric they cost $0.10 each and nothing to
-// publish, and with no custom metric they are what tells a function fails
-// (at start, on the cluster, on the cloud). Throttles are full only: a
-// throttled invocation is retried, and throttling that lasts shows as a
-// stalled cycle or a drain that ends unfinished.
+// function adds a function's errors and throttles alarms. Errors are at
+// full and off: on AWS's own metric they cost $0.10 each and nothing to
+// publish, and with no custom metric (off) they are what tells a function
+// fails. Essential leaves them out: a failed scheduled or event-driven
+// invocation lands in the failure queue (its alarm), a failed drain step is
+// rolled back (Problems), and an evaluate that keeps failing stops
+// publishing Problems (which alarms). Throttles are full only: a throttled
+// invocation is retried, and throttling that lasts shows as a stalled cycle
+// or a drain that ends unfinished.
 func (a *alarms) function(title string, fn awslambda.Function) {
 	opts := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}
-	a.add(alarm{at: metrics.LevelOff, id: title + "ErrorsAlarm", metric: fn.MetricErrors(opts), threshold: 1,
+	a.add(alarm{levels: fullOff, id: title + "ErrorsAlarm", metric: fn.MetricErrors(opts), threshold: 1,
 		description: strings.ToLower(title) + " returned errors; see its log group"})
-	a.add(alarm{at: metrics.LevelFull, id: title + "ThrottlesAlarm", metric: fn.MetricThrottles(opts), threshold: 1,
+	a.add(alarm{levels: fullOnly, id: title + "ThrottlesAlarm", metric: fn.MetricThrottles(opts), threshold: 1,
 		description: strings.ToLower(title) + " was throttled (account concurrency, or its reserved concurrency is too small)"})
 }
 
 // nodetide adds the alarms on what the functions report and on the drain
-// state machine's executions and the failure queue. Essential are those on
-// the metrics metrics.Essential keeps (scaling stalled or failing, a drain
-// undone or ended unfinished, a node left cordoned) and the failure queue;
-// the state machine's TimedOut and Aborted are full only, as
-// DrainEndedUnfinished fires for both (and for RollbackFailed, which only
-// the Failed count shows, together with every rejected drain).
-func (a *alarms) nodetide(o Options, sm awsstepfunctions.StateMachine, queue awssqs.Queue, evaluateEvery time.Duration) {
+// state machine's executions, the evaluate rule and the failure queue. At
+// full, one alarm per metric; the state machine's TimedOut and Aborted
+// also, though DrainEndedUnfinished fires for both (and for RollbackFailed,
+// which only the Failed count shows, together with every rejected drain).
+// At essential, three: Problems (published only when there is one), the
+// evaluate rule invoking nothing (AWS's own metric: no data is no tick),
+// and the failure queue, where a failed tick lands.
+func (a *alarms) nodetide(o Options, sm awsstepfunctions.StateMachine, queue awssqs.Queue, evaluateRule awsevents.Rule, evaluateEvery time.Duration) {
 	sum := func(name string) awscloudwatch.Metric { return a.custom(name, "Sum", fiveMinutes) }
-	a.add(alarm{at: metrics.LevelEssential, id: "ScaleUpFailedAlarm", metric: sum(metrics.ScaleUpFailures), threshold: 1,
+	a.add(alarm{levels: fullOnly, id: "ScaleUpFailedAlarm", metric: sum(metrics.ScaleUpFailures), threshold: 1,
 		description: "a scale-up failed (metric ScaleUpFailures; its Reason dimension says why); the group is backed off, see the evaluate log"})
 	// Over at least 5 minutes, and never shorter than the interval: a
 	// period without a cycle's data point would flip the alarm to OK and
 	// back, notifying each time.
 	minutes := o.PendingPodAlarmMinutes
-	a.add(alarm{at: metrics.LevelEssential, id: "PodsPendingAlarm", metric: a.custom(metrics.OldestPendingPodAge, "Maximum", max(fiveMinutes, evaluateEvery)),
+	a.add(alarm{levels: fullOnly, id: "PodsPendingAlarm", metric: a.custom(metrics.OldestPendingPodAge, "Maximum", max(fiveMinutes, evaluateEvery)),
 		threshold:   float64(minutes * 60),
 		description: fmt.Sprintf("a pod has been unschedulable for more than %d minutes (OldestPendingPodAge); see the plan's unschedulable reasons in the evaluate log", minutes)})
-	a.add(alarm{at: metrics.LevelFull, id: "DrainStartFailedAlarm", metric: sum(metrics.DrainStartFailures), threshold: 1,
+	a.add(alarm{levels: fullOnly, id: "DrainStartFailedAlarm", metric: sum(metrics.DrainStartFailures), threshold: 1,
 		description: "evaluate could not start a drain execution; see the evaluate log"})
-	a.add(alarm{at: metrics.LevelEssential, id: "DrainRolledBackAlarm", metric: sum(metrics.DrainsRolledBack), threshold: 1,
+	a.add(alarm{levels: fullOnly, id: "DrainRolledBackAlarm", metric: sum(metrics.DrainsRolledBack), threshold: 1,
 		description: "a drain was rolled back (a PDB past the timeout, a failed step); its node is back in service, see the execution history"})
-	a.add(alarm{at: metrics.LevelEssential, id: "DrainEndedUnfinishedAlarm", metric: sum(metrics.DrainsRecovered), threshold: 1,
+	a.add(alarm{levels: fullOnly, id: "DrainEndedUnfinishedAlarm", metric: sum(metrics.DrainsRecovered), threshold: 1,
 		description: "a drain's execution ended without finishing it (RollbackFailed, stopped, timed out) and recovery finished it; see the execution history"})
 	opts := &awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}
-	a.add(alarm{at: metrics.LevelFull, id: "DrainTimedOutAlarm", metric: sm.MetricTimedOut(opts), threshold: 1,
+	a.add(alarm{levels: fullOnly, id: "DrainTimedOutAlarm", metric: sm.MetricTimedOut(opts), threshold: 1,
 		description: "a drain execution timed out; recovery finishes its drain, see the execution history"})
-	a.add(alarm{at: metrics.LevelFull, id: "DrainAbortedAlarm", metric: sm.MetricAborted(opts), threshold: 1,
+	a.add(alarm{levels: fullOnly, id: "DrainAbortedAlarm", metric: sm.MetricAborted(opts), threshold: 1,
 		description: "a drain execution was stopped; recovery finishes its drain"})
-	a.add(alarm{at: metrics.LevelEssential, id: "StrayCordonAlarm", metric: sum(metrics.StrayCordonsRecovered), threshold: 1,
+	a.add(alarm{levels: fullOnly, id: "StrayCordonAlarm", metric: sum(metrics.StrayCordonsRecovered), threshold: 1,
 		description: "a node carried the draining taint with no drain holding it; recovery made it schedulable again"})
-	a.add(alarm{at: metrics.LevelFull, id: "ScheduleFailedAlarm", metric: sum(metrics.ScheduleFailures), threshold: 1,
+	a.add(alarm{levels: fullOnly, id: "ScheduleFailedAlarm", metric: sum(metrics.ScheduleFailures), threshold: 1,
 		description: "a schedule fired with a failed effect; see lastResult (nodetide schedules get NAME -o json)"})
 	// No completed cycle in the window, or no data at all (the function
 	// not running, or failing before it reports), is an outage.
 	window := max(5*time.Minute, 2*evaluateEvery)
-	a.add(alarm{at: metrics.LevelEssential, id: "EvaluateStalledAlarm", metric: a.custom(metrics.CycleCompleted, "Sum", window), threshold: 1, below: true,
+	a.add(alarm{levels: fullOnly, id: "EvaluateStalledAlarm", metric: a.custom(metrics.CycleCompleted, "Sum", window), threshold: 1, below: true,
 		missing:     awscloudwatch.TreatMissingData_BREACHING,
 		description: fmt.Sprintf("no evaluate cycle completed in %s: nothing scales up or down; see the evaluate log and Errors", window)})
-	a.add(alarm{at: metrics.LevelEssential, id: "FailedInvocationsAlarm",
+	// Over at least the interval, as PodsPending: a lasting problem has a
+	// data point in every period.
+	a.add(alarm{levels: essentialOnly, id: "ProblemsAlarm", metric: a.custom(metrics.Problems, "Sum", max(fiveMinutes, evaluateEvery)), threshold: 1,
+		description: fmt.Sprintf("nodetide found a problem: an evaluate cycle failed, a scale-up was refused, a group is backed off, "+
+			"a pod has been unschedulable for more than %d minutes, a drain was rolled back, ended unfinished or is past its deadline, "+
+			"or a node was left cordoned; `nodetide status` names it (a rolled-back drain: the DrainRolledBack event on its node), "+
+			"see the evaluate log", minutes)})
+	a.add(alarm{levels: essentialOnly, id: "EvaluateNotInvokedAlarm", threshold: 1, below: true,
+		metric: awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String("AWS/Events"), MetricName: jsii.String("Invocations"),
+			DimensionsMap: &map[string]*string{"RuleName": evaluateRule.RuleName()},
+			Statistic:     jsii.String("Sum"), Period: awscdk.Duration_Seconds(jsii.Number(window.Seconds())),
+		}),
+		missing:     awscloudwatch.TreatMissingData_BREACHING,
+		description: fmt.Sprintf("the evaluate rule invoked nothing in %s (disabled, deleted, or EventBridge failing): nothing scales on schedule", window)})
+	a.add(alarm{levels: fullEssential, id: "FailedInvocationsAlarm",
 		metric:    queue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum")}),
 		threshold: 1,
 		description: "a scheduled or event-driven invocation failed past its retries; its event is in the queue " +
@@ -223,8 +242,9 @@ func (a *alarms) nodetide(o Options, sm awsstepfunctions.StateMachine, queue aws
 }
 
 // dashboard shows the functions' metrics, the state machine, the queue and
-// the alarms' states on one page; at monitoring essential, only the metrics
-// published at that level and AWS's own. Monitoring off has none (nil).
+// the alarms' states on one page; at monitoring essential, Problems (the one
+// metric published at that level) and AWS's own. Monitoring off has none
+// (nil).
 func dashboard(st awscdk.Stack, level metrics.Level, name, cluster string, fns map[string]awslambda.Function, sm awsstepfunctions.StateMachine, queue awssqs.Queue, all []awscloudwatch.IAlarm) awscloudwatch.Dashboard {
 	m := func(metric, stat string) awscloudwatch.IMetric {
 		return customMetric(cluster, metric, stat, time.Minute)
@@ -274,10 +294,7 @@ func dashboard(st awscdk.Stack, level metrics.Level, name, cluster string, fns m
 	grid := [][]awscloudwatch.IWidget{
 		alarmRow,
 		{
-			graph("Oldest pending pod (published while a pod is pending)", ms(m(metrics.OldestPendingPodAge, "Maximum"))),
-			graph("Evaluate cycles", ms(m(metrics.CycleCompleted, "Sum"))),
-			graph("Scale-up failures, drains undone, stray cordons", ms(m(metrics.ScaleUpFailures, "Sum"), m(metrics.DrainsRolledBack, "Sum"),
-				m(metrics.DrainsRecovered, "Sum"), m(metrics.StrayCordonsRecovered, "Sum"))),
+			graph("Problems (nodetide status names them)", ms(m(metrics.Problems, "Sum"))),
 		},
 		awsRow,
 	}

@@ -139,6 +139,56 @@ func TestAlarms(t *testing.T) {
 	}
 }
 
+// At essential one alarm reads what the functions publish: Problems, firing
+// at one (no data is no problem); beside it the evaluate rule's invocations
+// (no data is no tick) and the failure queue's. evaluate gets the pending
+// pods' minutes, which it counts problems by.
+func TestEssentialAlarms(t *testing.T) {
+	f := synth(t, options(t, map[string]string{CtxPendingPodAlarm: "15"}), false)
+	topicID, _ := f.resourceID(t, "AWS::SNS::Topic", "AlarmTopic")
+	queueID, _ := f.resourceID(t, "AWS::SQS::Queue", "FailedInvocations")
+	ruleID, _ := f.resourceID(t, "AWS::Events::Rule", "EvaluateRule")
+	for _, tc := range []struct {
+		id   string
+		want map[string]any
+	}{
+		{"ProblemsAlarm", map[string]any{
+			"Namespace": "nodetide", "MetricName": "Problems", "Statistic": "Sum", "Period": 300.0,
+			"Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "notBreaching",
+			"Dimensions": []any{map[string]any{"Name": "Cluster", "Value": "prod"}},
+		}},
+		{"EvaluateNotInvokedAlarm", map[string]any{
+			"Namespace": "AWS/Events", "MetricName": "Invocations", "Statistic": "Sum", "Period": 300.0,
+			"Threshold": 1.0, "ComparisonOperator": "LessThanThreshold", "TreatMissingData": "breaching",
+			"Dimensions": []any{map[string]any{"Name": "RuleName", "Value": map[string]any{"Ref": ruleID}}},
+		}},
+		{"FailedInvocationsAlarm", map[string]any{
+			"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible", "Statistic": "Maximum", "Period": 300.0,
+			"Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "notBreaching",
+			"Dimensions": []any{map[string]any{"Name": "QueueName", "Value": map[string]any{"Fn::GetAtt": []any{queueID, "QueueName"}}}},
+		}},
+	} {
+		_, p := f.resourceID(t, "AWS::CloudWatch::Alarm", tc.id)
+		tc.want["EvaluationPeriods"] = 1.0
+		tc.want["AlarmActions"] = []any{map[string]any{"Ref": topicID}}
+		for k, v := range tc.want {
+			if str(p[k]) != str(v) {
+				t.Errorf("%s: %s = %s, want %s", tc.id, k, str(p[k]), str(v))
+			}
+		}
+	}
+	_, p := f.resourceID(t, "AWS::CloudWatch::Alarm", "ProblemsAlarm")
+	if d := str(p["AlarmDescription"]); !strings.Contains(d, "more than 15 minutes") || !strings.Contains(d, "nodetide status") {
+		t.Errorf("ProblemsAlarm description %s: want the pending minutes and where to look", d)
+	}
+	for fn, want := range map[string]any{"evaluate": "15", "drain": nil, "schedule": nil} {
+		_, p := f.function(t, fn)
+		if got := p["Environment"].(map[string]any)["Variables"].(map[string]any)[EnvPendingPodAlarmMinutes]; got != want {
+			t.Errorf("%s: %s = %v, want %v", fn, EnvPendingPodAlarmMinutes, got, want)
+		}
+	}
+}
+
 // A slower evaluate interval widens the stalled-cycle window and the
 // pending pods' period.
 func TestEvaluateStalledWindow(t *testing.T) {
@@ -150,7 +200,7 @@ func TestEvaluateStalledWindow(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Replace(string(data), "interval: 1m", "interval: 10m", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := synth(t, options(t, map[string]string{CtxConfig: path}), false)
+	f := synth(t, options(t, map[string]string{CtxConfig: path, CtxMonitoring: "full"}), false)
 	_, p := f.resourceID(t, "AWS::CloudWatch::Alarm", "EvaluateStalledAlarm")
 	if p["Period"] != 1200.0 {
 		t.Errorf("stalled: period %v, want 1200 (two 10-minute intervals)", p["Period"])
@@ -158,6 +208,15 @@ func TestEvaluateStalledWindow(t *testing.T) {
 	_, p = f.resourceID(t, "AWS::CloudWatch::Alarm", "PodsPendingAlarm")
 	if p["Period"] != 600.0 {
 		t.Errorf("pending: period %v, want 600 (one data point per period)", p["Period"])
+	}
+	f = synth(t, options(t, map[string]string{CtxConfig: path}), false)
+	_, p = f.resourceID(t, "AWS::CloudWatch::Alarm", "EvaluateNotInvokedAlarm")
+	if p["Period"] != 1200.0 {
+		t.Errorf("not invoked: period %v, want 1200 (two 10-minute intervals)", p["Period"])
+	}
+	_, p = f.resourceID(t, "AWS::CloudWatch::Alarm", "ProblemsAlarm")
+	if p["Period"] != 600.0 {
+		t.Errorf("problems: period %v, want 600 (one data point per period)", p["Period"])
 	}
 }
 
@@ -247,10 +306,11 @@ func TestDashboard(t *testing.T) {
 // tells the functions what to publish; every custom metric an alarm or the
 // dashboard reads is one the level publishes.
 func TestMonitoringLevels(t *testing.T) {
-	essential := []string{"EvaluateErrorsAlarm", "DrainErrorsAlarm", "ScheduleErrorsAlarm", "EvaluateStalledAlarm", "PodsPendingAlarm",
-		"ScaleUpFailedAlarm", "DrainRolledBackAlarm", "DrainEndedUnfinishedAlarm", "StrayCordonAlarm", "FailedInvocationsAlarm"}
-	full := append(slices.Clone(essential), "EvaluateThrottlesAlarm", "DrainThrottlesAlarm", "ScheduleThrottlesAlarm",
-		"DrainStartFailedAlarm", "DrainTimedOutAlarm", "DrainAbortedAlarm", "ScheduleFailedAlarm")
+	essential := []string{"ProblemsAlarm", "EvaluateNotInvokedAlarm", "FailedInvocationsAlarm"}
+	full := []string{"EvaluateErrorsAlarm", "DrainErrorsAlarm", "ScheduleErrorsAlarm", "EvaluateStalledAlarm", "PodsPendingAlarm",
+		"ScaleUpFailedAlarm", "DrainRolledBackAlarm", "DrainEndedUnfinishedAlarm", "StrayCordonAlarm", "FailedInvocationsAlarm",
+		"EvaluateThrottlesAlarm", "DrainThrottlesAlarm", "ScheduleThrottlesAlarm",
+		"DrainStartFailedAlarm", "DrainTimedOutAlarm", "DrainAbortedAlarm", "ScheduleFailedAlarm"}
 	tests := []struct {
 		ctx              string // "" for the default
 		level            metrics.Level
@@ -289,7 +349,7 @@ func TestMonitoringLevels(t *testing.T) {
 				p := props(r)
 				if p["Namespace"] == metrics.Namespace {
 					name := p["MetricName"].(string)
-					if tc.level != metrics.LevelFull && !metrics.Essential(name) {
+					if !metrics.Published(tc.level, name) {
 						t.Errorf("alarm %s on %s, which %s does not publish", id, name, tc.level)
 					}
 					if n := len(p["Dimensions"].([]any)); n != 1 {
@@ -312,9 +372,9 @@ func TestMonitoringLevels(t *testing.T) {
 				metrics.DrainStartFailures, metrics.TargetSize, metrics.RegisteredNodes, metrics.ReadyNodes, metrics.UnneededNodes,
 				metrics.ScaleUpNodes, metrics.DrainsStarted, metrics.DrainsSucceeded, metrics.DrainsRolledBack, metrics.DrainsRejected,
 				metrics.DrainDuration, metrics.NodesRemoved, metrics.DrainsRecovered, metrics.StrayCordonsRecovered,
-				metrics.ScheduleFires, metrics.ScheduleFailures} {
-				if on := strings.Contains(body, `\"`+name+`\"`); on != metrics.Essential(name) {
-					t.Errorf("dashboard shows %s: %v, want %v", name, on, metrics.Essential(name))
+				metrics.ScheduleFires, metrics.ScheduleFailures, metrics.Problems} {
+				if on, want := strings.Contains(body, `\"`+name+`\"`), metrics.Published(tc.level, name); on != want {
+					t.Errorf("dashboard shows %s: %v, want %v", name, on, want)
 				}
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,10 @@ const (
 	// EnvMetrics is the monitoring level: what the functions publish
 	// (pkg/lambdarun.EnvMetrics).
 	EnvMetrics = "NODETIDE_METRICS"
+	// EnvPendingPodAlarmMinutes is pendingPodAlarmMinutes for evaluate, which
+	// counts a pod unschedulable that long as a problem
+	// (pkg/evaluate.EnvPendingAlarmMinutes).
+	EnvPendingPodAlarmMinutes = "NODETIDE_PENDING_POD_ALARM_MINUTES"
 )
 
 // TTLAttribute is the state table's TTL attribute (drain records, leases).
@@ -83,23 +88,25 @@ type Function struct {
 // infra/README.md, "Sizing"): memory about 3× the measured peak RSS or more,
 // timeouts many times the slowest modelled run.
 //
-//   - evaluate: 384 MB — peak RSS 124 MiB, growing with the pods it lists;
-//     a tick's ~0.26 s of CPU models at under 2.2 s at this CPU share. Its
-//     scheduled run plans, acts and then watches for new pending pods until
-//     evaluate.watchFor after its tick (at the latest 10 s before its
-//     deadline), so the timeout is watchFor + 30 s, at least 60 s: room for a
-//     cycle still finishing when the watch ends, modelled at under 4.5 s even
-//     cold. Reserved concurrency 3: room for a cycle, a triggered cycle
-//     waiting for the lease and the webhook calls (a few ms each), and a
-//     bound on what calls to its public URL can run at once; the DynamoDB
-//     lease keeps cycles apart.
+//   - evaluate: 256 MB — peak RSS 76 MiB, growing with the pods it lists
+//     (raise it above about 20,000 pods). A warm tick's CPU is ~35 ms; it
+//     waits most of its ~2 s for the API server's watch bookmarks, so more
+//     memory would bill more without being faster. Its scheduled run plans,
+//     acts and then watches for new pending pods until evaluate.watchFor
+//     after its tick (at the latest 10 s before its deadline), so the timeout
+//     is watchFor + 30 s, at least 60 s: room for a cycle still finishing
+//     when the watch ends, modelled at under 5 s even cold. Reserved
+//     concurrency 3: room for a cycle, a triggered cycle waiting for the
+//     lease and the webhook calls (a few ms each), and a bound on what calls
+//     to its public URL can run at once; the DynamoDB lease keeps cycles
+//     apart.
 //   - drain: 256 MB (peak RSS 47 MiB; the CPU-heavy steps, Surge and Evict,
 //     model up to a second faster than at 128 MB, at a negligible cost), 120 s —
 //     one state machine step, modelled at under 7.5 s with its own 5 s wait,
 //     or a hand-made shutdown / enable; under the ASL's 300 s per task, so a
 //     hung step ends as the function's timeout.
-//   - schedule: 384 MB, 90 s — a tick with nothing due models at under
-//     0.1 s and one firing five schedules at under 2.5 s (peak RSS 48 MiB),
+//   - schedule: 256 MB, 90 s — a tick with nothing due models at under
+//     0.1 s and one firing five schedules at under 2.5 s (peak RSS 47 MiB),
 //     but a schedule that shrinks a group runs an evaluate cycle (its
 //     snapshot, so evaluate's memory) after waiting up to 30 s for the
 //     evaluate lease, and starts drains as evaluate does.
@@ -109,13 +116,13 @@ func Functions(cfg *config.Config) []Function {
 	evalTimeout = min(evalTimeout, 15*time.Minute)
 	return []Function{
 		{Name: "evaluate", Description: "nodetide evaluate: measures pressure, scales node groups up, starts drains",
-			MemoryMB: 384, Timeout: evalTimeout, Reserved: 3, StartsDrains: true,
+			MemoryMB: 256, Timeout: evalTimeout, Reserved: 3, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
 			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true, StopsDrains: true,
 			ASGWrites: append([]string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}, LifecycleActions...)},
 		{Name: "schedule", Description: "nodetide schedule: fires due schedules (node group sizes, workload replicas)",
-			MemoryMB: 384, Timeout: 90 * time.Second, StartsDrains: true,
+			MemoryMB: 256, Timeout: 90 * time.Second, StartsDrains: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 	}
 }
@@ -192,20 +199,86 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 		props.Description = jsii.String(fmt.Sprintf("nodetide serverless node scaler for cluster %s", cfg.Cluster.Name))
 	}
 	st := awscdk.NewStack(scope, jsii.String(id), props)
-	b := &Built{
-		Stack:            st,
-		Functions:        map[string]awslambda.Function{},
-		Roles:            map[string]awsiam.Role{},
-		StateMachineName: Name(cfg.Cluster.Name) + "-drain",
-	}
-	prefix := Name(cfg.Cluster.Name)
-	retention := awslogs.RetentionDays_ONE_MONTH
-	if o.LogRetentionDays != 0 {
-		retention = retentionDays[o.LogRetentionDays]
-	}
+	bd := newBuilder(st, o)
+	b := bd.b
+	b.Table = stateTable(st, cfg)
+	b.Parameter = configParameter(st, o, bd.prefix)
+	topic, _ := alarmTopic(st, o, bd.prefix)
+	b.AlarmTopic = topic
+	bd.al = &alarms{st: st, cluster: cfg.Cluster.Name, level: o.Monitoring, action: action(topic)}
+	b.FailureQueue = failureQueue(st, bd.prefix)
+	suppressFailureQueue(b.FailureQueue)
 
-	// State: one table, single-item conditional writes (DESIGN "DynamoDB").
-	b.Table = awsdynamodb.NewTable(st, jsii.String("StateTable"), &awsdynamodb.TableProps{
+	for _, spec := range Functions(cfg) {
+		bd.function(spec)
+	}
+	rate, _ := o.evaluateRate()
+	evaluateRule := bd.scheduleRules(rate)
+	bd.drainStateMachine(string(asl))
+	interruptions(st, cfg, b.Functions["drain"], b.FailureQueue)
+	// Not the executions' Failed count: a Rejected drain (already
+	// draining, at the minimum) fails its execution and is no alarm.
+	bd.al.nodetide(o, b.StateMachine, b.FailureQueue, evaluateRule, time.Duration(rate)*time.Minute)
+	b.Alarms = bd.al.all
+	b.Dashboard = dashboard(st, o.Monitoring, bd.prefix, cfg.Cluster.Name, b.Functions, b.StateMachine, b.FailureQueue, bd.al.all)
+
+	if o.VpcID != "" && !o.NoVpcEndpoints {
+		vpcEndpoints(st, o)
+	}
+	warn(st, Warnings(o))
+	stackOutputs(st, b)
+	return b, nil
+}
+
+// builder holds what the parts of the stack share while New builds them.
+type builder struct {
+	st        awscdk.Stack
+	o         Options
+	cfg       *config.Config
+	b         *Built
+	prefix    string
+	retention awslogs.RetentionDays
+	// smArn and execArn are the drain state machine's ARN and its
+	// executions', built from its fixed name (see Built.StateMachineName).
+	smArn, execArn *string
+	asgStatements  []func(actions []string) awsiam.PolicyStatement
+	secretArns     []*string
+	al             *alarms
+}
+
+func newBuilder(st awscdk.Stack, o Options) *builder {
+	cfg := o.Config
+	bd := &builder{
+		st: st, o: o, cfg: cfg,
+		b: &Built{
+			Stack:            st,
+			Functions:        map[string]awslambda.Function{},
+			Roles:            map[string]awsiam.Role{},
+			StateMachineName: Name(cfg.Cluster.Name) + "-drain",
+		},
+		prefix:        Name(cfg.Cluster.Name),
+		retention:     awslogs.RetentionDays_ONE_MONTH,
+		asgStatements: autoScalingStatements(st, cfg),
+		secretArns:    secretResources(cfg),
+	}
+	if o.LogRetentionDays != 0 {
+		bd.retention = retentionDays[o.LogRetentionDays]
+	}
+	bd.smArn = st.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
+		ResourceName: jsii.String(bd.b.StateMachineName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+	bd.execArn = st.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("states"), Resource: jsii.String("execution"),
+		ResourceName: jsii.String(bd.b.StateMachineName + ":*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+	return bd
+}
+
+// stateTable is the state: one table, single-item conditional writes
+// (DESIGN "DynamoDB"), kept when the stack is deleted.
+func stateTable(st awscdk.Stack, cfg *config.Config) awsdynamodb.Table {
+	return awsdynamodb.NewTable(st, jsii.String("StateTable"), &awsdynamodb.TableProps{
 		TableName:    jsii.String(cfg.State.DynamoDB.Table),
 		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String("pk"), Type: awsdynamodb.AttributeType_STRING},
 		SortKey:      &awsdynamodb.Attribute{Name: jsii.String("sk"), Type: awsdynamodb.AttributeType_STRING},
@@ -216,171 +289,186 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 		TimeToLiveAttribute: jsii.String(TTLAttribute),
 		RemovalPolicy:       awscdk.RemovalPolicy_RETAIN,
 	})
+}
 
-	// The config, as written, in SSM; the functions read it at start.
+// configParameter is the config, as written, in SSM; the functions read it
+// at start.
+func configParameter(st awscdk.Stack, o Options, prefix string) awsssm.StringParameter {
 	tier := awsssm.ParameterTier_STANDARD
 	if len(o.ConfigYAML) > standardParameterBytes {
 		tier = awsssm.ParameterTier_ADVANCED
 	}
-	b.Parameter = awsssm.NewStringParameter(st, jsii.String("Config"), &awsssm.StringParameterProps{
+	return awsssm.NewStringParameter(st, jsii.String("Config"), &awsssm.StringParameterProps{
 		ParameterName: jsii.String("/nodetide/" + strings.TrimPrefix(prefix, "nodetide-") + "/config"),
-		Description:   jsii.String("nodetide.yaml for cluster " + cfg.Cluster.Name + " (no secrets)"),
+		Description:   jsii.String("nodetide.yaml for cluster " + o.Config.Cluster.Name + " (no secrets)"),
 		StringValue:   jsii.String(o.ConfigYAML),
 		Tier:          tier,
 	})
-	sum := sha256.Sum256([]byte(o.ConfigYAML))
+}
 
-	smArn := st.FormatArn(&awscdk.ArnComponents{
-		Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
-		ResourceName: jsii.String(b.StateMachineName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+// function builds one function with its role, log group, alarms and
+// outputs.
+func (bd *builder) function(spec Function) {
+	st, o, b := bd.st, bd.o, bd.b
+	title := strings.ToUpper(spec.Name[:1]) + spec.Name[1:]
+	logs := awslogs.NewLogGroup(st, jsii.String(title+"Logs"), &awslogs.LogGroupProps{
+		LogGroupName:  jsii.String("/aws/lambda/" + bd.prefix + "-" + spec.Name),
+		Retention:     bd.retention,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
-	execArn := st.FormatArn(&awscdk.ArnComponents{
-		Service: jsii.String("states"), Resource: jsii.String("execution"),
-		ResourceName: jsii.String(b.StateMachineName + ":*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
-	})
-
-	asgStatements := autoScalingStatements(st, cfg)
-	secretArns := secretResources(cfg)
-	topic, _ := alarmTopic(st, o, prefix)
-	b.AlarmTopic = topic
-	al := &alarms{st: st, cluster: cfg.Cluster.Name, level: o.Monitoring, action: action(topic)}
-	b.FailureQueue = failureQueue(st, prefix)
-	suppressFailureQueue(b.FailureQueue)
-
-	for _, spec := range Functions(cfg) {
-		title := strings.ToUpper(spec.Name[:1]) + spec.Name[1:]
-		role := awsiam.NewRole(st, jsii.String(title+"Role"), &awsiam.RoleProps{
-			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
-			Description: jsii.String("nodetide " + spec.Name + " function (" + cfg.Cluster.Name + ")"),
-		})
-		b.Roles[spec.Name] = role
-		logs := awslogs.NewLogGroup(st, jsii.String(title+"Logs"), &awslogs.LogGroupProps{
-			LogGroupName:  jsii.String("/aws/lambda/" + prefix + "-" + spec.Name),
-			Retention:     retention,
-			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
-		})
-		allow(role, []string{"logs:CreateLogStream", "logs:PutLogEvents"}, logs.LogGroupArn())
-		allow(role, []string{"ssm:GetParameter"}, b.Parameter.ParameterArn())
-		allow(role, StateTableActions, b.Table.TableArn())
-		if eks := cfg.Cluster.Kubernetes.EKS; eks != nil {
-			allow(role, []string{"eks:DescribeCluster"}, st.FormatArn(&awscdk.ArnComponents{
-				Service: jsii.String("eks"), Resource: jsii.String("cluster"), ResourceName: jsii.String(eks.Name),
-				ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME, Region: optional(eks.Region),
-			}))
-			if len(asgStatements) > 0 {
-				// managed node groups' labels and taints, for templates
-				allow(role, []string{"eks:DescribeNodegroup"}, st.FormatArn(&awscdk.ArnComponents{
-					Service: jsii.String("eks"), Resource: jsii.String("nodegroup"), ResourceName: jsii.String(eks.Name + "/*/*"),
-					ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME, Region: optional(eks.Region),
-				}))
-			}
-		}
-		if len(secretArns) > 0 {
-			allow(role, []string{"secretsmanager:GetSecretValue"}, secretArns...)
-		}
-		if len(asgStatements) > 0 {
-			allow(role, ReadOnlyWildcardActions, jsii.String("*"))
-			for _, s := range asgStatements {
-				role.AddToPrincipalPolicy(s(spec.ASGWrites))
-			}
-		}
-		env := map[string]*string{
-			EnvConfigParameter: b.Parameter.ParameterName(),
-			EnvConfigSHA256:    jsii.String(hex.EncodeToString(sum[:])),
-			EnvMetrics:         jsii.String(string(o.Monitoring)),
-		}
-		if hasProvider(cfg, config.ProviderScaleway) {
-			// Not secret: the key comes from scaleway.secretKeySecret.
-			if o.ScalewayClusterID != "" {
-				env["CLUSTER_ID"] = jsii.String(o.ScalewayClusterID)
-			}
-			if o.ScalewayRegion != "" {
-				env["SCW_REGION"] = jsii.String(o.ScalewayRegion)
-			}
-		}
-		if spec.StartsDrains {
-			allow(role, []string{"states:StartExecution"}, smArn)
-			allow(role, []string{"states:DescribeExecution"}, execArn)
-			env[EnvDrainStateMachine] = smArn
-		}
-		if spec.StopsDrains {
-			allow(role, []string{"states:StopExecution"}, execArn)
-		}
-
-		fp := &awslambda.FunctionProps{
-			FunctionName: jsii.String(prefix + "-" + spec.Name),
-			Description:  jsii.String(spec.Description),
-			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-			Architecture: awslambda.Architecture_ARM_64(),
-			Handler:      jsii.String("bootstrap"),
-			Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(o.BuildDir, spec.Name)), nil),
-			MemorySize:   jsii.Number(float64(spec.MemoryMB)),
-			Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.Timeout.Seconds())),
-			Role:         role,
-			LogGroup:     logs,
-			Environment:  &env,
-		}
-		if spec.Name == "drain" {
-			// Reserved so that a busy account cannot throttle a drain's
-			// steps, above all its Rollback: an account-wide burst could
-			// outlast the state machine's retries and leave a node
-			// cordoned until recovery. Each running drain runs one step
-			// at a time, so this is room for that many drains at once;
-			// more are throttled and retried, never lost.
-			spec.Reserved = o.DrainReservedConcurrency
-		}
-		if spec.Reserved > 0 {
-			fp.ReservedConcurrentExecutions = jsii.Number(float64(spec.Reserved))
-		}
-		switch spec.Name {
-		case "evaluate":
-			// A lost tick is replaced by the next one a minute later.
-			fp.RetryAttempts, fp.MaxEventAge = jsii.Number(0), awscdk.Duration_Seconds(jsii.Number(60))
-		case "schedule":
-			// A failed tick is retried, within the lateness schedules allow.
-			fp.RetryAttempts, fp.MaxEventAge = jsii.Number(2), awscdk.Duration_Minutes(jsii.Number(15))
-		case "drain":
-			// Its asynchronous invocations are the drain-ended rule's.
-			fp.RetryAttempts, fp.MaxEventAge = jsii.Number(2), awscdk.Duration_Minutes(jsii.Number(15))
-		}
-
-		fn := awslambda.NewFunction(st, jsii.String(title+"Function"), fp)
-		b.Functions[spec.Name] = fn
-		if spec.Name == "evaluate" {
-			addTrigger(st, fn, role, prefix+"-"+spec.Name)
-		}
-		onFailure(fn, role, b.FailureQueue)
-
-		if len(o.SubnetIDs) > 0 {
-			cfn := fn.Node().DefaultChild().(awslambda.CfnFunction)
-			cfn.AddPropertyOverride(jsii.String("VpcConfig"), map[string]any{
-				"SubnetIds": o.SubnetIDs, "SecurityGroupIds": o.SecurityGroupIDs,
-			})
-			role.AddManagedPolicy(awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("service-role/AWSLambdaVPCAccessExecutionRole")))
-		}
-
-		al.function(title, fn)
-		awscdk.NewCfnOutput(st, jsii.String(title+"FunctionName"), &awscdk.CfnOutputProps{
-			Value: fn.FunctionName(), Description: jsii.String("the " + spec.Name + " function"),
-		})
-		awscdk.NewCfnOutput(st, jsii.String(title+"RoleArn"), &awscdk.CfnOutputProps{
-			Value:       role.RoleArn(),
-			Description: jsii.String("map to Kubernetes group " + KubernetesGroup(spec.Name) + " (EKS access entry or aws-auth)"),
-		})
-		if o.EKSAccessEntries {
-			awseks.NewCfnAccessEntry(st, jsii.String(title+"AccessEntry"), &awseks.CfnAccessEntryProps{
-				ClusterName:      jsii.String(cfg.Cluster.Kubernetes.EKS.Name),
-				PrincipalArn:     role.RoleArn(),
-				KubernetesGroups: jsii.Strings(KubernetesGroup(spec.Name)),
-				Type:             jsii.String("STANDARD"),
-			})
-		}
-		suppress(role, spec, len(o.SubnetIDs) > 0)
+	role := bd.functionRole(spec, title, logs)
+	fp := &awslambda.FunctionProps{
+		FunctionName: jsii.String(bd.prefix + "-" + spec.Name),
+		Description:  jsii.String(spec.Description),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(o.BuildDir, spec.Name)), nil),
+		MemorySize:   jsii.Number(float64(spec.MemoryMB)),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(spec.Timeout.Seconds())),
+		Role:         role,
+		LogGroup:     logs,
+		Environment:  bd.environment(spec),
+	}
+	if spec.Name == "drain" {
+		// Reserved so that a busy account cannot throttle a drain's
+		// steps, above all its Rollback: an account-wide burst could
+		// outlast the state machine's retries and leave a node
+		// cordoned until recovery. Each running drain runs one step
+		// at a time, so this is room for that many drains at once;
+		// more are throttled and retried, never lost.
+		spec.Reserved = o.DrainReservedConcurrency
+	}
+	if spec.Reserved > 0 {
+		fp.ReservedConcurrentExecutions = jsii.Number(float64(spec.Reserved))
+	}
+	switch spec.Name {
+	case "evaluate":
+		// A lost tick is replaced by the next one a minute later.
+		fp.RetryAttempts, fp.MaxEventAge = jsii.Number(0), awscdk.Duration_Seconds(jsii.Number(60))
+	case "schedule":
+		// A failed tick is retried, within the lateness schedules allow.
+		fp.RetryAttempts, fp.MaxEventAge = jsii.Number(2), awscdk.Duration_Minutes(jsii.Number(15))
+	case "drain":
+		// Its asynchronous invocations are the drain-ended rule's.
+		fp.RetryAttempts, fp.MaxEventAge = jsii.Number(2), awscdk.Duration_Minutes(jsii.Number(15))
 	}
 
-	// Rules: evaluate every evaluate.interval, schedule every minute.
-	rate, _ := o.evaluateRate()
-	awsevents.NewRule(st, jsii.String("EvaluateRule"), &awsevents.RuleProps{
+	fn := awslambda.NewFunction(st, jsii.String(title+"Function"), fp)
+	b.Functions[spec.Name] = fn
+	if spec.Name == "evaluate" {
+		addTrigger(st, fn, role, bd.prefix+"-"+spec.Name)
+	}
+	onFailure(fn, role, b.FailureQueue)
+	if len(o.SubnetIDs) > 0 {
+		cfn := fn.Node().DefaultChild().(awslambda.CfnFunction)
+		cfn.AddPropertyOverride(jsii.String("VpcConfig"), map[string]any{
+			"SubnetIds": o.SubnetIDs, "SecurityGroupIds": o.SecurityGroupIDs,
+		})
+		role.AddManagedPolicy(awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("service-role/AWSLambdaVPCAccessExecutionRole")))
+	}
+	bd.al.function(title, fn)
+	bd.functionOutputs(spec, title, fn, role)
+	suppress(role, spec, len(o.SubnetIDs) > 0)
+}
+
+// functionRole is a function's own role with exactly its grants (infra/README
+// "Least privilege").
+func (bd *builder) functionRole(spec Function, title string, logs awslogs.LogGroup) awsiam.Role {
+	st, cfg, b := bd.st, bd.cfg, bd.b
+	role := awsiam.NewRole(st, jsii.String(title+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("nodetide " + spec.Name + " function (" + cfg.Cluster.Name + ")"),
+	})
+	b.Roles[spec.Name] = role
+	allow(role, []string{"logs:CreateLogStream", "logs:PutLogEvents"}, logs.LogGroupArn())
+	allow(role, []string{"ssm:GetParameter"}, b.Parameter.ParameterArn())
+	allow(role, StateTableActions, b.Table.TableArn())
+	if eks := cfg.Cluster.Kubernetes.EKS; eks != nil {
+		allow(role, []string{"eks:DescribeCluster"}, st.FormatArn(&awscdk.ArnComponents{
+			Service: jsii.String("eks"), Resource: jsii.String("cluster"), ResourceName: jsii.String(eks.Name),
+			ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME, Region: optional(eks.Region),
+		}))
+		if len(bd.asgStatements) > 0 {
+			// managed node groups' labels and taints, for templates
+			allow(role, []string{"eks:DescribeNodegroup"}, st.FormatArn(&awscdk.ArnComponents{
+				Service: jsii.String("eks"), Resource: jsii.String("nodegroup"), ResourceName: jsii.String(eks.Name + "/*/*"),
+				ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME, Region: optional(eks.Region),
+			}))
+		}
+	}
+	if len(bd.secretArns) > 0 {
+		allow(role, []string{"secretsmanager:GetSecretValue"}, bd.secretArns...)
+	}
+	if len(bd.asgStatements) > 0 {
+		allow(role, ReadOnlyWildcardActions, jsii.String("*"))
+		for _, s := range bd.asgStatements {
+			role.AddToPrincipalPolicy(s(spec.ASGWrites))
+		}
+	}
+	if spec.StartsDrains {
+		allow(role, []string{"states:StartExecution"}, bd.smArn)
+		allow(role, []string{"states:DescribeExecution"}, bd.execArn)
+	}
+	if spec.StopsDrains {
+		allow(role, []string{"states:StopExecution"}, bd.execArn)
+	}
+	return role
+}
+
+// environment is a function's environment: where its config is, the
+// config's hash, the monitoring level and, as needed, the drain state
+// machine and Scaleway's cluster. No secret.
+func (bd *builder) environment(spec Function) *map[string]*string {
+	sum := sha256.Sum256([]byte(bd.o.ConfigYAML))
+	env := map[string]*string{
+		EnvConfigParameter: bd.b.Parameter.ParameterName(),
+		EnvConfigSHA256:    jsii.String(hex.EncodeToString(sum[:])),
+		EnvMetrics:         jsii.String(string(bd.o.Monitoring)),
+	}
+	if hasProvider(bd.cfg, config.ProviderScaleway) {
+		// Not secret: the key comes from scaleway.secretKeySecret.
+		if bd.o.ScalewayClusterID != "" {
+			env["CLUSTER_ID"] = jsii.String(bd.o.ScalewayClusterID)
+		}
+		if bd.o.ScalewayRegion != "" {
+			env["SCW_REGION"] = jsii.String(bd.o.ScalewayRegion)
+		}
+	}
+	if spec.StartsDrains {
+		env[EnvDrainStateMachine] = bd.smArn
+	}
+	if spec.Name == "evaluate" {
+		env[EnvPendingPodAlarmMinutes] = jsii.String(strconv.Itoa(bd.o.PendingPodAlarmMinutes))
+	}
+	return &env
+}
+
+// functionOutputs are a function's name and role outputs and, when asked,
+// its EKS access entry.
+func (bd *builder) functionOutputs(spec Function, title string, fn awslambda.Function, role awsiam.Role) {
+	awscdk.NewCfnOutput(bd.st, jsii.String(title+"FunctionName"), &awscdk.CfnOutputProps{
+		Value: fn.FunctionName(), Description: jsii.String("the " + spec.Name + " function"),
+	})
+	awscdk.NewCfnOutput(bd.st, jsii.String(title+"RoleArn"), &awscdk.CfnOutputProps{
+		Value:       role.RoleArn(),
+		Description: jsii.String("map to Kubernetes group " + KubernetesGroup(spec.Name) + " (EKS access entry or aws-auth)"),
+	})
+	if bd.o.EKSAccessEntries {
+		awseks.NewCfnAccessEntry(bd.st, jsii.String(title+"AccessEntry"), &awseks.CfnAccessEntryProps{
+			ClusterName:      jsii.String(bd.cfg.Cluster.Kubernetes.EKS.Name),
+			PrincipalArn:     role.RoleArn(),
+			KubernetesGroups: jsii.Strings(KubernetesGroup(spec.Name)),
+			Type:             jsii.String("STANDARD"),
+		})
+	}
+}
+
+// scheduleRules run evaluate every evaluate.interval (rate minutes) and
+// schedule every minute; it returns evaluate's.
+func (bd *builder) scheduleRules(rate int) awsevents.Rule {
+	st, cfg, b := bd.st, bd.cfg, bd.b
+	evaluateRule := awsevents.NewRule(st, jsii.String("EvaluateRule"), &awsevents.RuleProps{
 		Description: jsii.String("nodetide evaluate cycle (" + cfg.Cluster.Name + ")"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(float64(rate)))),
 		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(b.Functions["evaluate"], &awseventstargets.LambdaFunctionProps{
@@ -396,18 +484,24 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 			DeadLetterQueue: b.FailureQueue,
 		})},
 	})
+	return evaluateRule
+}
 
-	// The drain state machine, from the same ASL file the local runner uses.
+// drainStateMachine is the drain state machine, from the same ASL file the
+// local runner uses, and the rule that recovers its executions that end
+// badly.
+func (bd *builder) drainStateMachine(asl string) {
+	st, b := bd.st, bd.b
 	smLogs := awslogs.NewLogGroup(st, jsii.String("DrainStateMachineLogs"), &awslogs.LogGroupProps{
 		LogGroupName:  jsii.String("/aws/vendedlogs/states/" + b.StateMachineName),
-		Retention:     retention,
+		Retention:     bd.retention,
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
 	drainFn := b.Functions["drain"]
 	b.StateMachine = awsstepfunctions.NewStateMachine(st, jsii.String("DrainStateMachine"), &awsstepfunctions.StateMachineProps{
 		StateMachineName:        jsii.String(b.StateMachineName),
 		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
-		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(jsii.String(string(asl))),
+		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(jsii.String(asl)),
 		DefinitionSubstitutions: &map[string]*string{"DrainFunctionArn": drainFn.FunctionArn()},
 		Logs: &awsstepfunctions.LogOptions{
 			Destination: smLogs, Level: awsstepfunctions.LogLevel_ALL, IncludeExecutionData: jsii.Bool(true),
@@ -424,7 +518,7 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 	// than at the next evaluate cycle; the event is only a trigger, the
 	// function asks Step Functions itself.
 	awsevents.NewRule(st, jsii.String("DrainEndedRule"), &awsevents.RuleProps{
-		Description: jsii.String("nodetide: recover drains whose execution ended badly (" + cfg.Cluster.Name + ")"),
+		Description: jsii.String("nodetide: recover drains whose execution ended badly (" + bd.cfg.Cluster.Name + ")"),
 		EventPattern: &awsevents.EventPattern{
 			Source:     jsii.Strings("aws.states"),
 			DetailType: jsii.Strings("Step Functions Execution Status Change"),
@@ -438,17 +532,10 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 			DeadLetterQueue: b.FailureQueue,
 		})},
 	})
-	interruptions(st, cfg, drainFn, b.FailureQueue)
-	// Not the executions' Failed count: a Rejected drain (already
-	// draining, at the minimum) fails its execution and is no alarm.
-	al.nodetide(o, b.StateMachine, b.FailureQueue, time.Duration(rate)*time.Minute)
-	b.Alarms = al.all
-	b.Dashboard = dashboard(st, o.Monitoring, prefix, cfg.Cluster.Name, b.Functions, b.StateMachine, b.FailureQueue, al.all)
+}
 
-	if o.VpcID != "" && !o.NoVpcEndpoints {
-		vpcEndpoints(st, o)
-	}
-	warnings := Warnings(o)
+// warn adds the warnings to the stack, in a stable order; synth prints them.
+func warn(st awscdk.Stack, warnings map[string]string) {
 	ids := make([]string, 0, len(warnings))
 	for id := range warnings {
 		ids = append(ids, id)
@@ -457,13 +544,15 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 	for _, id := range ids {
 		awscdk.Annotations_Of(st).AddWarningV2(jsii.String("nodetide:"+id), jsii.String(warnings[id]), nil)
 	}
+}
 
+// stackOutputs are the stack-wide outputs (each function's are made with it).
+func stackOutputs(st awscdk.Stack, b *Built) {
 	awscdk.NewCfnOutput(st, jsii.String("DrainStateMachineArn"), &awscdk.CfnOutputProps{Value: b.StateMachine.StateMachineArn()})
-	awscdk.NewCfnOutput(st, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: topic.TopicArn(), Description: jsii.String("the topic every alarm notifies")})
+	awscdk.NewCfnOutput(st, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{Value: b.AlarmTopic.TopicArn(), Description: jsii.String("the topic every alarm notifies")})
 	awscdk.NewCfnOutput(st, jsii.String("FailedInvocationsQueueUrl"), &awscdk.CfnOutputProps{Value: b.FailureQueue.QueueUrl(), Description: jsii.String("events of invocations that failed past their retries")})
 	awscdk.NewCfnOutput(st, jsii.String("StateTableName"), &awscdk.CfnOutputProps{Value: b.Table.TableName()})
 	awscdk.NewCfnOutput(st, jsii.String("ConfigParameterName"), &awscdk.CfnOutputProps{Value: b.Parameter.ParameterName()})
-	return b, nil
 }
 
 // Warnings are what may keep a deployment from working though the stack

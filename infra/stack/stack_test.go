@@ -157,9 +157,9 @@ func TestStackResources(t *testing.T) {
 		drains          bool
 	}
 	for name, w := range map[string]want{
-		"evaluate": {384, 60, 3, true},
+		"evaluate": {256, 60, 3, true},
 		"drain":    {256, 120, 10, true},
-		"schedule": {384, 90, nil, true},
+		"schedule": {256, 90, nil, true},
 	} {
 		var smArn any = assertions.Match_Absent()
 		if w.drains {
@@ -854,9 +854,9 @@ func TestFunctionsSizing(t *testing.T) {
 		memory  int
 		timeout time.Duration
 	}{
-		"evaluate": {384, 60 * time.Second}, // watchFor 0s: the 60 s floor
+		"evaluate": {256, 60 * time.Second}, // watchFor 0s: the 60 s floor
 		"drain":    {256, 120 * time.Second},
-		"schedule": {384, 90 * time.Second}, // a shrinking schedule runs an evaluate cycle
+		"schedule": {256, 90 * time.Second}, // a shrinking schedule runs an evaluate cycle
 	}
 	fns := Functions(o.Config)
 	if len(fns) != len(want) {

@@ -74,6 +74,9 @@ type Evaluator struct {
 	// EventSettings.
 	Events        *kubeevents.Recorder
 	EventSettings EventSettings
+	// PendingAlarm is how long a pod may stay unschedulable before it is a
+	// problem (Status.Problems, metrics.Problems); 0: DefaultPendingAlarm.
+	PendingAlarm time.Duration
 
 	notTriggered podEventMemory
 }
@@ -225,10 +228,11 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 	defer e.release(lease)
 	began := time.Now()
 	res, snap, err := e.cycle(ctx)
+	problems := e.saveStatus(ctx, began, snap, res, err)
 	if err == nil && res.Plan != nil {
 		recordCycle(ctx, snap, *res.Plan, res.Actions, time.Since(start))
 	}
-	e.saveStatus(ctx, began, snap, res, err)
+	recordProblems(ctx, problems)
 	return res, err
 }
 

@@ -3,6 +3,8 @@ package evaluate_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodetide/nodetide/pkg/drain"
+	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
@@ -69,7 +72,33 @@ func TestCycleRecoversDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What pages someone: a drain that ended unfinished, a stray cordon.
+	// What pages someone: a drain that ended unfinished, a stray cordon;
+	// at monitoring essential both are Problems, and the status names them.
+	m.SetLevel(metrics.LevelEssential)
+	var essential bytes.Buffer
+	for _, doc := range m.Documents() {
+		if err := json.NewEncoder(&essential).Encode(doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := metricstest.Parse(essential.Bytes(), "prod"); err != nil || got.Sum(metrics.Problems, nil) != 2 || len(got) != 1 {
+		t.Errorf("essential published %v (%v), want Problems 2 alone", got, err)
+	}
+	st, err := evaluate.ReadStatus(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]evaluate.Problem{}
+	for _, p := range st.Problems {
+		kinds[p.Kind] = p
+	}
+	if p := kinds[evaluate.ProblemStrayCordon]; p.Count != 1 || p.Detail != stray {
+		t.Errorf("status problem %s = %+v, want node %s", evaluate.ProblemStrayCordon, p, stray)
+	}
+	if p := kinds[evaluate.ProblemDrainEndedUnfinished]; p.Count != 1 || !strings.Contains(p.Detail, orphan+"/gone") {
+		t.Errorf("status problem %s = %+v, want drain %s/gone", evaluate.ProblemDrainEndedUnfinished, p, orphan)
+	}
+	m.SetLevel(metrics.LevelFull)
 	var out bytes.Buffer
 	if err := m.Write(&out); err != nil {
 		t.Fatal(err)

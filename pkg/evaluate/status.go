@@ -44,10 +44,9 @@ type Status struct {
 	Actions           []Action         `json:"actions"`
 	ActionsOmitted    int              `json:"actionsOmitted,omitempty"`
 	Recovered         *RecoveredCounts `json:"recovered,omitempty"`
-	// Problems are what the cycle found wrong without failing: a headroom
-	// for a group it did not find.
-	Problems        []string `json:"problems,omitempty"`
-	ProblemsOmitted int      `json:"problemsOmitted,omitempty"`
+	// Problems is what the cycle found wrong: what the essential
+	// monitoring level's alarm fires on (see Problem).
+	Problems []Problem `json:"problems"`
 }
 
 // StatusError is an error and when it happened.
@@ -132,7 +131,7 @@ const (
 	maxStatusUnneeded = 300
 	maxStatusDrains   = 100
 	maxStatusActions  = 50
-	maxStatusProblems = 20
+	maxStatusProblems = 20 // names logged for a headroom's missing groups
 	maxStatusMessage  = 300
 )
 
@@ -175,12 +174,13 @@ func RunningDrains(ctx context.Context, store state.DrainStore, limit int) ([]Dr
 	return out, omitted, nil
 }
 
-// saveStatus writes the cycle's status; a failure is logged, never
-// returned (the status is for people, the cycle's work is done).
-func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planner.Snapshot, res Result, cycleErr error) {
+// saveStatus writes the cycle's status and returns its problems; a failure
+// to save is logged, never returned (the status is for people, the cycle's
+// work is done).
+func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planner.Snapshot, res Result, cycleErr error) []Problem {
 	store, ok := e.Store.(state.StatusStore)
 	if !ok {
-		return
+		return e.problems(snap, res, nil, cycleErr)
 	}
 	var prev Status
 	if p, err := ReadStatus(ctx, store); err != nil && !errors.Is(err, state.ErrNoStatus) {
@@ -198,6 +198,10 @@ func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planne
 	if st.Drains == nil {
 		st.Drains = []DrainSummary{}
 	}
+	st.Problems = e.problems(snap, res, st.Drains, cycleErr)
+	if st.Problems == nil {
+		st.Problems = []Problem{}
+	}
 	doc, err := json.Marshal(st)
 	if err == nil {
 		err = store.PutStatus(ctx, StatusName, doc)
@@ -205,6 +209,7 @@ func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planne
 	if err != nil {
 		e.log().Warn("status not saved", "error", err.Error())
 	}
+	return st.Problems
 }
 
 // buildStatus summarises a cycle; prev is the last stored status, whose
@@ -228,7 +233,6 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snaps
 		// Nothing read this cycle: the last known groups stand.
 		st.GroupsAt, st.NodeGroups, st.NodeGroupsOmitted = prev.GroupsAt, prev.NodeGroups, prev.NodeGroupsOmitted
 		st.Unneeded, st.UnneededOmitted = prev.Unneeded, prev.UnneededOmitted
-		st.Problems, st.ProblemsOmitted = prev.Problems, prev.ProblemsOmitted
 		if st.NodeGroups == nil {
 			st.NodeGroups = []GroupSummary{}
 		}
@@ -243,13 +247,6 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snaps
 	groupOf, registered, ready := countNodes(snap)
 	st.NodeGroups, st.NodeGroupsOmitted = groupSummaries(prev, snap, plan, res.Actions, now, registered, ready)
 	st.Unneeded, st.UnneededOmitted = unneededNodes(plan.State.UnneededSince, groupOf)
-	for _, name := range unmatchedHeadroom(e.Headroom, snap.NodeGroups) {
-		if len(st.Problems) == maxStatusProblems {
-			st.ProblemsOmitted++
-			continue
-		}
-		st.Problems = append(st.Problems, clip(unmatchedMessage(name)))
-	}
 	return st
 }
 
@@ -383,10 +380,6 @@ func unmatchedHeadroom(headroom map[string]planner.Headroom, groups []planner.No
 	}
 	slices.Sort(out)
 	return out
-}
-
-func unmatchedMessage(name string) string {
-	return fmt.Sprintf("headroom: no node group %q found this cycle (names are matched exactly; its headroom applies once the group is found)", name)
 }
 
 // countNodes maps node → group and counts each group's registered and

@@ -164,16 +164,17 @@ func TestInstrumentLevels(t *testing.T) {
 		m := metrics.From(ctx)
 		m.Add(metrics.CycleCompleted, 1, nil)
 		m.Gauge(metrics.TargetSize, metrics.Count, 3, metrics.Dims{metrics.DimNodeGroup: "g"})
+		m.Add(metrics.Problems, 2, nil)
 		return "ok", nil
 	}
 	tests := []struct {
-		env                     string
-		wantCycles, wantTargets float64
-		wantEmpty               bool
+		env                                   string
+		wantCycles, wantTargets, wantProblems float64
+		wantEmpty                             bool
 	}{
 		{env: "", wantCycles: 1, wantTargets: 3},
 		{env: "full", wantCycles: 1, wantTargets: 3},
-		{env: "essential", wantCycles: 1},
+		{env: "essential", wantProblems: 2},
 		{env: "off", wantEmpty: true},
 	}
 	for _, tc := range tests {
@@ -197,8 +198,9 @@ func TestInstrumentLevels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c, g := got.Sum(metrics.CycleCompleted, nil), got.Sum(metrics.TargetSize, metrics.Dims{metrics.DimNodeGroup: "g"}); c != tc.wantCycles || g != tc.wantTargets {
-				t.Errorf("published CycleCompleted %v, TargetSize %v; want %v, %v", c, g, tc.wantCycles, tc.wantTargets)
+			c, g, p := got.Sum(metrics.CycleCompleted, nil), got.Sum(metrics.TargetSize, metrics.Dims{metrics.DimNodeGroup: "g"}), got.Sum(metrics.Problems, nil)
+			if c != tc.wantCycles || g != tc.wantTargets || p != tc.wantProblems {
+				t.Errorf("published CycleCompleted %v, TargetSize %v, Problems %v; want %v, %v, %v", c, g, p, tc.wantCycles, tc.wantTargets, tc.wantProblems)
 			}
 		})
 	}

@@ -11,12 +11,13 @@ type Level string
 
 // The levels.
 const (
-	// LevelFull publishes every metric with its dimensions.
+	// LevelFull publishes every metric with its dimensions (but not
+	// Problems, which only sums them).
 	LevelFull Level = "full"
-	// LevelEssential publishes only the metrics the essential alarms watch,
-	// under Cluster alone, and OldestPendingPodAge only while a pod is
-	// pending: one metric (CycleCompleted) is published every cycle, the
-	// rest only in the hours something happens.
+	// LevelEssential publishes one metric, Problems, under Cluster alone:
+	// what the cycle counted itself plus the problem counters recorded
+	// (ProblemCounter), and only above 0, so a healthy cluster publishes
+	// nothing and pays for no metric.
 	LevelEssential Level = "essential"
 	// LevelOff publishes nothing.
 	LevelOff Level = "off"
@@ -36,13 +37,27 @@ func ParseLevel(s string) (Level, error) {
 	return "", fmt.Errorf("want %s, %s or %s, got %q", LevelFull, LevelEssential, LevelOff, s)
 }
 
-// Essential reports whether LevelEssential publishes the metric name: those
-// no AWS metric can replace (a cycle completed, a pod unschedulable too
-// long, a failed scale-up, a drain rolled back or ended unfinished, a stray
-// cordon).
-func Essential(name string) bool {
+// Published reports whether level publishes the metric name under Cluster
+// alone (the dimension the stack's alarms read).
+func Published(l Level, name string) bool {
+	switch l {
+	case LevelFull:
+		return name != Problems
+	case LevelEssential:
+		return name == Problems
+	}
+	return false
+}
+
+// ProblemCounter reports whether the counter name adds to Problems at
+// LevelEssential: events a person must act on that no AWS metric shows — a
+// refused scale-up (its group is backed off), a drain undone, a drain whose
+// execution ended without finishing it, a node left cordoned. Conditions
+// that last (a pod pending too long, a group backed off, a drain past its
+// deadline) the evaluate cycle adds to Problems itself, each cycle.
+func ProblemCounter(name string) bool {
 	switch name {
-	case CycleCompleted, OldestPendingPodAge, ScaleUpFailures, DrainsRolledBack, DrainsRecovered, StrayCordonsRecovered:
+	case ScaleUpFailures, DrainsRolledBack, DrainsRecovered, StrayCordonsRecovered:
 		return true
 	}
 	return false
@@ -58,40 +73,40 @@ func (r *Recorder) SetLevel(l Level) {
 	r.level = l
 }
 
-// selected is what the level publishes, in recording order: at
-// LevelEssential, the essential metrics under Cluster alone (a rolled-up
-// counter's dimension values summed; a metric only per group is not
-// published), and OldestPendingPodAge only above 0. The caller holds r.mu.
+// selected is what the level publishes, in recording order. The caller
+// holds r.mu.
 func (r *Recorder) selected() []*series {
-	var out []*series
-	if r.level == LevelOff {
+	switch r.level {
+	case LevelOff:
 		return nil
+	case LevelEssential:
+		return r.problems()
 	}
-	essential := r.level == LevelEssential
-	merged := map[string]*series{}
+	var out []*series
 	for _, id := range r.order {
-		s := r.series[id]
-		if !essential {
+		if s := r.series[id]; s.name != Problems {
 			out = append(out, s)
-			continue
 		}
-		if !Essential(s.name) || (len(s.dims) > 0 && !s.rollUp) {
-			continue
-		}
-		if s.name == OldestPendingPodAge && len(s.values) == 1 && s.values[0] == 0 {
-			continue
-		}
-		if m, ok := merged[s.name]; ok {
-			if m.kind == sum && len(m.values) == 1 && len(s.values) == 1 {
-				m.values[0] += s.values[0]
-			} else {
-				m.values = append(m.values, s.values...)
-			}
-			continue
-		}
-		c := &series{name: s.name, unit: s.unit, kind: s.kind, values: slices.Clone(s.values)}
-		merged[s.name] = c
-		out = append(out, c)
 	}
 	return out
+}
+
+// problems is LevelEssential's one series: Problems as recorded plus every
+// problem counter under Cluster (a rolled-up counter's dimension values
+// summed once; a counter only per group is not one), published when above 0.
+func (r *Recorder) problems() []*series {
+	total := 0.0
+	for _, id := range r.order {
+		s := r.series[id]
+		if s.name != Problems && !(ProblemCounter(s.name) && (len(s.dims) == 0 || s.rollUp)) {
+			continue
+		}
+		for _, v := range s.values {
+			total += v
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	return []*series{{name: Problems, unit: Count, kind: sum, values: []float64{total}}}
 }

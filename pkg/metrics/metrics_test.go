@@ -240,50 +240,65 @@ func must(b []byte, err error) []byte {
 	return b
 }
 
-// Each level publishes what its alarms need and nothing more.
+// Each level publishes what its alarms need and nothing more: essential
+// one series, Problems, the sum of what the cycle counted and the problem
+// counters, when above 0.
 func TestLevels(t *testing.T) {
-	record := func(r *metrics.Recorder, oldest float64) {
+	cycle := func(r *metrics.Recorder) {
 		r.Add(metrics.CycleCompleted, 1, nil)
 		r.Gauge(metrics.PendingPods, metrics.Count, 4, nil)
-		r.Gauge(metrics.OldestPendingPodAge, metrics.Seconds, oldest, nil)
+		r.Gauge(metrics.OldestPendingPodAge, metrics.Seconds, 700, nil)
 		r.Gauge(metrics.TargetSize, metrics.Count, 3, metrics.Dims{metrics.DimNodeGroup: "workers"})
+		r.Add(metrics.Problems, 2, nil) // e.g. a pod pending too long, a group backed off
+	}
+	failures := func(r *metrics.Recorder) {
 		r.AddRollUp(metrics.ScaleUpFailures, 1, metrics.Dims{metrics.DimReason: "Throttled"})
 		r.AddRollUp(metrics.ScaleUpFailures, 2, metrics.Dims{metrics.DimReason: "Refused"})
 		r.Add(metrics.StrayCordonsRecovered, 1, nil)
+		r.Add(metrics.DrainStartFailures, 5, nil) // not a problem counter
+		r.Add(metrics.ScaleUpNodes, 4, metrics.Dims{metrics.DimNodeGroup: "workers"})
 	}
+	quiet := func(r *metrics.Recorder) {
+		r.Add(metrics.CycleCompleted, 1, nil)
+		r.Add(metrics.Problems, 0, nil)
+	}
+	rollback := func(r *metrics.Recorder) { // a drain step's invocation
+		r.Add(metrics.DrainsStarted, 1, nil)
+		r.Add(metrics.DrainsRolledBack, 1, nil)
+	}
+	drainStep := func(r *metrics.Recorder) { r.Add(metrics.DrainsStarted, 1, nil) }
+	both := func(r *metrics.Recorder) { cycle(r); failures(r) }
 	type point struct {
 		name string
 		dims string
 		val  string
 	}
 	tests := []struct {
+		name   string
 		level  metrics.Level
-		oldest float64
+		record func(*metrics.Recorder)
 		want   []point
 	}{
-		{metrics.LevelOff, 700, nil},
-		{metrics.LevelEssential, 700, []point{
-			{metrics.CycleCompleted, "[[Cluster]]", "1"}, {metrics.OldestPendingPodAge, "[[Cluster]]", "700"},
-			{metrics.ScaleUpFailures, "[[Cluster]]", "3"}, {metrics.StrayCordonsRecovered, "[[Cluster]]", "1"},
-		}},
-		// No pending pod: the age is not published, so a quiet cluster pays
-		// for CycleCompleted alone.
-		{metrics.LevelEssential, 0, []point{
-			{metrics.CycleCompleted, "[[Cluster]]", "1"},
-			{metrics.ScaleUpFailures, "[[Cluster]]", "3"}, {metrics.StrayCordonsRecovered, "[[Cluster]]", "1"},
-		}},
-		{metrics.LevelFull, 0, []point{
+		{"off", metrics.LevelOff, both, nil},
+		{"essential: the cycle's own and the counters", metrics.LevelEssential, both, []point{{metrics.Problems, "[[Cluster]]", "6"}}},
+		// A quiet cycle publishes nothing: a healthy cluster pays for no metric.
+		{"essential: quiet cycle", metrics.LevelEssential, quiet, nil},
+		{"essential: a rollback outside a cycle", metrics.LevelEssential, rollback, []point{{metrics.Problems, "[[Cluster]]", "1"}}},
+		// Nothing wrong outside a cycle: nothing published.
+		{"essential: a drain step", metrics.LevelEssential, drainStep, nil},
+		{"full", metrics.LevelFull, both, []point{
 			{metrics.CycleCompleted, "[[Cluster]]", "1"}, {metrics.PendingPods, "[[Cluster]]", "4"},
-			{metrics.OldestPendingPodAge, "[[Cluster]]", "0"}, {metrics.TargetSize, "[[Cluster NodeGroup]]", "3"},
+			{metrics.OldestPendingPodAge, "[[Cluster]]", "700"}, {metrics.TargetSize, "[[Cluster NodeGroup]]", "3"},
 			{metrics.ScaleUpFailures, "[[Cluster] [Cluster Reason]]", "1"}, {metrics.ScaleUpFailures, "[[Cluster] [Cluster Reason]]", "2"},
-			{metrics.StrayCordonsRecovered, "[[Cluster]]", "1"},
+			{metrics.StrayCordonsRecovered, "[[Cluster]]", "1"}, {metrics.DrainStartFailures, "[[Cluster]]", "5"},
+			{metrics.ScaleUpNodes, "[[Cluster NodeGroup]]", "4"},
 		}},
 	}
 	for _, tc := range tests {
-		t.Run(fmt.Sprint(tc.level, tc.oldest), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			r := metrics.New("prod", nil)
 			r.SetLevel(tc.level)
-			record(r, tc.oldest)
+			tc.record(r)
 			var out bytes.Buffer
 			if err := r.Write(&out); err != nil {
 				t.Fatal(err)
@@ -292,6 +307,9 @@ func TestLevels(t *testing.T) {
 			for _, d := range parse(t, out.Bytes()) {
 				for _, m := range d.AWS.CloudWatchMetrics[0].Metrics {
 					got = append(got, point{m.Name, fmt.Sprint(d.AWS.CloudWatchMetrics[0].Dimensions), fmt.Sprint(d.Fields[m.Name])})
+					if !metrics.Published(tc.level, m.Name) {
+						t.Errorf("%s published at %s, which Published denies", m.Name, tc.level)
+					}
 				}
 			}
 			slices.SortFunc(got, func(a, b point) int { return strings.Compare(a.name+a.val, b.name+b.val) })

@@ -16,6 +16,9 @@ const (
 	OldestPendingPodAge = "OldestPendingPodAge" // Seconds: since the oldest pending pod was marked Unschedulable
 	ScaleUpFailures     = "ScaleUpFailures"     // Count: by Cluster, and by Cluster and Reason
 	DrainStartFailures  = "DrainStartFailures"  // Count: removals whose drain execution could not be started
+	// Problems is LevelEssential's one metric (see ProblemCounter),
+	// published only above 0.
+	Problems = "Problems" // Count: things a person must look at (nodetide status names them)
 
 	// Evaluate, per cycle, by Cluster and NodeGroup.
 	TargetSize      = "TargetSize"      // Count: the provider's target

@@ -286,6 +286,26 @@ func TestDrainReservedConcurrency(t *testing.T) {
 	}
 }
 
+// evaluate's memory (and schedule's, whose shrink runs an evaluate cycle)
+// follows the context, for clusters whose cold read needs more.
+func TestEvaluateMemory(t *testing.T) {
+	for _, tc := range []struct {
+		ctx  string
+		want float64
+	}{{"", 256}, {"640", 640}} {
+		ctx := map[string]string{}
+		if tc.ctx != "" {
+			ctx[CtxEvaluateMemory] = tc.ctx
+		}
+		f := synth(t, options(t, ctx), false)
+		for fn, want := range map[string]float64{"evaluate": tc.want, "schedule": tc.want, "drain": 256} {
+			if _, p := f.function(t, fn); p["MemorySize"] != want {
+				t.Errorf("%s=%q: %s memory %v, want %v", CtxEvaluateMemory, tc.ctx, fn, p["MemorySize"], want)
+			}
+		}
+	}
+}
+
 // The dashboard draws the functions' metrics and the alarms' states.
 func TestDashboard(t *testing.T) {
 	f := synth(t, options(t, map[string]string{CtxMonitoring: "full"}), false)

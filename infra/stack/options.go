@@ -33,7 +33,13 @@ const (
 	CtxLogRetentionDays = "logRetentionDays"         // default 30
 	CtxEKSAccessEntries = "eksAccessEntries"         // true: create the EKS access entries
 	CtxMonitoring       = "monitoring"               // full, essential (default) or off: the alarms, dashboard and metrics
+	CtxEvaluateMemory   = "evaluateMemoryMB"         // evaluate's and schedule's memory (default 256; 640 at 5,000 nodes)
 )
+
+// DefaultEvaluateMemoryMB fits a cold read of about 20,000 pods with room
+// to spare (infra/README.md, "Sizing"): 76 MiB peak at 4,200 pods, 138 MiB at
+// 30,000, 465 MiB at 150,000.
+const DefaultEvaluateMemoryMB = 256
 
 // DefaultMonitoring is the monitoring level when the context sets none: the
 // alarms an on-call engineer cannot do without, at a few custom metrics
@@ -86,6 +92,10 @@ type Options struct {
 	// Monitoring sets which alarms, topic key and dashboard the stack makes
 	// and what the functions publish (NODETIDE_METRICS).
 	Monitoring metrics.Level
+	// EvaluateMemoryMB is the evaluate and schedule functions' memory (a
+	// shrinking schedule runs an evaluate cycle): what a cold read of the
+	// cluster needs grows with its pods.
+	EvaluateMemoryMB int
 
 	StackName string
 }
@@ -110,6 +120,7 @@ func LoadOptions(ctx, getenv func(string) string) (Options, error) {
 		ScalewayRegion:           strings.TrimSpace(ctx(CtxScalewayRegion)),
 		StackName:                strings.TrimSpace(ctx(CtxStackName)),
 		Monitoring:               DefaultMonitoring,
+		EvaluateMemoryMB:         DefaultEvaluateMemoryMB,
 	}
 	var errs []error
 	if o.ConfigFile == "" {
@@ -135,7 +146,8 @@ func LoadOptions(ctx, getenv func(string) string) (Options, error) {
 		}
 		o.EKSAccessEntries = b
 	}
-	for key, dst := range map[string]*int{CtxPendingPodAlarm: &o.PendingPodAlarmMinutes, CtxDrainReserved: &o.DrainReservedConcurrency} {
+	for key, dst := range map[string]*int{CtxPendingPodAlarm: &o.PendingPodAlarmMinutes, CtxDrainReserved: &o.DrainReservedConcurrency,
+		CtxEvaluateMemory: &o.EvaluateMemoryMB} {
 		if v := strings.TrimSpace(ctx(key)); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -248,6 +260,9 @@ func (o Options) Check() error {
 	}
 	if o.DrainReservedConcurrency < 0 || o.DrainReservedConcurrency > 1000 {
 		add("context %s: want 0 (none) to 1000, got %d", CtxDrainReserved, o.DrainReservedConcurrency)
+	}
+	if o.EvaluateMemoryMB < 128 || o.EvaluateMemoryMB > 10240 {
+		add("context %s: want 128 to 10240 (Lambda's memory range, in MB), got %d", CtxEvaluateMemory, o.EvaluateMemoryMB)
 	}
 	if o.LogRetentionDays != 0 {
 		if _, ok := retentionDays[o.LogRetentionDays]; !ok {

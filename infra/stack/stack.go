@@ -210,6 +210,9 @@ func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Opti
 	suppressFailureQueue(b.FailureQueue)
 
 	for _, spec := range Functions(cfg) {
+		if spec.Name == "evaluate" || spec.Name == "schedule" {
+			spec.MemoryMB = o.EvaluateMemoryMB
+		}
 		bd.function(spec)
 	}
 	rate, _ := o.evaluateRate()

@@ -820,6 +820,8 @@ func TestOptionsErrors(t *testing.T) {
 		"pending alarm not a number": {map[string]string{CtxPendingPodAlarm: "ten"}, "pendingPodAlarmMinutes: want a whole number"},
 		"pending alarm zero":         {map[string]string{CtxPendingPodAlarm: "0"}, "pendingPodAlarmMinutes: want 1 to 1440"},
 		"negative drain reserved":    {map[string]string{CtxDrainReserved: "-1"}, "drainReservedConcurrency: want 0"},
+		"evaluate memory too small":  {map[string]string{CtxEvaluateMemory: "64"}, "evaluateMemoryMB: want 128 to 10240"},
+		"evaluate memory not a size": {map[string]string{CtxEvaluateMemory: "1G"}, "evaluateMemoryMB: want a whole number"},
 		"bad alarm email":            {map[string]string{CtxAlarmEmail: "oncall"}, `alarmEmail: "oncall" is not an email address`},
 		"email with a given topic":   {map[string]string{CtxAlarmEmail: "a@example.com", CtxAlarmTopic: "arn:aws:sns:eu-west-1:123456789012:ops"}, "subscribe the addresses"},
 		"unknown monitoring level":   {map[string]string{CtxMonitoring: "minimal"}, `monitoring: want full, essential or off, got "minimal"`},

@@ -605,6 +605,9 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *State) (grown map[
 		if len(rules) > 0 {
 			why += "; placed pod by pod under " + strings.Join(rules, ", ")
 		}
+		if zr := m.zoneReason(best.group, best.placed); zr != "" {
+			why += "; " + zr
+		}
 		verb := "need"
 		if best.pods == 1 {
 			verb = "needs"
@@ -627,7 +630,7 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 		if remaining(cl) == 0 {
 			continue
 		}
-		var blocked, misfit []string
+		var blocked, misfit, zonal []string
 		var groups []GroupReason
 		stepCapped := false
 		for _, gi := range m.byName {
@@ -635,6 +638,11 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 			if !m.fitsTemplate(c, gi) {
 				why := m.templateMisfit(c, gi)
 				misfit = append(misfit, g.ng.Name+": "+why)
+				if strings.HasPrefix(why, "group ") {
+					// A group that would fit if it were in one zone: worth
+					// saying beside the groups that are merely full.
+					zonal = append(zonal, why)
+				}
 				groups = append(groups, GroupReason{NodeGroup: g.ng.Name, Code: misfitCode(why), Reason: why})
 				continue
 			}
@@ -667,7 +675,7 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 		var reason string
 		switch {
 		case len(blocked) > 0:
-			reason = strings.Join(blocked, "; ")
+			reason = strings.Join(append(blocked, zonal...), "; ")
 		case len(m.groups) == 0:
 			reason = "fits no node group: there are no node groups"
 		default:
@@ -684,6 +692,8 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 // misfitCode classifies a template misfit by its wording (templateMisfit's).
 func misfitCode(why string) string {
 	switch {
+	case strings.Contains(why, "(node selector"), strings.Contains(why, "(node affinity"), strings.Contains(why, "(required node affinity"):
+		return ReasonNodeSelector
 	case strings.HasPrefix(why, "node selector"), strings.HasPrefix(why, "required node affinity"):
 		return ReasonNodeSelector
 	case strings.HasPrefix(why, "taint"):

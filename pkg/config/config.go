@@ -245,6 +245,9 @@ type ScaleUp struct {
 	Backoff              *Duration `yaml:"backoff"`
 	Expander             string    `yaml:"expander"`
 	Priorities           Map[int]  `yaml:"priorities"`
+	// BalanceSimilarNodeGroups splits a scale-up across groups like the one
+	// the expander picked (cluster-autoscaler's --balance-similar-node-groups).
+	BalanceSimilarNodeGroups *bool `yaml:"balanceSimilarNodeGroups"`
 }
 
 // ScaleDown tunes scale-down.
@@ -788,6 +791,9 @@ func (c *Config) Settings() planner.Settings {
 		s.ScaleUp.Expander = su.Expander
 	}
 	s.ScaleUp.Priorities = su.Priorities
+	if su.BalanceSimilarNodeGroups != nil {
+		s.ScaleUp.BalanceSimilarNodeGroups = *su.BalanceSimilarNodeGroups
+	}
 	if sd.Enabled != nil {
 		s.ScaleDown.Enabled = *sd.Enabled
 	}

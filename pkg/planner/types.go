@@ -203,6 +203,9 @@ type ScaleUpSettings struct {
 	Expander             string
 	// Priorities (expander "priority"): higher wins; ties fall back to least waste.
 	Priorities map[string]int
+	// BalanceSimilarNodeGroups splits each scale-up across the groups
+	// similar to the one the expander picked (balance.go).
+	BalanceSimilarNodeGroups bool
 }
 
 // ScaleDownSettings tune scale-down.

@@ -62,3 +62,25 @@ func TestKwokZonesBalance(t *testing.T) {
 		t.Fatalf("after 6 nodes: per zone %v, want 2 in each", got)
 	}
 }
+
+// plain is a group that does not report zones itself (Scaleway, Kamatera).
+type plain struct{ providers.NodeGroup }
+
+// Without a provider answer, a group's zone is its template's zone label;
+// a narrowed group still answers with its provider's zones.
+func TestZonesFallBackToTheTemplate(t *testing.T) {
+	tpl := planner.Template{Labels: map[string]string{corev1.LabelTopologyZone: "fr-par-2"}}
+	if got := providers.Zones(plain{}, tpl); !slices.Equal(got, []string{"fr-par-2"}) {
+		t.Errorf("zones from the template label = %v", got)
+	}
+	if got := providers.Zones(plain{}, planner.Template{}); got != nil {
+		t.Errorf("zones without a label = %v, want none", got)
+	}
+	g, err := providers.Narrow(kwok.New(nil, "g", 0, 5, planner.Template{}).WithZones([]string{"b", "a", "b"}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := providers.Zones(g, planner.Template{}); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("zones through a narrowing = %v, want [a b]", got)
+	}
+}

@@ -29,7 +29,8 @@ import (
 //     that differ there do not take the same pods).
 //
 // Besides, every pod the expander's choice placed must fit each group's
-// template. The new nodes then go one by one to the group with the smallest
+// template, and a group that could host pending pods the choice's group
+// cannot is left to grow for them. The new nodes then go one by one to the group with the smallest
 // target that is below its max (ties by name), and the pods are packed onto
 // that split; if any pod the unbalanced choice placed does not fit it
 // (zone-constrained pods fit only some zones), the unbalanced choice stands.
@@ -125,6 +126,24 @@ func sameTaints(a, b []corev1.Taint) bool {
 	return slices.Equal(ka, kb)
 }
 
+// ownWork: group g could host pending pods that best's group cannot (a
+// zonal workload of its own). Balancing into it would use up its one
+// scale-up of the plan and leave those pods pending, so it is left out.
+func (m *model) ownWork(classes []int32, best *estimate, g int) bool {
+	for _, c := range classes {
+		left := remaining(&m.classes[c])
+		for _, cc := range best.placed {
+			if cc.class == c {
+				left -= cc.n
+			}
+		}
+		if left > 0 && m.fitsTemplate(c, g) && !m.fitsTemplate(c, best.group) {
+			return true
+		}
+	}
+	return false
+}
+
 // balanceSplit gives n new nodes, one at a time, to the group with the
 // smallest target that is below its max (ties by the order of groups).
 // It returns the nodes each group gets.
@@ -171,7 +190,7 @@ func (m *model) balance(classes []int32, best *estimate, plan *Plan, next *State
 				break
 			}
 		}
-		if fits {
+		if fits && !m.ownWork(classes, best, gi) {
 			groups = append(groups, gi)
 		}
 	}

@@ -293,6 +293,10 @@ type KamateraGroup struct {
 // KwokGroup is a local group of kwok-managed Node objects (demo and tests).
 type KwokGroup struct {
 	Template Template `yaml:"template"`
+	// Zones make the group span several zones, as a multi-AZ Auto Scaling
+	// Group: each new Node goes to the zone with the fewest of the group's
+	// Nodes (ties at random) and gets that topology.kubernetes.io/zone.
+	Zones []string `yaml:"zones"`
 }
 
 // Template describes a node of a group.
@@ -317,6 +321,9 @@ type ScaleUp struct {
 	Backoff              *Duration `yaml:"backoff"`
 	Expander             string    `yaml:"expander"`
 	Priorities           Map[int]  `yaml:"priorities"`
+	// BalanceSimilarNodeGroups splits a scale-up across groups like the one
+	// the expander picked (cluster-autoscaler's --balance-similar-node-groups).
+	BalanceSimilarNodeGroups *bool `yaml:"balanceSimilarNodeGroups"`
 }
 
 // ScaleDown tunes scale-down.
@@ -745,9 +752,33 @@ func (g *NodeGroup) validate(path string, errs *fieldErrors) {
 			errs.add(0, path+".kwok.template", "is required for provider kwok")
 		} else {
 			g.Kwok.Template.check(path+".kwok.template", errs)
+			g.Kwok.checkZones(path+".kwok", errs)
 		}
 	default:
 		errs.add(0, path+".provider", fmt.Sprintf("unknown provider %q (use aws, scaleway, kamatera or kwok)", g.Provider))
+	}
+}
+
+// checkZones: each zone a label value, none twice, and not also fixed by the
+// template's zone label.
+func (k *KwokGroup) checkZones(path string, errs *fieldErrors) {
+	seen := map[string]bool{}
+	for i, z := range k.Zones {
+		p := fmt.Sprintf("%s.zones[%d]", path, i)
+		if z == "" {
+			errs.add(0, p, "must not be empty")
+			continue
+		}
+		for _, msg := range validation.IsValidLabelValue(z) {
+			errs.add(0, p, fmt.Sprintf("%q: %s", z, msg))
+		}
+		if seen[z] {
+			errs.add(0, p, fmt.Sprintf("zone %q listed twice", z))
+		}
+		seen[z] = true
+	}
+	if _, fixed := k.Template.Labels[corev1.LabelTopologyZone]; fixed && len(k.Zones) > 0 {
+		errs.add(0, path+".zones", "the template's labels already fix "+corev1.LabelTopologyZone+"; set zones or that label, not both")
 	}
 }
 
@@ -861,6 +892,9 @@ func (c *Config) Settings() planner.Settings {
 		s.ScaleUp.Expander = su.Expander
 	}
 	s.ScaleUp.Priorities = su.Priorities
+	if su.BalanceSimilarNodeGroups != nil {
+		s.ScaleUp.BalanceSimilarNodeGroups = *su.BalanceSimilarNodeGroups
+	}
 	if sd.Enabled != nil {
 		s.ScaleDown.Enabled = *sd.Enabled
 	}

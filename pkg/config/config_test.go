@@ -67,7 +67,8 @@ nodeGroups: [{name: g, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: 
 		t.Fatal(err)
 	}
 	if got, want := cfg.Settings(), planner.DefaultSettings(); got.ScaleUp.Backoff != want.ScaleUp.Backoff ||
-		got.ScaleUp.Expander != want.ScaleUp.Expander || got.ScaleDown.MaxConcurrentDrains != 1 || !got.ScaleDown.Enabled {
+		got.ScaleUp.Expander != want.ScaleUp.Expander || got.ScaleDown.MaxConcurrentDrains != 1 || !got.ScaleDown.Enabled ||
+		got.ScaleUp.BalanceSimilarNodeGroups {
 		t.Errorf("defaults = %+v", got)
 	}
 }
@@ -90,6 +91,11 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate names", base + "nodeGroups: [{name: g, provider: aws, aws: {autoScalingGroup: a}}, {name: g, provider: aws, aws: {autoScalingGroup: b}}]\n", []string{`nodeGroups[1].name: duplicate node group name "g"`}},
 		{"bad quantity", base + "nodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 3, kwok: {template: {allocatable: {cpu: lots, memory: 4Gi}}}}]\n", []string{`allocatable.cpu: bad quantity "lots"`}},
 		{"bad taint effect", base + "nodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 3, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}, taints: [{key: a, effect: Never}]}}}]\n", []string{`unknown effect "Never"`}},
+		{"kwok zone twice", base + "nodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 3, kwok: {zones: [a, a], template: {allocatable: {cpu: 2, memory: 4Gi}}}}]\n", []string{`nodeGroups[0].kwok.zones[1]: zone "a" listed twice`}},
+		{"kwok zone empty", base + "nodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 3, kwok: {zones: [''], template: {allocatable: {cpu: 2, memory: 4Gi}}}}]\n", []string{`nodeGroups[0].kwok.zones[0]: must not be empty`}},
+		{"kwok zone not a label value", base + "nodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 3, kwok: {zones: [eu west], template: {allocatable: {cpu: 2, memory: 4Gi}}}}]\n", []string{`nodeGroups[0].kwok.zones[0]: "eu west"`}},
+		{"kwok zones and zone label", base + "nodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 3, kwok: {zones: [a, b], template: {allocatable: {cpu: 2, memory: 4Gi}, labels: {topology.kubernetes.io/zone: a}}}}]\n", []string{`nodeGroups[0].kwok.zones: the template's labels already fix`}},
+		{"balance not a bool", base + kwok + "scaleUp: {balanceSimilarNodeGroups: sometimes}\n", []string{"scaleUp.balanceSimilarNodeGroups"}},
 		{"no cluster name", "state: {memory: {}}\n" + kwok, []string{"cluster.name: is required"}},
 		{"no state", "cluster: {name: c}\n" + kwok, []string{"state: is required"}},
 		{"two state stores", "cluster: {name: c}\nstate: {memory: {}, dynamodb: {table: t}}\n" + kwok, []string{"state: set only one"}},
@@ -320,5 +326,23 @@ func TestParseSecretsMustBeARNs(t *testing.T) {
 	}
 	if _, err := Parse([]byte(fmt.Sprintf(base, good)+kwok), "x.yaml"); err != nil {
 		t.Errorf("a Secrets Manager ARN is refused: %v", err)
+	}
+}
+
+func TestBalanceSimilarNodeGroups(t *testing.T) {
+	cfg, err := Parse([]byte(`
+cluster: {name: c}
+state: {memory: {}}
+nodeGroups: [{name: g, provider: kwok, minSize: 0, maxSize: 3, kwok: {zones: [a, b], template: {allocatable: {cpu: 2, memory: 4Gi}}}}]
+scaleUp: {balanceSimilarNodeGroups: true}
+`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Settings().ScaleUp.BalanceSimilarNodeGroups {
+		t.Error("balanceSimilarNodeGroups: true not passed to the planner")
+	}
+	if z := cfg.NodeGroups[0].Kwok.Zones; len(z) != 2 {
+		t.Errorf("kwok zones = %v", z)
 	}
 }

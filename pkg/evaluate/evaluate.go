@@ -203,6 +203,7 @@ func Describe(ctx context.Context, groups []providers.NodeGroup) ([]planner.Node
 			Name: g.Name(), Provider: g.Provider(),
 			MinSize: g.MinSize(), MaxSize: g.MaxSize(), TargetSize: target,
 			Template: tpl, Instances: ids, BoundsFrom: providers.BoundsFrom(g),
+			Zones: providers.Zones(g, tpl),
 		})
 	}
 	return out, nil

@@ -81,6 +81,7 @@ func TestFormsGiveTheSamePlan(t *testing.T) {
 	}
 	for path, s := range goldenSnapshots(t) {
 		check(path, s, DefaultSettings())
+		check(path+", balanced", s, balanced())
 	}
 	r := rand.New(rand.NewPCG(3, 5))
 	for i := range 300 {
@@ -182,6 +183,8 @@ func TestReadCompactErrors(t *testing.T) {
 		{"truncated after the pods", doc(pods(ok))[:264], "line 1:265: unexpected end of document"},
 		{"keys after pods", doc(pods(ok) + `, "counts": {}`), "line 1:265: more keys after pods: pods must be the compact form's last key"},
 		{"pinned to nothing", doc(pods(`{"name": "b", "shape": 0, "pinnedNode": "n1"}`)), `pods[0].pinnedNode: podShapes[0] has no required node affinity`},
+		{"empty zone", doc(`, "nodeGroups": [{"name": "g", "zones": ["a", ""]}]`), "nodeGroups[0].zones[1]: zone must not be empty"},
+		{"zone twice", doc(`, "nodeGroups": [{"name": "g", "zones": ["a", "a"]}]`), `nodeGroups[0].zones[1]: zone "a" listed twice`},
 		{"node with a bad quantity", doc(`, "nodes": [{"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e309"}}}]`), "nodes[0].status.allocatable.cpu: is too large"},
 	}
 	for _, tc := range cases {

@@ -642,7 +642,7 @@ func (c *chunkList[T]) slice() []T {
 }
 
 func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
-	known := []string{"name", "provider", "minSize", "maxSize", "targetSize", "template", "instances", "boundsFrom", "headroom"}
+	known := []string{"name", "provider", "minSize", "maxSize", "targetSize", "template", "instances", "boundsFrom", "headroom", "zones"}
 	return d.object(path, known, func(key, path string) error {
 		switch key {
 		case "name":
@@ -661,11 +661,31 @@ func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
 			return d.value(path, &g.BoundsFrom)
 		case "headroom":
 			return d.value(path, &g.Headroom)
+		case "zones":
+			if err := d.value(path, &g.Zones); err != nil {
+				return err
+			}
+			return checkZones(path, g.Zones)
 		case "template":
 			return d.template(path, &g.Template)
 		}
 		return nil
 	})
+}
+
+// checkZones refuses an empty zone or one listed twice: the planner would
+// otherwise count a zone the cloud never picks.
+func checkZones(path string, zones []string) error {
+	for i, z := range zones {
+		p := path + "[" + strconv.Itoa(i) + "]"
+		if z == "" {
+			return &DocumentError{Path: p, Err: errors.New("zone must not be empty")}
+		}
+		if slices.Contains(zones[:i], z) {
+			return &DocumentError{Path: p, Err: fmt.Errorf("zone %q listed twice", z)}
+		}
+	}
+	return nil
 }
 
 func (d *docDecoder) template(path string, t *Template) error {

@@ -65,7 +65,11 @@ type span struct{ from, to int32 }
 
 // groupInfo is a node group with what the decision derives from it.
 type groupInfo struct {
-	ng       *NodeGroup
+	ng *NodeGroup
+	// labels are a new node's labels; variants, for a group over several
+	// zones, the same once per zone (zones.go).
+	labels   map[string]string
+	variants []map[string]string
 	alloc    res // template allocatable
 	overhead res // DaemonSet pods a new node would run
 	cap      res // alloc - overhead: room for pending pods on a new node
@@ -106,6 +110,10 @@ type podClass struct {
 	// why is, by group, the last pod-dependent rule that kept a pod of the
 	// class off a planned node.
 	why map[int]string
+	// zoneRule is the class's first pod-dependent rule keyed on the zone,
+	// once zoneDone (zones.go).
+	zoneRule string
+	zoneDone bool
 }
 
 type model struct {
@@ -186,6 +194,7 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 		ng := &s.NodeGroups[gi]
 		alloc := templateAllocatable(ng.Template.Allocatable)
 		m.groups[gi] = groupInfo{ng: ng, alloc: alloc, taints: hardTaints(ng.Template.Taints, false), target: ng.TargetSize}
+		m.groups[gi].labels, m.groups[gi].variants = groupLabels(ng)
 		for _, id := range ng.Instances {
 			if _, dup := instanceGroup[id]; !dup {
 				instanceGroup[id] = gi
@@ -310,12 +319,28 @@ func (m *model) daemonSetOverhead() {
 		g := &m.groups[gi]
 		for _, uid := range order {
 			p := &m.snap.Pods[first[uid]]
-			if placementFits(p, g.ng.Template.Labels, g.taints, "", fieldsIgnored) {
+			if m.daemonSetRuns(p, gi) {
 				g.overhead = g.overhead.add(podRequests(p))
 			}
 		}
 		g.cap = g.alloc.sub(g.overhead)
 	}
+}
+
+// daemonSetRuns: DaemonSet pod p would run on a new node of group g (in
+// some zone of it: counting its requests where it may not run only errs
+// towards more nodes).
+func (m *model) daemonSetRuns(p *corev1.Pod, g int) bool {
+	gr := &m.groups[g]
+	if len(gr.variants) == 0 {
+		return placementFits(p, gr.labels, gr.taints, "", fieldsIgnored)
+	}
+	for _, v := range gr.variants {
+		if placementFits(p, v, gr.taints, "", fieldsIgnored) {
+			return true
+		}
+	}
+	return false
 }
 
 // classOf interns pod i into an equivalence class.
@@ -364,14 +389,24 @@ func (m *model) fitsNode(c int32, i int32) bool {
 func (m *model) fitsTemplate(c int32, g int) bool {
 	gr := &m.groups[g]
 	cl := &m.classes[c]
-	return fitCount(gr.cap, cl.req) > 0 && placementFits(cl.rep, gr.ng.Template.Labels, gr.taints, "", fieldsNewNode)
+	if fitCount(gr.cap, cl.req) == 0 || !m.staticFits(cl.rep, g, fieldsNewNode) {
+		return false
+	}
+	return len(gr.variants) == 0 || m.zoneRule(c) == ""
 }
 
 // templateMisfit explains why class c does not fit group g's template.
 func (m *model) templateMisfit(c int32, g int) string {
 	gr := &m.groups[g]
 	cl := &m.classes[c]
-	if why := placementMisfit(cl.rep, gr.ng.Template.Labels, gr.taints, "", fieldsNewNode); why != "" {
+	if why := m.zoneMisfit(c, g); why != "" {
+		return why
+	}
+	labels := gr.labels
+	if len(gr.variants) > 0 {
+		labels = gr.variants[0]
+	}
+	if why := placementMisfit(cl.rep, labels, gr.taints, "", fieldsNewNode); why != "" {
 		return why
 	}
 	dims := []struct {

@@ -62,6 +62,14 @@ func randomSnapshot(r *rand.Rand) (Snapshot, Settings) {
 		if r.IntN(4) == 0 {
 			g.BoundsFrom = "schedule night"
 		}
+		// Zones are chosen without drawing from r, so the rest of the
+		// snapshot is what it was before groups had zones.
+		switch gi % 3 {
+		case 1:
+			g.Zones = []string{"za", "zb"}
+		case 2:
+			g.Zones = []string{"zb"}
+		}
 		registered := r.IntN(g.TargetSize + 2)
 		for range registered {
 			nodeName := fmt.Sprintf("n%02d", nodeSeq)
@@ -203,6 +211,7 @@ func randomSnapshot(r *rand.Rand) (Snapshot, Settings) {
 			set.ScaleUp.Priorities[fmt.Sprintf("g%d", gi)] = r.IntN(3)
 		}
 	}
+	set.ScaleUp.BalanceSimilarNodeGroups = nodeSeq%2 == 0
 	set.ScaleDown.UnneededTime = time.Duration(r.IntN(2)) * 10 * time.Minute
 	set.ScaleDown.MaxConcurrentDrains = 1 + r.IntN(4)
 	set.ScaleDown.UtilizationThreshold = pick(r, []float64{0.3, 0.5, 0.8})

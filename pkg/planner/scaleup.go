@@ -427,6 +427,8 @@ type estimate struct {
 	// before it runs anything.
 	waste float64
 	limit int64
+	// log is a committed estimate's placements, so it can be taken back.
+	log []placement
 }
 
 type classCount struct {
@@ -482,6 +484,8 @@ func (m *model) estimate(classes []int32, g int, limit int64, commit bool) estim
 		if !commit {
 			m.undo(log)
 			m.dropSims(mark)
+		} else {
+			e.log = log
 		}
 	} else {
 		p := packer{cap: gr.cap, limit: limit}
@@ -566,58 +570,74 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *State) (grown map[
 		if best == nil {
 			break
 		}
+		if m.set.ScaleUp.BalanceSimilarNodeGroups && m.balance(classes, best, plan, next, grown, &budget) {
+			continue
+		}
 		if m.topoOn {
 			// The same estimate again, kept this time: later choices must see
 			// these nodes and pods.
 			limit := best.limit
 			*best = m.estimate(classes, best.group, limit, true)
 		}
-		var rules []string
-		for _, cc := range best.placed {
-			if f := m.classes[cc.class].feat; f != nil {
-				for _, r := range f.describe() {
-					if !slices.Contains(rules, r) {
-						rules = append(rules, r)
-					}
+		m.record(best, "", plan, next, grown, &budget)
+	}
+	return grown, budget
+}
+
+// record turns an estimate into the plan's scale-up of its group: its pods
+// are taken, its nodes counted against the step budget. extra is appended
+// to the reason.
+func (m *model) record(best *estimate, extra string, plan *Plan, next *State, grown map[int]int, budget *int64) {
+	var rules []string
+	for _, cc := range best.placed {
+		if f := m.classes[cc.class].feat; f != nil {
+			for _, r := range f.describe() {
+				if !slices.Contains(rules, r) {
+					rules = append(rules, r)
 				}
 			}
 		}
-		g := &m.groups[best.group]
-		pods := make([]string, 0, best.pods)
-		for _, cc := range best.placed {
-			cl := &m.classes[cc.class]
-			pods = append(pods, cl.keys[cl.next:cl.next+int(cc.n)]...)
-			cl.next += int(cc.n)
-		}
-		slices.Sort(pods)
-		delta := int(best.nodes)
-		grown[best.group] = delta
-		g.newNodes = best.nodes
-		for _, cc := range best.placed {
-			g.newUsed = g.newUsed.add(m.classes[cc.class].req.mul(cc.n))
-		}
-		budget -= best.nodes
-		next.LastScaleUp[g.ng.Name] = m.now
-		why := fmt.Sprintf("least waste %d%%", pct(best.waste))
-		if m.set.ScaleUp.Expander == ExpanderPriority {
-			why = fmt.Sprintf("priority %d, waste %d%%", m.set.ScaleUp.Priorities[g.ng.Name], pct(best.waste))
-		}
-		if len(rules) > 0 {
-			why += "; placed pod by pod under " + strings.Join(rules, ", ")
-		}
-		verb := "need"
-		if best.pods == 1 {
-			verb = "needs"
-		}
-		plan.ScaleUp = append(plan.ScaleUp, ScaleUp{
-			NodeGroup:     g.ng.Name,
-			Delta:         delta,
-			NewTargetSize: g.target + delta,
-			Pods:          pods,
-			Reason:        fmt.Sprintf("%s %s %s (%s)", plural(int(best.pods), "pending pod"), verb, plural(delta, "node"), why),
-		})
 	}
-	return grown, budget
+	g := &m.groups[best.group]
+	pods := make([]string, 0, best.pods)
+	for _, cc := range best.placed {
+		cl := &m.classes[cc.class]
+		pods = append(pods, cl.keys[cl.next:cl.next+int(cc.n)]...)
+		cl.next += int(cc.n)
+	}
+	slices.Sort(pods)
+	delta := int(best.nodes)
+	grown[best.group] = delta
+	g.newNodes = best.nodes
+	for _, cc := range best.placed {
+		g.newUsed = g.newUsed.add(m.classes[cc.class].req.mul(cc.n))
+	}
+	*budget -= best.nodes
+	next.LastScaleUp[g.ng.Name] = m.now
+	why := fmt.Sprintf("least waste %d%%", pct(best.waste))
+	if m.set.ScaleUp.Expander == ExpanderPriority {
+		why = fmt.Sprintf("priority %d, waste %d%%", m.set.ScaleUp.Priorities[g.ng.Name], pct(best.waste))
+	}
+	if len(rules) > 0 {
+		why += "; placed pod by pod under " + strings.Join(rules, ", ")
+	}
+	if zr := m.zoneReason(best.group, best.placed); zr != "" {
+		why += "; " + zr
+	}
+	if extra != "" {
+		why += "; " + extra
+	}
+	verb := "need"
+	if best.pods == 1 {
+		verb = "needs"
+	}
+	plan.ScaleUp = append(plan.ScaleUp, ScaleUp{
+		NodeGroup:     g.ng.Name,
+		Delta:         delta,
+		NewTargetSize: g.target + delta,
+		Pods:          pods,
+		Reason:        fmt.Sprintf("%s %s %s (%s)", plural(int(best.pods), "pending pod"), verb, plural(delta, "node"), why),
+	})
 }
 
 // unschedulable lists the pending pods the plan leaves pending.
@@ -627,7 +647,7 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 		if remaining(cl) == 0 {
 			continue
 		}
-		var blocked, misfit []string
+		var blocked, misfit, zonal []string
 		var groups []GroupReason
 		stepCapped := false
 		for _, gi := range m.byName {
@@ -635,6 +655,11 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 			if !m.fitsTemplate(c, gi) {
 				why := m.templateMisfit(c, gi)
 				misfit = append(misfit, g.ng.Name+": "+why)
+				if strings.HasPrefix(why, "group ") {
+					// A group that would fit if it were in one zone: worth
+					// saying beside the groups that are merely full.
+					zonal = append(zonal, why)
+				}
 				groups = append(groups, GroupReason{NodeGroup: g.ng.Name, Code: misfitCode(why), Reason: why})
 				continue
 			}
@@ -667,7 +692,7 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 		var reason string
 		switch {
 		case len(blocked) > 0:
-			reason = strings.Join(blocked, "; ")
+			reason = strings.Join(append(blocked, zonal...), "; ")
 		case len(m.groups) == 0:
 			reason = "fits no node group: there are no node groups"
 		default:
@@ -684,6 +709,8 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 // misfitCode classifies a template misfit by its wording (templateMisfit's).
 func misfitCode(why string) string {
 	switch {
+	case strings.Contains(why, "(node selector"), strings.Contains(why, "(node affinity"), strings.Contains(why, "(required node affinity"):
+		return ReasonNodeSelector
 	case strings.HasPrefix(why, "node selector"), strings.HasPrefix(why, "required node affinity"):
 		return ReasonNodeSelector
 	case strings.HasPrefix(why, "taint"):

@@ -154,8 +154,8 @@ func (m *model) slotFitsStatic(p *corev1.Pod, s int32, taints bool) bool {
 // addSim opens a simulated node of group g and returns its slot.
 func (m *model) addSim(g int, kind string) int32 {
 	gr := &m.groups[g]
-	l := make(map[string]string, len(gr.ng.Template.Labels)+1)
-	for k, v := range gr.ng.Template.Labels {
+	l := make(map[string]string, len(gr.labels)+1)
+	for k, v := range gr.labels {
 		l[k] = v
 	}
 	// Each node is its own hostname domain.

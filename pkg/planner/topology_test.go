@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-const labelZone = corev1.LabelTopologyZone
-
 func hostPortOpt(port int32, proto corev1.Protocol, ip string) podOpt {
 	return func(p *corev1.Pod) {
 		p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: port, HostPort: port, Protocol: proto, HostIP: ip})

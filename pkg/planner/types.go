@@ -43,6 +43,11 @@ type NodeGroup struct {
 	// spec.providerID is one of them (never by name).
 	Instances  []string `json:"instances"`
 	BoundsFrom string   `json:"boundsFrom,omitempty"`
+	// Zones are the zones a new node of the group may start in
+	// (topology.kubernetes.io/zone values), sorted; empty when unknown.
+	// With several, the cloud picks each new node's zone, so the planner
+	// only promises a pod a new node when it fits every one of them.
+	Zones []string `json:"zones,omitempty"`
 	// Headroom is the spare capacity the group keeps ready (config's
 	// nodeGroups[].headroom); nil keeps none. It is part of the snapshot so
 	// a replay decides as the cycle did.
@@ -222,6 +227,9 @@ type ScaleUpSettings struct {
 	Expander             string
 	// Priorities (expander "priority"): higher wins; ties fall back to least waste.
 	Priorities map[string]int
+	// BalanceSimilarNodeGroups splits each scale-up across the groups
+	// similar to the one the expander picked (balance.go).
+	BalanceSimilarNodeGroups bool
 }
 
 // ScaleDownSettings tune scale-down.

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // Static is a Provider with a fixed set of groups.
@@ -166,4 +171,25 @@ func Own(g NodeGroup) NodeGroup {
 		}
 		g = u.Unwrap()
 	}
+}
+
+// Zoner is implemented by provider groups that know the zones their new
+// machines may start in (an ASG's Availability Zones, a kwok group's zones).
+type Zoner interface {
+	Zones() []string
+}
+
+// Zones returns the zones a new machine of g may start in, sorted: the
+// provider's own answer when it has one, else the zone label of tpl (a
+// Kapsule pool, a Kamatera template that sets it), else none.
+func Zones(g NodeGroup, tpl planner.Template) []string {
+	if z, ok := Own(g).(Zoner); ok {
+		zones := slices.Clone(z.Zones())
+		slices.Sort(zones)
+		return slices.Compact(zones)
+	}
+	if z := tpl.Labels[corev1.LabelTopologyZone]; z != "" {
+		return []string{z}
+	}
+	return nil
 }

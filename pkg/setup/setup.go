@@ -288,7 +288,7 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", ep.path, err)
 			}
-			ep.provider = providers.Static{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl)}
+			ep.provider = providers.Static{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl).WithZones(g.Kwok.Zones)}
 			ep.bounds = providers.NewBounds(nil, nil) // they are the group's own bounds
 		case config.ProviderKamatera:
 			cc, err := kamateraCloudConfig(ctx, cfg, g.Kamatera, a)

@@ -795,3 +795,35 @@ func TestStandbyDoesNotFillCapacity(t *testing.T) {
 		t.Errorf("DecreaseTargetSize(-1) over the failed launch: %v", err)
 	}
 }
+
+// The snapshot's zones of an ASG are its Availability Zones; the template
+// names the zone only when there is one, since the ASG picks among several.
+func TestZones(t *testing.T) {
+	d, as, ec2c := newDouble(t, fakeaws.WithRegion("eu-west-1"))
+	tags := map[string]string{
+		"k8s.io/cluster-autoscaler/node-template/resources/cpu":    "4",
+		"k8s.io/cluster-autoscaler/node-template/resources/memory": "16Gi",
+	}
+	d.AddGroup(fakeaws.Group{Name: "multi", MaxSize: 3, Tags: tags, AvailabilityZones: []string{"eu-west-1c", "eu-west-1a", "eu-west-1b"}})
+	d.AddGroup(fakeaws.Group{Name: "single", MaxSize: 3, Tags: tags, AvailabilityZones: []string{"eu-west-1b"}})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		asg, label string
+		want       []string
+	}{
+		{"multi", "", []string{"eu-west-1a", "eu-west-1b", "eu-west-1c"}},
+		{"single", "eu-west-1b", []string{"eu-west-1b"}},
+	} {
+		g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: tc.asg})
+		tpl, err := g.Template(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := providers.Zones(g, tpl); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: zones = %v, want %v", tc.asg, got, tc.want)
+		}
+		if got := tpl.Labels["topology.kubernetes.io/zone"]; got != tc.label {
+			t.Errorf("%s: template zone label = %q, want %q", tc.asg, got, tc.label)
+		}
+	}
+}

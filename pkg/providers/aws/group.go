@@ -86,6 +86,10 @@ func (g *Group) setSnapshot(asg astypes.AutoScalingGroup) {
 	g.asg = asg
 }
 
+// Zones implements providers.Zoner: the ASG's Availability Zones, any of
+// which it may start a new instance in.
+func (g *Group) Zones() []string { return g.snapshot().AvailabilityZones }
+
 // TargetSize implements providers.NodeGroup: the ASG's desired capacity.
 func (g *Group) TargetSize(context.Context) (int, error) {
 	return int(awssdk.ToInt32(g.snapshot().DesiredCapacity)), nil

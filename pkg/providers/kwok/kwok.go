@@ -9,6 +9,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 
@@ -37,6 +39,9 @@ type Group struct {
 	name     string
 	min, max int
 	template planner.Template
+	// zones, when set, are spread over as an Auto Scaling Group spreads
+	// over its Availability Zones (WithZones).
+	zones []string
 
 	// mu serialises size changes made through this process; runs in several
 	// processes are kept apart by the evaluate lease.
@@ -52,6 +57,27 @@ var _ providers.NodeGroup = (*Group)(nil)
 // New returns a kwok group.
 func New(client kubernetes.Interface, name string, minSize, maxSize int, template planner.Template) *Group {
 	return &Group{client: client, name: name, min: minSize, max: maxSize, template: template}
+}
+
+// WithZones makes g a group over several zones: each new Node goes to the
+// zone with the fewest of the group's Nodes, ties broken at random, as an
+// Auto Scaling Group balances its Availability Zones. The template's zone
+// label, if any, is overridden.
+func (g *Group) WithZones(zones []string) *Group {
+	g.zones = slices.Clone(zones)
+	return g
+}
+
+// Zones implements providers.Zoner: the configured zones, or the template's
+// zone label.
+func (g *Group) Zones() []string {
+	if len(g.zones) > 0 {
+		return g.zones
+	}
+	if z := g.template.Labels[corev1.LabelTopologyZone]; z != "" {
+		return []string{z}
+	}
+	return nil
 }
 
 // Name implements providers.NodeGroup.
@@ -129,9 +155,17 @@ func (g *Group) IncreaseSize(ctx context.Context, delta int) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	size, err := g.TargetSize(ctx)
+	nodes, err := g.nodes(ctx)
 	if err != nil {
 		return err
+	}
+	size := 0
+	inZone := map[string]int{}
+	for _, n := range nodes {
+		if n.DeletionTimestamp == nil {
+			size++
+			inZone[n.Labels[corev1.LabelTopologyZone]]++
+		}
 	}
 	if err := providers.CheckIncrease("size", size, delta, g.max); err != nil {
 		return fmt.Errorf("kwok group %s: %w", g.name, err)
@@ -141,11 +175,31 @@ func (g *Group) IncreaseSize(ctx context.Context, delta int) error {
 		if err != nil {
 			return err
 		}
+		if len(g.zones) > 0 {
+			z := fewest(g.zones, inZone)
+			node.Labels[corev1.LabelTopologyZone] = z
+			inZone[z]++
+		}
 		if _, err := g.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("kwok group %s: create node %s: %w", g.name, node.Name, err)
 		}
 	}
 	return nil
+}
+
+// fewest picks the zone with the fewest nodes, at random among equals: the
+// planner cannot know in advance which one a new node lands in.
+func fewest(zones []string, inZone map[string]int) string {
+	var best []string
+	for _, z := range zones {
+		switch {
+		case len(best) == 0 || inZone[z] < inZone[best[0]]:
+			best = []string{z}
+		case inZone[z] == inZone[best[0]]:
+			best = append(best, z)
+		}
+	}
+	return best[mrand.IntN(len(best))]
 }
 
 // NodeObject is the Node a kwok group creates, with the given name.

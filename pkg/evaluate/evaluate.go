@@ -194,7 +194,7 @@ func Describe(ctx context.Context, groups []providers.NodeGroup) ([]planner.Node
 		out = append(out, planner.NodeGroup{
 			Name: g.Name(), Provider: g.Provider(),
 			MinSize: g.MinSize(), MaxSize: g.MaxSize(), TargetSize: target,
-			Template: tpl, Instances: ids, BoundsFrom: providers.BoundsFrom(g),
+			Template: tpl, Instances: ids, MaxFrom: providers.MaxFrom(g), BoundsFrom: providers.BoundsFrom(g),
 		})
 	}
 	return out, nil

@@ -9,7 +9,7 @@ import (
 )
 
 // Shrink plans bringing groups down to sizes now (a schedule firing; from
-// names it, e.g. "schedule night"): each named group's max is capped at its
+// names it, "schedule night"): each named group's max is capped at its
 // size for this decision, so the over-max rule chooses the removals
 // (unregistered capacity first, then the emptiest nodes that may be
 // disrupted). A size below a group's min stops at the min; a size at or
@@ -33,7 +33,7 @@ func Shrink(s Snapshot, set Settings, now time.Time, sizes map[string]int, from 
 			return Plan{}, fmt.Errorf("shrink: node group %s: size %d is negative", g.Name, size)
 		}
 		if size = max(size, g.MinSize); size < g.MaxSize {
-			g.MaxSize, g.BoundsFrom = size, from
+			g.MaxSize, g.MaxFrom, g.BoundsFrom = size, BoundSchedule, from
 		}
 	}
 	var unknown []string

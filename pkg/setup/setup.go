@@ -190,9 +190,14 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS, overrid
 			built = b
 		}
 		mu.Unlock()
-		var out []providers.NodeGroup
+		type listed struct {
+			entry *entryProvider
+			group providers.NodeGroup
+		}
+		var all []listed
 		seen := map[string]string{}
-		for _, ep := range built {
+		for i := range built {
+			ep := &built[i]
 			groups, err := ep.provider.NodeGroups(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", ep.path, err)
@@ -202,23 +207,23 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS, overrid
 					return nil, fmt.Errorf("%s: node group %q is also defined by %s", ep.path, ng.Name(), prev)
 				}
 				seen[ng.Name()] = ep.path
-				narrowed, err := ep.bounds.Narrow(ng)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", ep.path, err)
-				}
-				out = append(out, narrowed)
+				all = append(all, listed{ep, ng})
 			}
 		}
-		if overrides != nil {
-			var err error
-			if out, err = applyOverrides(ctx, out, overrides); err != nil {
+		byGroup, err := readOverrides(ctx, overrides)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]providers.NodeGroup, 0, len(all))
+		for _, l := range all {
+			g, err := narrow(l.group, l.entry, byGroup)
+			if err != nil {
 				return nil, err
 			}
-		}
-		if guard != nil {
-			for i, g := range out {
-				out[i] = providers.Guarded(g, guard)
+			if guard != nil {
+				g = providers.Guarded(g, guard)
 			}
+			out = append(out, g)
 		}
 		return out, nil
 	}
@@ -243,10 +248,13 @@ func overridesFrom(store any) Overrides {
 	return nil
 }
 
-// applyOverrides narrows each group a schedule has bounds on. Failing to
-// read them fails the listing: going on without them could grow a group
-// past a schedule's max.
-func applyOverrides(ctx context.Context, groups []providers.NodeGroup, overrides Overrides) ([]providers.NodeGroup, error) {
+// readOverrides returns the schedule overrides by group (none without
+// overrides). Failing to read them fails the listing: going on without
+// them could grow a group past a schedule's max.
+func readOverrides(ctx context.Context, overrides Overrides) (map[string]schedule.Override, error) {
+	if overrides == nil {
+		return nil, nil
+	}
 	list, err := overrides(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("schedule overrides: %w", err)
@@ -255,20 +263,27 @@ func applyOverrides(ctx context.Context, groups []providers.NodeGroup, overrides
 	for _, o := range list {
 		byGroup[o.Group] = o
 	}
-	for i, g := range groups {
-		o, ok := byGroup[g.Name()]
-		if !ok || !o.Bounds() {
-			continue
-		}
-		lo, hi, _ := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
-		b := &providers.Bounds{Min: &lo, Max: &hi, From: o.Source()}
-		narrowed, err := b.Narrow(g)
-		if err != nil {
-			return nil, fmt.Errorf("node group %s: %s: %w", g.Name(), o.Source(), err)
-		}
-		groups[i] = narrowed
+	return byGroup, nil
+}
+
+// narrow is the one place a listed group's bounds are narrowed: by its
+// config entry's bounds, then by the override of the schedule that last
+// named it, each reporting itself as what set a bound it changed.
+func narrow(g providers.NodeGroup, ep *entryProvider, overrides map[string]schedule.Override) (providers.NodeGroup, error) {
+	g, err := ep.bounds.Narrow(g)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ep.path, err)
 	}
-	return groups, nil
+	o, ok := overrides[g.Name()]
+	if !ok || !o.Bounds() {
+		return g, nil
+	}
+	lo, hi, _ := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
+	b := &providers.Bounds{Min: &lo, Max: &hi, From: o.Source()}
+	if g, err = b.Narrow(g); err != nil {
+		return nil, fmt.Errorf("node group %s: %s: %w", o.Group, o.Source(), err)
+	}
+	return g, nil
 }
 
 // entryProvider is the provider of one nodeGroups entry.

@@ -64,8 +64,8 @@ const (
 	// Auto Scaling Group's, a Kapsule pool's; a kwok group's is its
 	// configured one).
 	BoundProvider BoundSource = ""
-	// BoundConfig is the config's nodeGroups[].maxSize, narrowing the
-	// provider's.
+	// BoundConfig is the config's nodeGroups[].maxSize where it lowered
+	// the provider's (or replaced a Kapsule pool's max_size).
 	BoundConfig BoundSource = "config"
 	// BoundSchedule is a fired schedule's max (BoundsFrom names it).
 	BoundSchedule BoundSource = "schedule"

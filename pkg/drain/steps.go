@@ -42,11 +42,8 @@ type Steps struct {
 	Client kubernetes.Interface
 	Groups func(ctx context.Context) ([]providers.NodeGroup, error)
 	Store  Store
-	// MinSize, when set, gives a group's effective minimum (a schedule can
-	// raise it); otherwise the group's own.
-	MinSize func(ctx context.Context, g providers.NodeGroup) (int, error)
-	Now     func() time.Time
-	Log     *slog.Logger
+	Now    func() time.Time
+	Log    *slog.Logger
 	// Lifecycle completes and heartbeats Auto Scaling lifecycle actions
 	// (drains of machines an ASG terminates); nil without AWS groups.
 	Lifecycle LifecycleAPI
@@ -400,12 +397,9 @@ func (d *Steps) checkMin(ctx context.Context, g providers.NodeGroup, node string
 	if err != nil {
 		return fmt.Errorf("node group %s: target size: %w", g.Name(), err)
 	}
+	// The group's min is its effective one: Groups lists it narrowed by
+	// the config and a schedule (setup's narrow).
 	minSize := g.MinSize()
-	if d.MinSize != nil {
-		if minSize, err = d.MinSize(ctx, g); err != nil {
-			return err
-		}
-	}
 	if target-draining-1 < minSize {
 		setBy := ""
 		if from := providers.MinFrom(g); from != "" {

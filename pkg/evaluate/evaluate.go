@@ -202,7 +202,7 @@ func Describe(ctx context.Context, groups []providers.NodeGroup) ([]planner.Node
 		out = append(out, planner.NodeGroup{
 			Name: g.Name(), Provider: g.Provider(),
 			MinSize: g.MinSize(), MaxSize: g.MaxSize(), TargetSize: target,
-			Template: tpl, Instances: ids, BoundsFrom: providers.BoundsFrom(g),
+			Template: tpl, Instances: ids, MaxFrom: providers.MaxFrom(g), BoundsFrom: providers.BoundsFrom(g),
 			Zones: providers.Zones(g, tpl),
 		})
 	}
@@ -332,11 +332,7 @@ func (e *Evaluator) act(ctx context.Context, plan planner.Plan, groups []provide
 		if err := byName[up.NodeGroup].IncreaseSize(ctx, up.Delta); err != nil {
 			a.Error, a.Reason = err.Error(), failureReason(err)
 			e.log().Error("scale up", "nodeGroup", up.NodeGroup, "delta", up.Delta, "reason", a.Reason, "error", a.Error)
-			restore(next.LastScaleUp, snap.State.LastScaleUp, up.NodeGroup)
-			if next.BackoffUntil == nil {
-				next.BackoffUntil = map[string]time.Time{}
-			}
-			next.BackoffUntil[up.NodeGroup] = snap.CapturedAt.Add(e.Settings.ScaleUp.Backoff)
+			*next = planner.AfterScaleUpFailure(*next, snap.State, up.NodeGroup, snap.CapturedAt, e.Settings)
 		} else {
 			e.log().Info("scaled up", "nodeGroup", up.NodeGroup, "delta", up.Delta, "newTargetSize", up.NewTargetSize, "pods", len(up.Pods))
 		}
@@ -357,14 +353,6 @@ func (e *Evaluator) act(ctx context.Context, plan planner.Plan, groups []provide
 		actions = append(actions, a)
 	}
 	return actions
-}
-
-func restore(dst, src map[string]time.Time, key string) {
-	if t, ok := src[key]; ok {
-		dst[key] = t
-	} else {
-		delete(dst, key)
-	}
 }
 
 // MaxAdd is the most nodes one add may ask for; more is taken for a mistake

@@ -3,7 +3,6 @@ package evaluate
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/planner"
@@ -14,13 +13,10 @@ import (
 // (a few seconds at most; a watch holds the lease only while it runs one).
 const shrinkLeaseWait = 30 * time.Second
 
-// Shrink brings groups down to the given sizes now (a schedule firing): it
-// takes the evaluate lease, so no cycle picks nodes at the same time, caps
-// each group's max at its size for this decision, and carries out only
-// those groups' removals, which the planner's schedule-cap rule chooses:
-// unregistered capacity first, then the emptiest nodes that may be
-// disrupted, each through a drain. A size below a group's min stops at the
-// min.
+// Shrink brings groups down to the given sizes now (a schedule firing; see
+// planner.Shrink for which nodes go): it takes the evaluate lease, so no
+// cycle picks nodes at the same time, reads, and carries out and saves
+// what the planner decides.
 func (e *Evaluator) Shrink(ctx context.Context, sizes map[string]int, from string) (Result, error) {
 	lease, err := e.acquireWaiting(ctx, shrinkLeaseWait)
 	if err != nil {
@@ -32,48 +28,18 @@ func (e *Evaluator) Shrink(ctx context.Context, sizes map[string]int, from strin
 	if err != nil {
 		return Result{Actions: []Action{}}, fmt.Errorf("shrink: %w", err)
 	}
-	known := map[string]bool{}
-	for i := range snap.NodeGroups {
-		g := &snap.NodeGroups[i]
-		size, ok := sizes[g.Name]
-		if !ok {
-			continue
-		}
-		known[g.Name] = true
-		if size = max(size, g.MinSize); size < g.MaxSize {
-			g.MaxSize, g.BoundsFrom = size, from
-		}
+	plan, err := planner.Shrink(snap, e.Settings, snap.CapturedAt, sizes, from)
+	if err != nil {
+		return Result{Actions: []Action{}}, err
 	}
-	for name := range sizes {
-		if !known[name] {
-			return Result{Actions: []Action{}}, fmt.Errorf("shrink: unknown node group %q", name)
-		}
-	}
-	plan := planner.Decide(snap, e.Settings, snap.CapturedAt)
-	mine := func(group string) bool { _, ok := sizes[group]; return ok }
-	only := planner.Plan{
-		ScaleUp:        []planner.ScaleUp{},
-		ScaleDown:      slices.DeleteFunc(plan.ScaleDown, func(d planner.ScaleDown) bool { return !mine(d.NodeGroup) }),
-		DecreaseTarget: slices.DeleteFunc(plan.DecreaseTarget, func(d planner.DecreaseTarget) bool { return !mine(d.NodeGroup) }),
-		Unschedulable:  []planner.Unschedulable{},
-		NodeGroups:     plan.NodeGroups,
-	}
-	e.log().Info("shrink plan", "from", from, "sizes", sizes, "plan", only)
-	// Only the chosen nodes' times are kept (the rest of the plan, such as
-	// other groups' scale-ups, is not acted on here). They name the drains:
-	// saved, the next cycle derives the same names and cannot start a
-	// second drain of a node before its first one cordons it.
-	next := copyState(snap.State)
-	for _, d := range only.ScaleDown {
-		next.UnneededSince[d.Node] = plan.State.UnneededSince[d.Node]
-	}
-	only.State = next
-	actions := e.act(ctx, only, groups, snap, &next)
+	e.log().Info("shrink plan", "from", from, "sizes", sizes, "plan", plan)
+	next := plan.State
+	actions := e.act(ctx, plan, groups, snap, &next)
 	recordActions(ctx, actions)
 	if err := e.Store.SaveState(ctx, snap.State, next); err != nil {
 		e.log().Warn("shrink: save state", "error", err.Error())
 	}
-	return Result{Plan: &only, Actions: actions}, nil
+	return Result{Plan: &plan, Actions: actions}, nil
 }
 
 // acquireWaiting takes the evaluate lease, waiting up to wait for a

@@ -642,7 +642,7 @@ func (c *chunkList[T]) slice() []T {
 }
 
 func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
-	known := []string{"name", "provider", "minSize", "maxSize", "targetSize", "template", "instances", "boundsFrom", "headroom", "zones"}
+	known := []string{"name", "provider", "minSize", "maxSize", "targetSize", "template", "instances", "maxFrom", "boundsFrom", "headroom", "zones"}
 	return d.object(path, known, func(key, path string) error {
 		switch key {
 		case "name":
@@ -657,6 +657,8 @@ func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
 			return d.value(path, &g.TargetSize)
 		case "instances":
 			return d.value(path, &g.Instances)
+		case "maxFrom":
+			return d.value(path, &g.MaxFrom)
 		case "boundsFrom":
 			return d.value(path, &g.BoundsFrom)
 		case "headroom":
@@ -795,6 +797,15 @@ func validateSnapshot(s *Snapshot, podName string) error {
 		}
 		if g.MinSize > g.MaxSize {
 			return bad(p+".minSize", "%d is greater than maxSize %d", g.MinSize, g.MaxSize)
+		}
+		switch g.MaxFrom {
+		case BoundProvider, BoundSchedule:
+		case BoundConfig:
+			if g.BoundsFrom != "" {
+				return bad(p+".boundsFrom", "names a schedule (%q), but maxFrom is %q", g.BoundsFrom, g.MaxFrom)
+			}
+		default:
+			return bad(p+".maxFrom", "must be %q or %q, or omitted for the provider (got %q)", BoundConfig, BoundSchedule, g.MaxFrom)
 		}
 		if g.Headroom != nil {
 			if err := g.Headroom.Check(); err != nil {

@@ -15,17 +15,17 @@ import (
 // drained, never a node that must not be disrupted (a pod that blocks
 // removal, a node annotation). Nodes whose pods a PodDisruptionBudget
 // protects right now come last: their drains wait for the budget. Only a
-// max a schedule set does this (BoundsFrom); a config max below the cloud
-// group's size only stops growth, as in cluster-autoscaler.
+// max a schedule set does this (MaxSource); a provider's or the config's
+// max below the group's size only stops growth, as in cluster-autoscaler.
 func (m *model) overMax(plan *Plan, next *State) {
 	var left []int32
 	for _, gi := range m.byName {
 		g := &m.groups[gi]
-		if g.ng.BoundsFrom == "" || g.target <= g.ng.MaxSize {
+		if g.ng.MaxSource() != BoundSchedule || g.target <= g.ng.MaxSize {
 			continue
 		}
 		g.shrinking = true
-		capped := fmt.Sprintf("node group %s is above its max size %d (max set by %s)", g.ng.Name, g.ng.MaxSize, g.ng.BoundsFrom)
+		capped := fmt.Sprintf("node group %s is above its max size %d (max set by %s)", g.ng.Name, g.ng.MaxSize, cmp.Or(g.ng.BoundsFrom, "a schedule"))
 		if back := min(g.target-g.ng.MaxSize, g.upcoming); back > 0 {
 			from := g.target
 			g.target -= back

@@ -43,10 +43,7 @@ func (m *model) upcomingCapacity(plan *Plan, next *State) {
 			g.upcoming = up
 			continue
 		}
-		until := m.now.Add(m.set.ScaleUp.Backoff)
-		if until.After(g.backoff) {
-			g.backoff = until
-		}
+		g.backoff = backOff(g.backoff, m.now, m.set)
 		g.target = len(g.nodes)
 		plan.DecreaseTarget = append(plan.DecreaseTarget, DecreaseTarget{
 			NodeGroup:     name,

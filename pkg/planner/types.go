@@ -31,7 +31,7 @@ type Snapshot struct {
 
 // NodeGroup is one provider-managed group as the planner sees it. MinSize and
 // MaxSize are the effective bounds (provider, narrowed by config, overridden by
-// a schedule); BoundsFrom names what set them when it was not the provider.
+// a schedule); MaxFrom says what set the max.
 type NodeGroup struct {
 	Name       string   `json:"name"`
 	Provider   string   `json:"provider"`
@@ -41,8 +41,14 @@ type NodeGroup struct {
 	Template   Template `json:"template"`
 	// Instances are provider IDs; a Node belongs to the group when its
 	// spec.providerID is one of them (never by name).
-	Instances  []string `json:"instances"`
-	BoundsFrom string   `json:"boundsFrom,omitempty"`
+	Instances []string `json:"instances"`
+	// MaxFrom is what set MaxSize (MaxSource reads it). It decides what a
+	// group above its max means: only a schedule's max is an instruction
+	// to shrink the group now.
+	MaxFrom BoundSource `json:"maxFrom,omitempty"`
+	// BoundsFrom names the schedule that set MaxSize ("schedule night"),
+	// for reasons and the status; empty for the provider and the config.
+	BoundsFrom string `json:"boundsFrom,omitempty"`
 	// Zones are the zones a new node of the group may start in
 	// (topology.kubernetes.io/zone values), sorted; empty when unknown.
 	// With several, the cloud picks each new node's zone, so the planner
@@ -52,6 +58,31 @@ type NodeGroup struct {
 	// nodeGroups[].headroom); nil keeps none. It is part of the snapshot so
 	// a replay decides as the cycle did.
 	Headroom *Headroom `json:"headroom,omitempty"`
+}
+
+// BoundSource is what set a group's bound.
+type BoundSource string
+
+// Sources of a group's max size.
+const (
+	// BoundProvider, the zero value, is the cloud group's own bound (an
+	// Auto Scaling Group's, a Kapsule pool's; a kwok group's is its
+	// configured one).
+	BoundProvider BoundSource = ""
+	// BoundConfig is the config's nodeGroups[].maxSize where it lowered
+	// the provider's (or replaced a Kapsule pool's max_size).
+	BoundConfig BoundSource = "config"
+	// BoundSchedule is a fired schedule's max (BoundsFrom names it).
+	BoundSchedule BoundSource = "schedule"
+)
+
+// MaxSource is what set g's max: MaxFrom, or a schedule when only
+// BoundsFrom names one (snapshots written before MaxFrom was).
+func (g *NodeGroup) MaxSource() BoundSource {
+	if g.MaxFrom == BoundProvider && g.BoundsFrom != "" {
+		return BoundSchedule
+	}
+	return g.MaxFrom
 }
 
 // Headroom is spare capacity a group keeps ready for pods not yet created.

@@ -3,6 +3,8 @@ package providers
 import (
 	"context"
 	"fmt"
+
+	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // Guard serialises the writers of one node group's size across processes
@@ -30,6 +32,8 @@ type guarded struct {
 
 func (g *guarded) BoundsFrom() string { return BoundsFrom(g.NodeGroup) }
 func (g *guarded) MinFrom() string    { return MinFrom(g.NodeGroup) }
+
+func (g *guarded) MaxFrom() planner.BoundSource { return MaxFrom(g.NodeGroup) }
 
 func (g *guarded) locked(ctx context.Context, fn func() error) error {
 	unlock, err := g.guard.LockGroup(ctx, g.Name())

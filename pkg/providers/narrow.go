@@ -23,8 +23,8 @@ func (s Static) NodeGroups(context.Context) ([]NodeGroup, error) { return s, nil
 // so concurrent size changes cannot pass the narrowed bounds together.
 type Bounds struct {
 	Min, Max *int
-	// From names what set the bounds when it was not the config (e.g.
-	// "schedule night"); errors and BoundsFrom report it.
+	// From names the schedule that set the bounds ("schedule night"),
+	// empty for the config; errors, BoundsFrom and MaxFrom report it.
 	From string
 	mu   sync.Mutex
 }
@@ -79,6 +79,19 @@ func BoundsFrom(g NodeGroup) string {
 	return ""
 }
 
+// MaxSource is implemented by groups that know what set their maximum.
+type MaxSource interface {
+	MaxFrom() planner.BoundSource
+}
+
+// MaxFrom returns what set g's maximum: what g reports, else the provider.
+func MaxFrom(g NodeGroup) planner.BoundSource {
+	if s, ok := g.(MaxSource); ok {
+		return s.MaxFrom()
+	}
+	return planner.BoundProvider
+}
+
 // MinSource is implemented by groups whose minimum something other than
 // the provider set.
 type MinSource interface {
@@ -111,6 +124,18 @@ func (n *narrowed) BoundsFrom() string {
 		return n.from
 	}
 	return BoundsFrom(n.NodeGroup)
+}
+
+// MaxFrom is what set the maximum: this narrowing when it lowered it (the
+// config, or a schedule when From names one), else the group inside.
+func (n *narrowed) MaxFrom() planner.BoundSource {
+	switch {
+	case n.max >= n.NodeGroup.MaxSize():
+		return MaxFrom(n.NodeGroup)
+	case n.from != "":
+		return planner.BoundSchedule
+	}
+	return planner.BoundConfig
 }
 
 // MinFrom names what set the minimum: this narrowing when it raised it.

@@ -190,9 +190,14 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS, overrid
 			built = b
 		}
 		mu.Unlock()
-		var out []providers.NodeGroup
+		type listed struct {
+			entry *entryProvider
+			group providers.NodeGroup
+		}
+		var all []listed
 		seen := map[string]string{}
-		for _, ep := range built {
+		for i := range built {
+			ep := &built[i]
 			groups, err := ep.provider.NodeGroups(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", ep.path, err)
@@ -202,23 +207,23 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS, overrid
 					return nil, fmt.Errorf("%s: node group %q is also defined by %s", ep.path, ng.Name(), prev)
 				}
 				seen[ng.Name()] = ep.path
-				narrowed, err := ep.bounds.Narrow(ng)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", ep.path, err)
-				}
-				out = append(out, narrowed)
+				all = append(all, listed{ep, ng})
 			}
 		}
-		if overrides != nil {
-			var err error
-			if out, err = applyOverrides(ctx, out, overrides); err != nil {
+		byGroup, err := readOverrides(ctx, overrides)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]providers.NodeGroup, 0, len(all))
+		for _, l := range all {
+			g, err := narrow(l.group, l.entry, byGroup)
+			if err != nil {
 				return nil, err
 			}
-		}
-		if guard != nil {
-			for i, g := range out {
-				out[i] = providers.Guarded(g, guard)
+			if guard != nil {
+				g = providers.Guarded(g, guard)
 			}
+			out = append(out, g)
 		}
 		return out, nil
 	}
@@ -243,10 +248,13 @@ func overridesFrom(store any) Overrides {
 	return nil
 }
 
-// applyOverrides narrows each group a schedule has bounds on. Failing to
-// read them fails the listing: going on without them could grow a group
-// past a schedule's max.
-func applyOverrides(ctx context.Context, groups []providers.NodeGroup, overrides Overrides) ([]providers.NodeGroup, error) {
+// readOverrides returns the schedule overrides by group (none without
+// overrides). Failing to read them fails the listing: going on without
+// them could grow a group past a schedule's max.
+func readOverrides(ctx context.Context, overrides Overrides) (map[string]schedule.Override, error) {
+	if overrides == nil {
+		return nil, nil
+	}
 	list, err := overrides(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("schedule overrides: %w", err)
@@ -255,134 +263,173 @@ func applyOverrides(ctx context.Context, groups []providers.NodeGroup, overrides
 	for _, o := range list {
 		byGroup[o.Group] = o
 	}
-	for i, g := range groups {
-		o, ok := byGroup[g.Name()]
-		if !ok || !o.Bounds() {
-			continue
-		}
-		lo, hi, _ := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
-		b := &providers.Bounds{Min: &lo, Max: &hi, From: o.Source()}
-		narrowed, err := b.Narrow(g)
-		if err != nil {
-			return nil, fmt.Errorf("node group %s: %s: %w", g.Name(), o.Source(), err)
-		}
-		groups[i] = narrowed
+	return byGroup, nil
+}
+
+// narrow is the one place a listed group's bounds are narrowed: by its
+// config entry's bounds, then by the override of the schedule that last
+// named it, each reporting itself as what set a bound it changed.
+func narrow(g providers.NodeGroup, ep *entryProvider, overrides map[string]schedule.Override) (providers.NodeGroup, error) {
+	g, err := ep.bounds.Narrow(g)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ep.path, err)
 	}
-	return groups, nil
+	o, ok := overrides[g.Name()]
+	if !ok || !o.Bounds() {
+		return g, nil
+	}
+	lo, hi, _ := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
+	b := &providers.Bounds{Min: &lo, Max: &hi, From: o.Source()}
+	if g, err = b.Narrow(g); err != nil {
+		return nil, fmt.Errorf("node group %s: %s: %w", o.Group, o.Source(), err)
+	}
+	return g, nil
 }
 
 // entryProvider is the provider of one nodeGroups entry.
 type entryProvider struct {
 	path     string
 	provider providers.Provider
-	bounds   *providers.Bounds
+	// bounds are the entry's minSize/maxSize where nodetide narrows the
+	// provider's groups by them (see configBounds).
+	bounds *providers.Bounds
 }
 
 func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.Interface, a *AWS) ([]entryProvider, error) {
-	var out []entryProvider
+	out := make([]entryProvider, 0, len(cfg.NodeGroups))
 	for i, g := range cfg.NodeGroups {
-		ep := entryProvider{path: fmt.Sprintf("nodeGroups[%d]", i), bounds: providers.NewBounds(g.MinSize, g.MaxSize)}
+		path := fmt.Sprintf("nodeGroups[%d]", i)
+		var p providers.Provider
+		var err error
 		switch g.Provider {
 		case config.ProviderKwok:
-			tpl, err := g.Kwok.Template.Planner()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", ep.path, err)
-			}
-			ep.provider = providers.Static{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl).WithZones(g.Kwok.Zones)}
-			ep.bounds = providers.NewBounds(nil, nil) // they are the group's own bounds
+			p, err = kwokProvider(path, client, g)
 		case config.ProviderKamatera:
-			cc, err := kamateraCloudConfig(ctx, cfg, g.Kamatera, a)
-			if err != nil {
-				return nil, fmt.Errorf("%s.%w", ep.path, err)
-			}
-			var opts []kamatera.Option
-			if arn := g.Kamatera.CredentialsSecret; arn != "" {
-				var creds struct {
-					ClientID string `json:"clientId"`
-					Secret   string `json:"secret"`
-				}
-				if err := secretJSON(ctx, a, arn, &creds); err != nil {
-					return nil, fmt.Errorf("%s.kamatera.credentialsSecret: %w", ep.path, err)
-				}
-				if creds.ClientID == "" || creds.Secret == "" {
-					return nil, fmt.Errorf("%s.kamatera.credentialsSecret: secret %s needs \"clientId\" and \"secret\"", ep.path, arn)
-				}
-				opts = append(opts, kamatera.WithCredentials(creds.ClientID, creds.Secret))
-			}
-			p, err := kamatera.New(cc, nil, opts...)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", ep.path, err)
-			}
-			ep.provider = p
+			p, err = kamateraProvider(ctx, cfg, path, g, a)
 		case config.ProviderAWS:
-			ac, err := a.Config(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", ep.path, err)
-			}
-			if g.AWS.Region != "" {
-				ac.Region = g.AWS.Region
-			}
-			as, ec := awsprovider.NewClients(ac)
-			opts := awsprovider.Options{ClusterName: cfg.Cluster.Name, AutoScalingGroup: g.AWS.AutoScalingGroup,
-				AutoDiscovery: g.AWS.AutoDiscovery, MinSize: g.MinSize, MaxSize: g.MaxSize}
-			if g.AWS.AutoScalingGroup != "" {
-				opts.DisplayName = g.Name
-			}
-			if eks := cfg.Cluster.Kubernetes.EKS; eks != nil {
-				// managed node groups' labels and taints (the stack grants
-				// eks:DescribeNodegroup on this cluster's node groups)
-				opts.EKS = awsprovider.NewEKSClient(ac)
-			}
-			p, err := awsprovider.New(as, ec, opts)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", ep.path, err)
-			}
-			ep.provider = p
-			ep.bounds = providers.NewBounds(nil, nil) // the provider narrows the ASG's bounds itself
+			p, err = awsProvider(ctx, cfg, path, g, a)
 		case config.ProviderScaleway:
-			sg := g.Scaleway
-			if sg == nil { // everything may come from the environment
-				sg = &config.ScalewayGroup{}
-			}
-			path := ""
-			if sg.CloudConfig != "" {
-				path = resolve(cfg.Dir, sg.CloudConfig)
-			}
-			getenv := os.Getenv
-			if arn := sg.SecretKeySecret; arn != "" && os.Getenv(scaleway.EnvSecretKey) == "" {
-				key, err := secretString(ctx, a, arn)
-				if err != nil {
-					return nil, fmt.Errorf("%s.scaleway.secretKeySecret: %w", ep.path, err)
-				}
-				// The environment still wins, as cluster-autoscaler has it;
-				// the secret stands in for SCW_SECRET_KEY otherwise.
-				getenv = func(k string) string {
-					if k == scaleway.EnvSecretKey {
-						return key
-					}
-					return os.Getenv(k)
-				}
-			}
-			cc, err := scaleway.LoadCloudConfig(path, getenv)
-			if err != nil {
-				return nil, fmt.Errorf("%s.scaleway: %w", ep.path, err)
-			}
-			opts := scaleway.Options{CloudConfig: cc, Name: g.Name, AllowAutoscaledPool: sg.AllowAutoscaledPool, MinSize: g.MinSize, MaxSize: g.MaxSize}
-			if sg.Pool != "" {
-				opts.Pools = []string{sg.Pool}
-			}
-			p, err := scaleway.New(opts, nil)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", ep.path, err)
-			}
-			ep.provider = p
-			ep.bounds = providers.NewBounds(nil, nil) // the provider narrows the pool's bounds itself
+			p, err = scalewayProvider(ctx, cfg, path, g, a)
 		default:
-			return nil, fmt.Errorf("%s: provider %q is not available in this build yet", ep.path, g.Provider)
+			err = fmt.Errorf("%s: provider %q is not available in this build yet", path, g.Provider)
 		}
-		out = append(out, ep)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, entryProvider{path: path, provider: p, bounds: configBounds(g)})
 	}
 	return out, nil
+}
+
+// configBounds are the bounds nodetide narrows an entry's groups by. A
+// kwok group's minSize/maxSize are its own bounds, and the AWS and Scaleway
+// providers apply them themselves (an ASG's are re-read on every size
+// change; a Scaleway pool's may be replaced, wider, when its own
+// autoscaling is off), so only Kamatera's are applied here.
+func configBounds(g config.NodeGroup) *providers.Bounds {
+	if g.Provider == config.ProviderKamatera {
+		return providers.NewBounds(g.MinSize, g.MaxSize)
+	}
+	return providers.NewBounds(nil, nil)
+}
+
+func kwokProvider(path string, client kubernetes.Interface, g config.NodeGroup) (providers.Provider, error) {
+	tpl, err := g.Kwok.Template.Planner()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return providers.Static{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl).WithZones(g.Kwok.Zones)}, nil
+}
+
+func kamateraProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {
+	cc, err := kamateraCloudConfig(ctx, cfg, g.Kamatera, a)
+	if err != nil {
+		return nil, fmt.Errorf("%s.%w", path, err)
+	}
+	var opts []kamatera.Option
+	if arn := g.Kamatera.CredentialsSecret; arn != "" {
+		var creds struct {
+			ClientID string `json:"clientId"`
+			Secret   string `json:"secret"`
+		}
+		if err := secretJSON(ctx, a, arn, &creds); err != nil {
+			return nil, fmt.Errorf("%s.kamatera.credentialsSecret: %w", path, err)
+		}
+		if creds.ClientID == "" || creds.Secret == "" {
+			return nil, fmt.Errorf("%s.kamatera.credentialsSecret: secret %s needs \"clientId\" and \"secret\"", path, arn)
+		}
+		opts = append(opts, kamatera.WithCredentials(creds.ClientID, creds.Secret))
+	}
+	p, err := kamatera.New(cc, nil, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+func awsProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {
+	ac, err := a.Config(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if g.AWS.Region != "" {
+		ac.Region = g.AWS.Region
+	}
+	as, ec := awsprovider.NewClients(ac)
+	opts := awsprovider.Options{ClusterName: cfg.Cluster.Name, AutoScalingGroup: g.AWS.AutoScalingGroup,
+		AutoDiscovery: g.AWS.AutoDiscovery, MinSize: g.MinSize, MaxSize: g.MaxSize}
+	if g.AWS.AutoScalingGroup != "" {
+		opts.DisplayName = g.Name
+	}
+	if eks := cfg.Cluster.Kubernetes.EKS; eks != nil {
+		// managed node groups' labels and taints (the stack grants
+		// eks:DescribeNodegroup on this cluster's node groups)
+		opts.EKS = awsprovider.NewEKSClient(ac)
+	}
+	p, err := awsprovider.New(as, ec, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+func scalewayProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {
+	sg := g.Scaleway
+	if sg == nil { // everything may come from the environment
+		sg = &config.ScalewayGroup{}
+	}
+	file := ""
+	if sg.CloudConfig != "" {
+		file = resolve(cfg.Dir, sg.CloudConfig)
+	}
+	getenv := os.Getenv
+	if arn := sg.SecretKeySecret; arn != "" && os.Getenv(scaleway.EnvSecretKey) == "" {
+		key, err := secretString(ctx, a, arn)
+		if err != nil {
+			return nil, fmt.Errorf("%s.scaleway.secretKeySecret: %w", path, err)
+		}
+		// The environment still wins, as cluster-autoscaler has it;
+		// the secret stands in for SCW_SECRET_KEY otherwise.
+		getenv = func(k string) string {
+			if k == scaleway.EnvSecretKey {
+				return key
+			}
+			return os.Getenv(k)
+		}
+	}
+	cc, err := scaleway.LoadCloudConfig(file, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%s.scaleway: %w", path, err)
+	}
+	opts := scaleway.Options{CloudConfig: cc, Name: g.Name, AllowAutoscaledPool: sg.AllowAutoscaledPool, MinSize: g.MinSize, MaxSize: g.MaxSize}
+	if sg.Pool != "" {
+		opts.Pools = []string{sg.Pool}
+	}
+	p, err := scaleway.New(opts, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
 }
 
 // kamateraCloudConfig reads the group's INI from its file or its secret.

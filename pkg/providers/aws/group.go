@@ -30,6 +30,7 @@ type Group struct {
 	name     string
 	asgName  string
 	min, max int
+	maxFrom  planner.BoundSource
 
 	mu  sync.Mutex
 	asg astypes.AutoScalingGroup // as last described, plus this group's own changes
@@ -48,8 +49,16 @@ func (p *Provider) newGroup(asg astypes.AutoScalingGroup) (*Group, error) {
 	if p.opts.DisplayName != "" {
 		name = p.opts.DisplayName
 	}
-	return &Group{p: p, name: name, asgName: asgName, min: lo, max: hi, asg: asg}, nil
+	g := &Group{p: p, name: name, asgName: asgName, min: lo, max: hi, asg: asg}
+	if hi < int(awssdk.ToInt32(asg.MaxSize)) {
+		g.maxFrom = planner.BoundConfig
+	}
+	return g, nil
 }
+
+// MaxFrom implements providers.MaxSource: the config when its maxSize
+// lowered the ASG's MaxSize, else the ASG.
+func (g *Group) MaxFrom() planner.BoundSource { return g.maxFrom }
 
 // Name implements providers.NodeGroup.
 func (g *Group) Name() string { return g.name }

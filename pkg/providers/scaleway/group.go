@@ -21,6 +21,7 @@ type Group struct {
 	name     string
 	pool     k8s.Pool
 	min, max int
+	maxFrom  planner.BoundSource
 }
 
 var _ providers.NodeGroup = (*Group)(nil)
@@ -36,6 +37,10 @@ func (g *Group) MinSize() int { return g.min }
 
 // MaxSize implements providers.NodeGroup.
 func (g *Group) MaxSize() int { return g.max }
+
+// MaxFrom implements providers.MaxSource: the config when its maxSize
+// replaced the pool's max_size, else the pool.
+func (g *Group) MaxFrom() planner.BoundSource { return g.maxFrom }
 
 // PoolID is the Kapsule pool's ID.
 func (g *Group) PoolID() string { return g.pool.ID }

@@ -291,7 +291,11 @@ func (p *Provider) group(pool *k8s.Pool) (*Group, error) {
 	if p.opts.Name != "" {
 		name = p.opts.Name
 	}
-	return &Group{p: p, name: name, pool: *pool, min: minSize, max: maxSize}, nil
+	g := &Group{p: p, name: name, pool: *pool, min: minSize, max: maxSize}
+	if maxSize != int(pool.MaxSize) {
+		g.maxFrom = planner.BoundConfig // it replaced the pool's max_size
+	}
+	return g, nil
 }
 
 // ---- API calls ----

@@ -1,0 +1,58 @@
+package evaluate_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/providers"
+)
+
+// tenGroup is a provider group of bounds 0..10 and size 4.
+type tenGroup struct{ providers.NodeGroup }
+
+func (tenGroup) Name() string                                            { return "g" }
+func (tenGroup) Provider() string                                        { return "test" }
+func (tenGroup) MinSize() int                                            { return 0 }
+func (tenGroup) MaxSize() int                                            { return 10 }
+func (tenGroup) TargetSize(context.Context) (int, error)                 { return 4, nil }
+func (tenGroup) Instances(context.Context) ([]providers.Instance, error) { return nil, nil }
+func (tenGroup) Template(context.Context) (planner.Template, error)      { return planner.Template{}, nil }
+
+// TestDescribeMaxFrom: the planner is told what set each group's max, so a
+// schedule's cap shrinks the group and the config's only stops growth.
+func TestDescribeMaxFrom(t *testing.T) {
+	two, eight := 2, 8
+	config, err := providers.NewBounds(nil, &eight).Narrow(tenGroup{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	night, err := (&providers.Bounds{Max: &two, From: "schedule night"}).Narrow(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name       string
+		group      providers.NodeGroup
+		wantMax    int
+		wantFrom   planner.BoundSource
+		wantBounds string
+	}{
+		{"provider", tenGroup{}, 10, planner.BoundProvider, ""},
+		{"config", config, 8, planner.BoundConfig, ""},
+		{"schedule", night, 2, planner.BoundSchedule, "schedule night"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := evaluate.Describe(t.Context(), []providers.NodeGroup{tc.group})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := got[0]
+			if g.MaxSize != tc.wantMax || g.MaxFrom != tc.wantFrom || g.BoundsFrom != tc.wantBounds {
+				t.Errorf("max %d from %q (%q), want %d from %q (%q)", g.MaxSize, g.MaxFrom, g.BoundsFrom, tc.wantMax, tc.wantFrom, tc.wantBounds)
+			}
+		})
+	}
+}

@@ -1,0 +1,44 @@
+package planner
+
+import (
+	"maps"
+	"time"
+)
+
+// AfterScaleUpFailure is the state after the plan's scale-up of group
+// failed at now. next is the plan's State, prev the snapshot's. The group is
+// backed off for Settings.ScaleUp.Backoff, so the next cycles try another
+// group (or report BackedOff) instead of asking the provider again at once;
+// and the scale-up is not remembered: the group's last scale-up is prev's,
+// since a scale-up that did not happen must not start the provision clock
+// or delay scale-down. A backoff already running longer is kept. next is
+// not modified.
+func AfterScaleUpFailure(next, prev State, group string, now time.Time, set Settings) State {
+	out := State{
+		UnneededSince: next.UnneededSince,
+		LastScaleUp:   maps.Clone(next.LastScaleUp),
+		BackoffUntil:  maps.Clone(next.BackoffUntil),
+	}
+	if out.LastScaleUp == nil {
+		out.LastScaleUp = map[string]time.Time{}
+	}
+	if t, ok := prev.LastScaleUp[group]; ok {
+		out.LastScaleUp[group] = t
+	} else {
+		delete(out.LastScaleUp, group)
+	}
+	if out.BackoffUntil == nil {
+		out.BackoffUntil = map[string]time.Time{}
+	}
+	out.BackoffUntil[group] = backOff(out.BackoffUntil[group], now, set)
+	return out
+}
+
+// backOff is when a group backed off at now may grow again: Backoff after
+// now, or until, when that is later.
+func backOff(until, now time.Time, set Settings) time.Time {
+	if u := now.Add(set.ScaleUp.Backoff).UTC(); u.After(until) {
+		return u
+	}
+	return until
+}

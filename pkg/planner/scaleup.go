@@ -666,6 +666,9 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 		}
 		var reason string
 		switch {
+		case cl.vol != nil && cl.vol.blocked != "":
+			// No node of any group takes it: one reason says it all.
+			reason = cl.vol.blocked
 		case len(blocked) > 0:
 			reason = strings.Join(blocked, "; ")
 		case len(m.groups) == 0:
@@ -690,6 +693,8 @@ func misfitCode(why string) string {
 		return ReasonTaint
 	case strings.HasPrefix(why, "insufficient"):
 		return ReasonInsufficient
+	case strings.HasPrefix(why, "volume "):
+		return ReasonVolume
 	}
 	return ReasonOther
 }

@@ -1,0 +1,327 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const zoneKey = corev1.LabelTopologyZone
+
+// claimVolume mounts claim "name" as volume "data".
+func claimVolume(claim string) podOpt {
+	return volume(corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+}
+
+// boundClaim is claim default/name bound to PV pv.
+func boundClaim(name, pv string) corev1.PersistentVolumeClaim {
+	return corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: pv},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+}
+
+// unboundClaim is claim default/name of class (nil: none).
+func unboundClaim(name string, class *string) corev1.PersistentVolumeClaim {
+	return corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:       corev1.PersistentVolumeClaimSpec{StorageClassName: class},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// pvAffinity is a PV whose required node affinity is one term.
+func pvAffinity(name string, reqs ...corev1.NodeSelectorRequirement) corev1.PersistentVolume {
+	return corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: reqs}}}}},
+	}
+}
+
+// pvLabelled is a PV carrying labels (VolumeZone's legacy zone labels).
+func pvLabelled(name string, kv ...string) corev1.PersistentVolume {
+	pv := corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		pv.Labels[kv[i]] = kv[i+1]
+	}
+	return pv
+}
+
+func storageClass(name string, mode storagev1.VolumeBindingMode, zones ...string) storagev1.StorageClass {
+	sc := storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "ebs.csi.aws.com", VolumeBindingMode: &mode}
+	if len(zones) > 0 {
+		sc.AllowedTopologies = []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: zoneKey, Values: zones}}}}
+	}
+	return sc
+}
+
+func withVolumes(s Snapshot, claims []corev1.PersistentVolumeClaim, pvs []corev1.PersistentVolume, classes ...storagev1.StorageClass) Snapshot {
+	s.PersistentVolumeClaims, s.PersistentVolumes, s.StorageClasses = claims, pvs, classes
+	return s
+}
+
+// zonal is a group whose template is in zone z.
+func zonal(name, z string) NodeGroup {
+	return withTemplateLabels(group(name, 0, 5, 0, "4", "16Gi"), zoneKey, z)
+}
+
+func inZone(z string) nodeOpt { return func(n *corev1.Node) { n.Labels[zoneKey] = z } }
+
+func TestVolumeTopologyScaleUp(t *testing.T) {
+	ab := []NodeGroup{zonal("a", "eu-1a"), zonal("b", "eu-1b")}
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	immediate := storagev1.VolumeBindingImmediate
+	pendingWith := func(name, claim string) corev1.Pod {
+		return pod(name, "1", "1Gi", pending(), claimVolume(claim))
+	}
+	groupCode := func(code string) func(*testing.T, Plan) {
+		return func(t *testing.T, p Plan) {
+			for _, u := range p.Unschedulable {
+				for _, g := range u.NodeGroups {
+					if g.Code != code {
+						t.Errorf("%s: group %s code %s, want %s (%s)", u.Pod, g.NodeGroup, g.Code, code, g.Reason)
+					}
+				}
+			}
+		}
+	}
+	runCases(t, []planCase{
+		{
+			name: "a PV's node affinity picks the group",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
+				[]corev1.PersistentVolume{pvAffinity("pv-0", req(zoneKey, corev1.NodeSelectorOpIn, "eu-1b"))}),
+			want: want{up: []string{"b +1 =1 [default/p]"}},
+		},
+		{
+			name: "each pod of a StatefulSet follows its own volume",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p-0", "data-0"), pendingWith("p-1", "data-1")}),
+				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0"), boundClaim("data-1", "pv-1")},
+				[]corev1.PersistentVolume{
+					pvAffinity("pv-0", req(zoneKey, corev1.NodeSelectorOpIn, "eu-1b")),
+					pvAffinity("pv-1", req(zoneKey, corev1.NodeSelectorOpIn, "eu-1a")),
+				}),
+			want: want{up: []string{"a +1 =1 [default/p-1]", "b +1 =1 [default/p-0]"}},
+		},
+		{
+			name: "no group in the PV's zone: the reason names volume, claim, PV and zones",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
+				[]corev1.PersistentVolume{pvLabelled("pv-0", zoneKey, "eu-1c")}),
+			want: want{
+				unsched: []string{`default/p: fits no node group: ` +
+					`a: volume "data" (claim default/data-0) is bound to a PV in zone eu-1c (pv-0); the group is in zone eu-1a; ` +
+					`b: volume "data" (claim default/data-0) is bound to a PV in zone eu-1c (pv-0); the group is in zone eu-1b`},
+				check: groupCode(ReasonVolume),
+			},
+		},
+		{
+			name: "legacy zone labels: multi-zone values, beta label on the PV matches the GA label on the node",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
+				[]corev1.PersistentVolume{pvLabelled("pv-0", corev1.LabelFailureDomainBetaZone, "eu-1c__eu-1b")}),
+			want: want{up: []string{"b +1 =1 [default/p]"}},
+		},
+		{
+			name: "a template with no zone label takes a zoned PV, as on a cluster without zones",
+			snap: withVolumes(snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
+				[]corev1.PersistentVolume{pvLabelled("pv-0", zoneKey, "eu-1c")}),
+			want: want{up: []string{"workers +1 =1 [default/p]"}},
+		},
+		{
+			name: "a local PV pinned to a host takes no new node",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
+				[]corev1.PersistentVolume{pvAffinity("pv-0", req(corev1.LabelHostname, corev1.NodeSelectorOpIn, "gone-node"))}),
+			want: want{unsched: []string{`default/p: fits no node group: ` +
+				`a: volume "data" (claim default/data-0) is bound to PV pv-0, which needs a node where kubernetes.io/hostname in (gone-node); ` +
+				`b: volume "data" (claim default/data-0) is bound to PV pv-0, which needs a node where kubernetes.io/hostname in (gone-node)`}},
+		},
+		{
+			name: "an existing node in another zone does not take the pod; a new one in the PV's zone does",
+			snap: withVolumes(snapshot(
+				[]NodeGroup{zonal("a", "eu-1a"), withTemplateLabels(group("b", 0, 5, 1, "4", "16Gi", "n1"), zoneKey, "eu-1b")},
+				[]corev1.Node{node("n1", "b", "4", "16Gi", inZone("eu-1b"))},
+				[]corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
+				[]corev1.PersistentVolume{pvAffinity("pv-0", req(zoneKey, corev1.NodeSelectorOpIn, "eu-1a"))}),
+			want: want{up: []string{"a +1 =1 [default/p]"}},
+		},
+		{
+			name: "an existing node in the PV's zone takes the pod",
+			snap: withVolumes(snapshot(
+				[]NodeGroup{zonal("a", "eu-1a"), withTemplateLabels(group("b", 0, 5, 1, "4", "16Gi", "n1"), zoneKey, "eu-1b")},
+				[]corev1.Node{node("n1", "b", "4", "16Gi", inZone("eu-1b"))},
+				[]corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
+				[]corev1.PersistentVolume{pvAffinity("pv-0", req(zoneKey, corev1.NodeSelectorOpIn, "eu-1b"))}),
+			want: want{},
+		},
+		{
+			name: "an unbound WaitForFirstConsumer claim goes where its class provisions",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", ptr("zonal"))}, nil,
+				storageClass("zonal", wffc, "eu-1b", "eu-1c")),
+			want: want{up: []string{"b +1 =1 [default/p]"}},
+		},
+		{
+			name: "a class that provisions in no group's zone: the reason names the class and its topology",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", ptr("zonal"))}, nil,
+				storageClass("zonal", wffc, "eu-1c")),
+			want: want{
+				unsched: []string{`default/p: fits no node group: ` +
+					`a: volume "data" (claim default/data-0) is not bound yet and its StorageClass "zonal" provisions only where topology.kubernetes.io/zone in (eu-1c); ` +
+					`b: volume "data" (claim default/data-0) is not bound yet and its StorageClass "zonal" provisions only where topology.kubernetes.io/zone in (eu-1c)`},
+				check: groupCode(ReasonVolume),
+			},
+		},
+		{
+			name: "a WaitForFirstConsumer class without allowed topologies fits anywhere",
+			snap: withVolumes(snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", ptr("any"))}, nil,
+				storageClass("any", wffc)),
+			want: want{up: []string{"workers +1 =1 [default/p]"}},
+		},
+		{
+			name: "the beta class annotation wins over spec.storageClassName",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{func() corev1.PersistentVolumeClaim {
+					c := unboundClaim("data-0", ptr("nowhere"))
+					c.Annotations = map[string]string{"volume.beta.kubernetes.io/storage-class": "zonal"}
+					return c
+				}()}, nil,
+				storageClass("zonal", wffc, "eu-1a"), storageClass("nowhere", wffc, "mars")),
+			want: want{up: []string{"a +1 =1 [default/p]"}},
+		},
+		{
+			name: "an unbound claim of an immediate class is not promised a node",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", ptr("fast"))}, nil,
+				storageClass("fast", immediate)),
+			want: want{
+				unsched: []string{`default/p: volume "data" (claim default/data-0) is not bound and its StorageClass "fast" binds immediately: the scheduler places the pod only once the claim is bound`},
+				check:   groupCode(ReasonVolume),
+			},
+		},
+		{
+			name: "an unbound claim without a class is not promised a node",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", nil)}, nil),
+			want: want{unsched: []string{`default/p: volume "data" (claim default/data-0) is not bound and has no StorageClass: the scheduler places the pod only once the claim is bound`}},
+		},
+		{
+			name: "an unbound claim whose class is missing is not schedulable",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", ptr("gone"))}, nil,
+				storageClass("other", wffc)),
+			want: want{unsched: []string{`default/p: volume "data" (claim default/data-0) is not bound and its StorageClass "gone" does not exist: the claim cannot be provisioned`}},
+		},
+		{
+			name: "a missing claim fits nowhere, also on an existing node with room",
+			snap: withVolumes(snapshot(ab, []corev1.Node{node("n9", "none", "4", "16Gi")}, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{boundClaim("other", "pv-0")}, nil),
+			want: want{unsched: []string{`default/p: volume "data" (claim default/data-0): the claim does not exist`}},
+		},
+		{
+			name: "a claim bound to a missing PV fits nowhere",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")}, nil),
+			want: want{unsched: []string{`default/p: volume "data" (claim default/data-0) is bound to PV pv-0, which does not exist`}},
+		},
+		{
+			name: "a claim being deleted fits nowhere",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+				[]corev1.PersistentVolumeClaim{func() corev1.PersistentVolumeClaim {
+					c := boundClaim("data-0", "pv-0")
+					c.DeletionTimestamp = &metav1.Time{Time: t0.Add(-time.Minute)}
+					return c
+				}()},
+				[]corev1.PersistentVolume{pvLabelled("pv-0")}),
+			want: want{unsched: []string{`default/p: volume "data" (claim default/data-0): the claim is being deleted`}},
+		},
+		{
+			name: "a generic ephemeral volume's claim not created yet follows its template's class",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pod("p", "1", "1Gi", pending(), volume(corev1.Volume{Name: "scratch",
+				VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{
+					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr("zonal")}}}}}))}),
+				nil, nil, storageClass("zonal", wffc, "eu-1b")),
+			want: want{up: []string{"b +1 =1 [default/p]"}},
+		},
+		{
+			name: "a generic ephemeral volume's claim, once created and bound, follows its PV",
+			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pod("p", "1", "1Gi", pending(), volume(corev1.Volume{Name: "scratch",
+				VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{
+					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr("zonal")}}}}}))}),
+				[]corev1.PersistentVolumeClaim{boundClaim("p-scratch", "pv-0")},
+				[]corev1.PersistentVolume{pvAffinity("pv-0", req(zoneKey, corev1.NodeSelectorOpIn, "eu-1a"))},
+				storageClass("zonal", wffc, "eu-1b")),
+			want: want{up: []string{"a +1 =1 [default/p]"}},
+		},
+		{
+			name: "a snapshot without volume objects plans as before",
+			snap: snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			want: want{up: []string{"a +1 =1 [default/p]"}},
+		},
+	})
+}
+
+func TestVolumeTopologyScaleDown(t *testing.T) {
+	// n1 (lightly used) and n2 in zone eu-1a, n3 in eu-1b; n2 and n3 have
+	// a cpu to spare.
+	base := func(p corev1.Pod, claims []corev1.PersistentVolumeClaim, pvs []corev1.PersistentVolume) Snapshot {
+		s := scaleDownBase(p)
+		for i, z := range []string{"eu-1a", "eu-1a", "eu-1b"} {
+			s.Nodes[i].Labels[zoneKey] = z
+		}
+		return withVolumes(s, claims, pvs)
+	}
+	runCases(t, []planCase{
+		{
+			name: "a pod whose volume is in a zone with room elsewhere moves: the node goes",
+			snap: base(light("a", claimVolume("data-0")), []corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
+				[]corev1.PersistentVolume{pvLabelled("pv-0", zoneKey, "eu-1a")}),
+			want: want{down: []string{"workers/n1"}},
+		},
+		{
+			name: "a pod whose volume's zone has no room elsewhere keeps the node",
+			snap: func() Snapshot {
+				s := base(light("a", claimVolume("data-0")), []corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
+					[]corev1.PersistentVolume{pvLabelled("pv-0", zoneKey, "eu-1a")})
+				s.Nodes[1].Labels[zoneKey] = "eu-1c"
+				return s
+			}(),
+			want: want{},
+		},
+		{
+			name: "a pod on a local PV keeps its node",
+			snap: base(light("a", claimVolume("data-0")), []corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
+				[]corev1.PersistentVolume{pvAffinity("pv-0", req(corev1.LabelHostname, corev1.NodeSelectorOpIn, "n1"))}),
+			want: want{},
+		},
+	})
+}
+
+func TestDescribeSelector(t *testing.T) {
+	ns := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+		{MatchExpressions: []corev1.NodeSelectorRequirement{req("a", corev1.NodeSelectorOpIn, "x", "y"), req("b", corev1.NodeSelectorOpExists)}},
+		{MatchExpressions: []corev1.NodeSelectorRequirement{req("c", corev1.NodeSelectorOpNotIn, "z"), req("d", corev1.NodeSelectorOpGt, "3")}},
+	}}
+	got := describeSelector(ns)
+	if want := "a in (x, y) and b exists or c not in (z) and d gt 3"; got != want {
+		t.Errorf("describeSelector = %q, want %q", got, want)
+	}
+	if strings.Contains(describeSelector(&corev1.NodeSelector{}), "%") {
+		t.Error("empty selector")
+	}
+}

@@ -1,6 +1,10 @@
 package planner
 
 import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -323,5 +327,204 @@ func TestDescribeSelector(t *testing.T) {
 	}
 	if strings.Contains(describeSelector(&corev1.NodeSelector{}), "%") {
 		t.Error("empty selector")
+	}
+}
+
+// addRandomVolumes gives some of s's nodes and templates zones and some of
+// its pods claims of every kind the planner tells apart: bound to volumes
+// pinned by node affinity (zone or host) or by legacy zone labels, unbound
+// of WaitForFirstConsumer classes with and without allowed topologies, of
+// immediate or missing classes, missing, being deleted, and generic
+// ephemeral. Claims and volumes also carry fields the planner ignores.
+func addRandomVolumes(r *rand.Rand, s *Snapshot) {
+	zones := []string{"z1", "z2", "z3"}
+	zoneLabel := func() (string, string) {
+		if r.IntN(4) == 0 {
+			return corev1.LabelFailureDomainBetaZone, pick(r, zones)
+		}
+		return zoneKey, pick(r, zones)
+	}
+	for i := range s.NodeGroups {
+		if r.IntN(4) > 0 {
+			k, v := zoneLabel()
+			s.NodeGroups[i].Template.Labels[k] = v
+		}
+	}
+	for i := range s.Nodes {
+		if r.IntN(4) > 0 {
+			k, v := zoneLabel()
+			s.Nodes[i].Labels[k] = v
+		}
+	}
+	wffc, immediate := storagev1.VolumeBindingWaitForFirstConsumer, storagev1.VolumeBindingImmediate
+	s.StorageClasses = []storagev1.StorageClass{
+		storageClass("anywhere", wffc),
+		storageClass("zonal", wffc, pick(r, zones)),
+		storageClass("two-zones", wffc, zones[:2]...),
+		storageClass("now", immediate),
+	}
+	s.StorageClasses[0].Parameters = map[string]string{"type": "gp3"}
+	seq := 0
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		if r.IntN(3) > 0 {
+			continue
+		}
+		seq++
+		name := fmt.Sprintf("c%03d", seq)
+		claim := corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace, Labels: map[string]string{"app": "db"}},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: rl("", "10Gi")}},
+		}
+		kind := r.IntN(10)
+		if kind == 9 {
+			// Generic ephemeral: the claim, if made, is named after the pod.
+			cls := pick(r, []string{"anywhere", "zonal", "now", "gone"})
+			claimVolume := corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+				VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &cls}}}}}
+			p.Spec.Volumes = append(p.Spec.Volumes, claimVolume)
+			if r.IntN(2) == 0 {
+				claim.Name = p.Name + "-scratch"
+				claim.Spec.StorageClassName = &cls
+				s.PersistentVolumeClaims = append(s.PersistentVolumeClaims, claim)
+			}
+			continue
+		}
+		claimVolume(name)(p)
+		switch kind {
+		case 0, 1, 2, 3:
+			pv := corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-" + name, Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": "ebs"}}}
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: p.Namespace, Name: name}
+			pv.Spec.Capacity = rl("", "10Gi")
+			switch kind {
+			case 0:
+				pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{req(zoneKey, corev1.NodeSelectorOpIn, pick(r, zones))}}}}}
+			case 1:
+				host := p.Spec.NodeName
+				if host == "" && len(s.Nodes) > 0 {
+					host = pick(r, s.Nodes).Name
+				}
+				pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{req(corev1.LabelHostname, corev1.NodeSelectorOpIn, host)}}}}}
+			case 2:
+				k, v := zoneLabel()
+				if r.IntN(3) == 0 {
+					v += "__" + pick(r, zones)
+				}
+				pv.Labels = map[string]string{k: v, "team": "db"}
+			}
+			pv.Status.Phase = corev1.VolumeBound
+			claim.Spec.VolumeName = pv.Name
+			claim.Status.Phase = corev1.ClaimBound
+			if kind != 3 || r.IntN(2) == 0 {
+				// kind 3 sometimes leaves the claim bound to a missing volume.
+				s.PersistentVolumes = append(s.PersistentVolumes, pv)
+			}
+		case 4, 5, 6:
+			cls := pick(r, []string{"anywhere", "zonal", "two-zones", "now", "gone"})
+			if r.IntN(4) == 0 {
+				claim.Annotations = map[string]string{annotationStorageClass: cls}
+			} else {
+				claim.Spec.StorageClassName = &cls
+			}
+			claim.Status.Phase = corev1.ClaimPending
+		case 7:
+			continue // missing claim
+		case 8:
+			ts := metav1.NewTime(t0.Add(-time.Minute))
+			claim.DeletionTimestamp = &ts
+		}
+		s.PersistentVolumeClaims = append(s.PersistentVolumeClaims, claim)
+	}
+	// A volume no pod uses.
+	s.PersistentVolumes = append(s.PersistentVolumes, pvLabelled("pv-free", zoneKey, "z1"))
+	slices.SortFunc(s.PersistentVolumeClaims, func(a, b corev1.PersistentVolumeClaim) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+}
+
+// TestTrimVolumes: the trimmed claim, volume and class keep what volume
+// topology reads and nothing else.
+func TestTrimVolumes(t *testing.T) {
+	c := boundClaim("data-0", "pv-0")
+	c.Labels = map[string]string{"app": "db"}
+	c.Annotations = map[string]string{annotationStorageClass: "old", "pv.kubernetes.io/bind-completed": "yes"}
+	c.Spec.StorageClassName = ptr("gp3")
+	c.Spec.Resources.Requests = rl("", "10Gi")
+	c.Status.Capacity = rl("", "10Gi")
+	got := NewTrimmer().PersistentVolumeClaim(&c)
+	want := corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data-0", Namespace: "default", Annotations: map[string]string{annotationStorageClass: "old"}},
+		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pv-0", StorageClassName: ptr("gp3")},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+	if !equalJSON(t, got, want) {
+		t.Errorf("claim:\n got %+v\nwant %+v", got, want)
+	}
+
+	pv := pvAffinity("pv-0", req(zoneKey, corev1.NodeSelectorOpIn, "z1"))
+	pv.Labels = map[string]string{zoneKey: "z1", corev1.LabelTopologyRegion: "r1", "team": "db"}
+	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "default", Name: "data-0", ResourceVersion: "42"}
+	pv.Spec.Capacity = rl("", "10Gi")
+	pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: "vol-1"}
+	gotPV := NewTrimmer().PersistentVolume(&pv)
+	wantPV := corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-0", Labels: map[string]string{zoneKey: "z1", corev1.LabelTopologyRegion: "r1"}},
+		Spec: corev1.PersistentVolumeSpec{NodeAffinity: pv.Spec.NodeAffinity,
+			ClaimRef: &corev1.ObjectReference{Namespace: "default", Name: "data-0"}},
+	}
+	if !equalJSON(t, gotPV, wantPV) {
+		t.Errorf("volume:\n got %+v\nwant %+v", gotPV, wantPV)
+	}
+
+	sc := storageClass("zonal", storagev1.VolumeBindingWaitForFirstConsumer, "z1")
+	sc.Parameters = map[string]string{"type": "gp3"}
+	sc.MountOptions = []string{"noatime"}
+	gotSC := NewTrimmer().StorageClass(&sc)
+	sc.Parameters, sc.MountOptions = nil, nil
+	if !equalJSON(t, gotSC, sc) {
+		t.Errorf("class:\n got %+v\nwant %+v", gotSC, sc)
+	}
+}
+
+func equalJSON(t *testing.T, a, b any) bool {
+	t.Helper()
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	return string(ja) == string(jb)
+}
+
+// TestReadSnapshotVolumeErrors: a bad volume object is named by its path,
+// and an old document without volume objects still reads.
+func TestReadSnapshotVolumeErrors(t *testing.T) {
+	for _, tc := range []struct{ name, doc, want string }{
+		{"duplicate claim", `{"capturedAt": "2026-11-30T10:00:00Z", "persistentVolumeClaims": [
+			{"metadata": {"name": "a", "namespace": "db"}}, {"metadata": {"name": "a", "namespace": "db"}}]}`,
+			"persistentVolumeClaims[1].metadata.name: duplicate db/a (also persistentVolumeClaims[0])"},
+		{"unnamed volume", `{"capturedAt": "2026-11-30T10:00:00Z", "persistentVolumes": [{"metadata": {}}]}`,
+			"persistentVolumes[0].metadata.name: must not be empty"},
+		{"duplicate class", `{"capturedAt": "2026-11-30T10:00:00Z", "storageClasses": [{"metadata": {"name": "x"}}, {"metadata": {"name": "x"}}]}`,
+			"storageClasses[1].metadata.name: duplicate x (also storageClasses[0])"},
+		{"class of the wrong type", `{"capturedAt": "2026-11-30T10:00:00Z", "storageClasses": [{"metadata": {"name": "x"}, "volumeBindingMode": 3}]}`,
+			"storageClasses[0]"},
+		{"compact form: duplicate claim", `{"format": "nodetide.io/snapshot-compact/v1", "capturedAt": "2026-11-30T10:00:00Z", "persistentVolumeClaims": [
+			{"metadata": {"name": "a", "namespace": "db"}}, {"metadata": {"name": "a", "namespace": "db"}}], "podShapes": [], "pods": []}`,
+			"persistentVolumeClaims[1].metadata.name: duplicate db/a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadSnapshot(strings.NewReader(tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	s, err := ReadSnapshot(strings.NewReader(`{"capturedAt": "2026-11-30T10:00:00Z", "nodes": [], "pods": [], "podDisruptionBudgets": []}`))
+	if err != nil || s.PersistentVolumeClaims != nil || s.PersistentVolumes != nil || s.StorageClasses != nil {
+		t.Errorf("old document: %v, %+v", err, s)
 	}
 }

@@ -56,7 +56,8 @@ func TestRBAC(t *testing.T) {
 	want := map[string]map[string][]string{
 		"evaluate": {
 			"/nodes": {"list"}, "/pods": {"list", "watch"}, "policy/poddisruptionbudgets": {"list"},
-			"/events": {"create", "patch"},
+			"/persistentvolumeclaims": {"list", "watch"}, "/persistentvolumes": {"list", "watch"},
+			"storage.k8s.io/storageclasses": {"list", "watch"}, "/events": {"create", "patch"},
 		},
 		"drain": {
 			"/nodes": {"delete", "get", "list", "update"}, "/pods": {"delete", "list", "patch"},
@@ -68,6 +69,8 @@ func TestRBAC(t *testing.T) {
 			"apps/deployments":       {"list"},
 			"apps/deployments/scale": {"get", "update"}, "apps/statefulsets/scale": {"get", "update"},
 			"/nodes": {"list"}, "/pods": {"list"}, "policy/poddisruptionbudgets": {"list"},
+			"/persistentvolumeclaims": {"list", "watch"}, "/persistentvolumes": {"list", "watch"},
+			"storage.k8s.io/storageclasses": {"list", "watch"},
 		},
 	}
 	if len(roles) != len(want) || len(bindings) != len(want) {

@@ -55,7 +55,7 @@ func TestRBAC(t *testing.T) {
 	// resource -> verbs, as "group/resource".
 	want := map[string]map[string][]string{
 		"evaluate": {
-			"/nodes": {"list"}, "/pods": {"list", "watch"}, "policy/poddisruptionbudgets": {"list"},
+			"/nodes": {"list", "watch"}, "/pods": {"list", "watch"}, "policy/poddisruptionbudgets": {"list", "watch"},
 			"/persistentvolumeclaims": {"list", "watch"}, "/persistentvolumes": {"list", "watch"},
 			"storage.k8s.io/storageclasses": {"list", "watch"}, "/events": {"create", "patch"},
 		},
@@ -68,7 +68,7 @@ func TestRBAC(t *testing.T) {
 		"schedule": {
 			"apps/deployments":       {"list"},
 			"apps/deployments/scale": {"get", "update"}, "apps/statefulsets/scale": {"get", "update"},
-			"/nodes": {"list"}, "/pods": {"list"}, "policy/poddisruptionbudgets": {"list"},
+			"/nodes": {"list", "watch"}, "/pods": {"list", "watch"}, "policy/poddisruptionbudgets": {"list", "watch"},
 			"/persistentvolumeclaims": {"list", "watch"}, "/persistentvolumes": {"list", "watch"},
 			"storage.k8s.io/storageclasses": {"list", "watch"},
 		},

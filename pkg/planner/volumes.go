@@ -217,9 +217,40 @@ func translateZoneLabel(key string) string {
 }
 
 // fits reports whether a node with these labels satisfies the rule (a nil
-// rule: always).
+// rule: always). It is on the simulation's hot path: it builds no text.
 func (r *volumeRule) fits(labels map[string]string) bool {
-	return r == nil || r.misfit(labels, "node") == ""
+	if r == nil {
+		return true
+	}
+	if r.blocked != "" {
+		return false
+	}
+	for i := range r.checks {
+		if checkFails(&r.checks[i], labels) != checkOK {
+			return false
+		}
+	}
+	return true
+}
+
+// What of a check a node fails.
+const (
+	checkOK = iota
+	checkAffinity
+	checkZone
+	checkTopology
+)
+
+func checkFails(ck *volumeCheck, labels map[string]string) int {
+	switch {
+	case ck.affinity != nil && !affinityMatches(ck.affinity, labels, "", fieldsNewNode):
+		return checkAffinity
+	case zoneFails(ck, labels) >= 0:
+		return checkZone
+	case len(ck.topo) > 0 && !topologyMatches(ck.topo, labels):
+		return checkTopology
+	}
+	return checkOK
 }
 
 // misfit explains why a node with these labels does not satisfy the rule,
@@ -233,13 +264,12 @@ func (r *volumeRule) misfit(labels map[string]string, node string) string {
 	}
 	for i := range r.checks {
 		ck := &r.checks[i]
-		if ck.affinity != nil && !affinityMatches(ck.affinity, labels, "", fieldsNewNode) {
+		switch checkFails(ck, labels) {
+		case checkAffinity:
 			return ck.what + " is bound to PV " + ck.pv + ", which needs a node where " + describeSelector(ck.affinity)
-		}
-		if why := zoneMisfit(ck, labels, node); why != "" {
-			return why
-		}
-		if len(ck.topo) > 0 && !topologyMatches(ck.topo, labels) {
+		case checkZone:
+			return zoneMisfit(ck, labels, node)
+		case checkTopology:
 			return ck.what + " is not bound yet and its StorageClass " + strconv.Quote(ck.class) +
 				" provisions only where " + describeTopology(ck.topo)
 		}
@@ -247,12 +277,13 @@ func (r *volumeRule) misfit(labels map[string]string, node string) string {
 	return ""
 }
 
-// zoneMisfit is VolumeZone's check: a node with no zone or region label at
+// zoneFails is VolumeZone's check: a node with no zone or region label at
 // all takes any volume (a cluster without zones); otherwise each of the
-// volume's zone labels must be on the node, with one of its values.
-func zoneMisfit(ck *volumeCheck, labels map[string]string, node string) string {
+// volume's zone labels must be on the node, with one of its values. It
+// returns the index of the first zone label the node fails, or -1.
+func zoneFails(ck *volumeCheck, labels map[string]string) int {
 	if len(ck.zones) == 0 {
-		return ""
+		return -1
 	}
 	labelled := false
 	for _, key := range volumeZoneLabels {
@@ -262,15 +293,27 @@ func zoneMisfit(ck *volumeCheck, labels map[string]string, node string) string {
 		}
 	}
 	if !labelled {
-		return ""
+		return -1
 	}
-	for _, z := range ck.zones {
+	for i, z := range ck.zones {
 		v, ok := labels[z.key]
 		if !ok {
 			v, ok = labels[translateZoneLabel(z.key)]
 		}
-		if ok && slices.Contains(z.values, v) {
-			continue
+		if !ok || !slices.Contains(z.values, v) {
+			return i
+		}
+	}
+	return -1
+}
+
+// zoneMisfit explains the zone label a node fails ("" when none).
+func zoneMisfit(ck *volumeCheck, labels map[string]string, node string) string {
+	if i := zoneFails(ck, labels); i >= 0 {
+		z := ck.zones[i]
+		v, ok := labels[z.key]
+		if !ok {
+			v, ok = labels[translateZoneLabel(z.key)]
 		}
 		word := "zone"
 		if strings.HasSuffix(z.key, "region") {

@@ -528,3 +528,60 @@ func TestReadSnapshotVolumeErrors(t *testing.T) {
 		t.Errorf("old document: %v, %+v", err, s)
 	}
 }
+
+// withClaims gives every fifth pod of s (a copy) a claim bound to a volume
+// pinned to its node's zone or, with host, to its node (a local volume);
+// pending pods get one in zone z1.
+func withClaims(s Snapshot, host bool) Snapshot {
+	s.Pods = slices.Clone(s.Pods)
+	s.PersistentVolumeClaims, s.PersistentVolumes = nil, nil
+	zoneOf := map[string]string{}
+	for i := range s.Nodes {
+		zoneOf[s.Nodes[i].Name] = s.Nodes[i].Labels[zoneKey]
+	}
+	for i := range s.Pods {
+		if i%5 != 0 {
+			continue
+		}
+		p := &s.Pods[i]
+		p.Spec.Volumes = append(slices.Clone(p.Spec.Volumes), corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.Name + "-data"}}})
+		c := boundClaim(p.Name+"-data", "pv-"+p.Namespace+"-"+p.Name)
+		c.Namespace = p.Namespace
+		var pv corev1.PersistentVolume
+		switch {
+		case host && p.Spec.NodeName != "":
+			pv = pvAffinity(c.Spec.VolumeName, req(corev1.LabelHostname, corev1.NodeSelectorOpIn, p.Spec.NodeName))
+		case p.Spec.NodeName != "":
+			pv = pvAffinity(c.Spec.VolumeName, req(zoneKey, corev1.NodeSelectorOpIn, zoneOf[p.Spec.NodeName]))
+		default:
+			pv = pvAffinity(c.Spec.VolumeName, req(zoneKey, corev1.NodeSelectorOpIn, "z1"))
+		}
+		s.PersistentVolumeClaims = append(s.PersistentVolumeClaims, c)
+		s.PersistentVolumes = append(s.PersistentVolumes, pv)
+	}
+	return s
+}
+
+// BenchmarkDecideVolumes is BenchmarkDecide with a fifth of the pods on
+// volumes pinned to their zone, or to their node (local volumes, which
+// no other node takes: scale-down tries every node for each of them).
+func BenchmarkDecideVolumes(b *testing.B) {
+	for _, n := range []int{1000, 5000} {
+		for _, host := range []bool{false, true} {
+			name := fmt.Sprintf("nodes=%d/zone", n)
+			if host {
+				name = fmt.Sprintf("nodes=%d/host", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				s := withClaims(benchCluster(n), host)
+				set := DefaultSettings()
+				b.ReportAllocs()
+				for b.Loop() {
+					Decide(s, set, s.CapturedAt)
+				}
+				b.ReportMetric(float64(len(s.PersistentVolumeClaims)), "claims")
+			})
+		}
+	}
+}

@@ -55,8 +55,9 @@ func TestRBAC(t *testing.T) {
 	// resource -> verbs, as "group/resource".
 	want := map[string]map[string][]string{
 		"evaluate": {
-			"/nodes": {"list"}, "/pods": {"list", "watch"}, "policy/poddisruptionbudgets": {"list"},
-			"/events": {"create", "patch"},
+			"/nodes": {"list", "watch"}, "/pods": {"list", "watch"}, "policy/poddisruptionbudgets": {"list", "watch"},
+			"/persistentvolumeclaims": {"list", "watch"}, "/persistentvolumes": {"list", "watch"},
+			"storage.k8s.io/storageclasses": {"list", "watch"}, "/events": {"create", "patch"},
 		},
 		"drain": {
 			"/nodes": {"delete", "get", "list", "update"}, "/pods": {"delete", "list", "patch"},
@@ -67,7 +68,9 @@ func TestRBAC(t *testing.T) {
 		"schedule": {
 			"apps/deployments":       {"list"},
 			"apps/deployments/scale": {"get", "update"}, "apps/statefulsets/scale": {"get", "update"},
-			"/nodes": {"list"}, "/pods": {"list"}, "policy/poddisruptionbudgets": {"list"},
+			"/nodes": {"list", "watch"}, "/pods": {"list", "watch"}, "policy/poddisruptionbudgets": {"list", "watch"},
+			"/persistentvolumeclaims": {"list", "watch"}, "/persistentvolumes": {"list", "watch"},
+			"storage.k8s.io/storageclasses": {"list", "watch"},
 		},
 	}
 	if len(roles) != len(want) || len(bindings) != len(want) {

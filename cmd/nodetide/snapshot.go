@@ -62,8 +62,9 @@ nodes, pods and PDBs as the API serves them instead. plan --snapshot reads both.
 				if err := f.Close(); err != nil {
 					return fmt.Errorf("write snapshot: %w", err)
 				}
-				fmt.Fprintf(g.stderr, "snapshot: %d node groups, %d nodes, %d pods, %d PDBs written to %s\n",
-					len(snap.NodeGroups), len(snap.Nodes), len(snap.Pods), len(snap.PodDisruptionBudgets), out)
+				fmt.Fprintf(g.stderr, "snapshot: %d node groups, %d nodes, %d pods, %d PDBs, %d claims, %d volumes, %d storage classes written to %s\n",
+					len(snap.NodeGroups), len(snap.Nodes), len(snap.Pods), len(snap.PodDisruptionBudgets),
+					len(snap.PersistentVolumeClaims), len(snap.PersistentVolumes), len(snap.StorageClasses), out)
 			}
 			return nil
 		},

@@ -161,6 +161,10 @@ func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers
 		Pods:                 objs.Pods,
 		PodDisruptionBudgets: objs.PodDisruptionBudgets,
 		State:                st,
+
+		PersistentVolumeClaims: objs.PersistentVolumeClaims,
+		PersistentVolumes:      objs.PersistentVolumes,
+		StorageClasses:         objs.StorageClasses,
 	}, groups, nil
 }
 

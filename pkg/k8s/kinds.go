@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -117,5 +118,74 @@ func pdbKind(client kubernetes.Interface) *kind[policyv1.PodDisruptionBudget] {
 			return t.PDB(b)
 		},
 		key: func(b *policyv1.PodDisruptionBudget) objKey { return objKey{b.Namespace, b.Name} },
+	}
+}
+
+func claimKind(client kubernetes.Interface) *kind[corev1.PersistentVolumeClaim] {
+	claims := client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll)
+	return &kind[corev1.PersistentVolumeClaim]{
+		resource: "persistentvolumeclaims",
+		list: func(ctx context.Context, lo metav1.ListOptions) ([]corev1.PersistentVolumeClaim, metav1.ListMeta, error) {
+			l, err := claims.List(ctx, lo)
+			if err != nil {
+				return nil, metav1.ListMeta{}, err
+			}
+			return l.Items, l.ListMeta, nil
+		},
+		watch: claims.Watch,
+		keep: func(t *planner.Trimmer, c *corev1.PersistentVolumeClaim) corev1.PersistentVolumeClaim {
+			c.APIVersion, c.Kind = "v1", "PersistentVolumeClaim"
+			if t == nil {
+				return *c
+			}
+			return t.PersistentVolumeClaim(c)
+		},
+		key: func(c *corev1.PersistentVolumeClaim) objKey { return objKey{c.Namespace, c.Name} },
+	}
+}
+
+func volumeKind(client kubernetes.Interface) *kind[corev1.PersistentVolume] {
+	volumes := client.CoreV1().PersistentVolumes()
+	return &kind[corev1.PersistentVolume]{
+		resource: "persistentvolumes",
+		list: func(ctx context.Context, lo metav1.ListOptions) ([]corev1.PersistentVolume, metav1.ListMeta, error) {
+			l, err := volumes.List(ctx, lo)
+			if err != nil {
+				return nil, metav1.ListMeta{}, err
+			}
+			return l.Items, l.ListMeta, nil
+		},
+		watch: volumes.Watch,
+		keep: func(t *planner.Trimmer, v *corev1.PersistentVolume) corev1.PersistentVolume {
+			v.APIVersion, v.Kind = "v1", "PersistentVolume"
+			if t == nil {
+				return *v
+			}
+			return t.PersistentVolume(v)
+		},
+		key: func(v *corev1.PersistentVolume) objKey { return objKey{name: v.Name} },
+	}
+}
+
+func storageClassKind(client kubernetes.Interface) *kind[storagev1.StorageClass] {
+	classes := client.StorageV1().StorageClasses()
+	return &kind[storagev1.StorageClass]{
+		resource: "storageclasses",
+		list: func(ctx context.Context, lo metav1.ListOptions) ([]storagev1.StorageClass, metav1.ListMeta, error) {
+			l, err := classes.List(ctx, lo)
+			if err != nil {
+				return nil, metav1.ListMeta{}, err
+			}
+			return l.Items, l.ListMeta, nil
+		},
+		watch: classes.Watch,
+		keep: func(t *planner.Trimmer, sc *storagev1.StorageClass) storagev1.StorageClass {
+			sc.APIVersion, sc.Kind = "storage.k8s.io/v1", "StorageClass"
+			if t == nil {
+				return *sc
+			}
+			return t.StorageClass(sc)
+		},
+		key: func(sc *storagev1.StorageClass) objKey { return objKey{name: sc.Name} },
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -27,6 +28,22 @@ type Objects struct {
 	Nodes                []corev1.Node
 	Pods                 []corev1.Pod
 	PodDisruptionBudgets []policyv1.PodDisruptionBudget
+	// The volume objects whose topology restricts where pods with claims
+	// fit.
+	PersistentVolumeClaims []corev1.PersistentVolumeClaim
+	PersistentVolumes      []corev1.PersistentVolume
+	StorageClasses         []storagev1.StorageClass
+	// VolumesSkipped, when set, says why there are no volume objects: the
+	// API server refused one of their kinds (RBAC that predates them, or a
+	// server without the resource). The plan then ignores volume topology,
+	// as before the kinds were read, rather than fail every cycle.
+	VolumesSkipped string
+}
+
+// volumeKindRefused reports an error that makes the volume kinds optional:
+// forbidden, or not served.
+func volumeKindRefused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsNotFound(err)
 }
 
 // ListOption adjusts List and NewReader.
@@ -70,7 +87,8 @@ func newListOptions(opts []ListOption) listOptions {
 	return o
 }
 
-// List reads every node, pod and PodDisruptionBudget, in pages, trimming each
+// List reads every node, pod, PodDisruptionBudget, PersistentVolumeClaim,
+// PersistentVolume and StorageClass, in pages, trimming each
 // page as it arrives (unless WithFull), so that at most one page of whole
 // objects is held at a time. Each kind is a consistent list at its own
 // resource version, which reflects every change made before List began. A
@@ -95,7 +113,30 @@ func List(ctx context.Context, client kubernetes.Interface, opts ...ListOption) 
 	if objs.PodDisruptionBudgets, _, err = listAll(ctx, o.pageSize, pdbKind(client), t); err != nil {
 		return Objects{}, err
 	}
+	if err := listVolumes(ctx, o.pageSize, client, t, &objs); err != nil {
+		return Objects{}, err
+	}
 	return objs, nil
+}
+
+// listVolumes reads the volume kinds into objs; when the server refuses one,
+// it keeps none of them (a claim without its volume would look missing).
+func listVolumes(ctx context.Context, pageSize int64, client kubernetes.Interface, t *planner.Trimmer, objs *Objects) error {
+	var err error
+	if objs.PersistentVolumeClaims, _, err = listAll(ctx, pageSize, claimKind(client), t); err == nil {
+		if objs.PersistentVolumes, _, err = listAll(ctx, pageSize, volumeKind(client), t); err == nil {
+			objs.StorageClasses, _, err = listAll(ctx, pageSize, storageClassKind(client), t)
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case volumeKindRefused(err):
+		objs.PersistentVolumeClaims, objs.PersistentVolumes, objs.StorageClasses = nil, nil, nil
+		objs.VolumesSkipped = err.Error()
+		return nil
+	}
+	return err
 }
 
 // listAll pages through one resource and returns its items and the list's

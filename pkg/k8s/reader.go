@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,11 +36,12 @@ const (
 	watchAttempts = 4
 )
 
-// Reader keeps the cluster's nodes, pods and PodDisruptionBudgets between
-// reads. The first Read lists them (as List does); later Reads catch up with
-// the changes since, through a watch from the resource version the Reader
-// is at, and list afresh only when that version is too old for the API
-// server or the catch-up falls too far behind.
+// Reader keeps the cluster's nodes, pods, PodDisruptionBudgets and volume
+// objects (claims, volumes, storage classes) between reads. The first Read
+// lists them (as List does); later Reads catch up with the changes since,
+// through a watch from the resource version the Reader is at, and list
+// afresh only when that version is too old for the API server or the
+// catch-up falls too far behind.
 //
 // Every Read returns, for each kind, the state at one resource version that
 // reflects every change made before the Read began (a change made during the
@@ -53,6 +55,10 @@ type Reader struct {
 	nodes *cache[corev1.Node]
 	pods  *cache[corev1.Pod]
 	pdbs  *cache[policyv1.PodDisruptionBudget]
+	// The volume kinds are few next to pods; they are kept the same way.
+	claims  *cache[corev1.PersistentVolumeClaim]
+	volumes *cache[corev1.PersistentVolume]
+	classes *cache[storagev1.StorageClass]
 	// budget and attempts are catchUpBudget and watchAttempts; tests shorten them.
 	budget   time.Duration
 	attempts int
@@ -77,13 +83,16 @@ func NewReader(client kubernetes.Interface, log *slog.Logger, opts ...ListOption
 		nodes:    newCache(nodeKind(client), client),
 		pods:     newCache(podKind(client), client),
 		pdbs:     newCache(pdbKind(client), client),
+		claims:   newCache(claimKind(client), client),
+		volumes:  newCache(volumeKind(client), client),
+		classes:  newCache(storageClassKind(client), client),
 		budget:   catchUpBudget,
 		attempts: watchAttempts,
 	}
 }
 
-// Read returns the cluster's nodes, pods and PodDisruptionBudgets as they are
-// now (see Reader).
+// Read returns the cluster's objects (the kinds of Objects) as they are now
+// (see Reader).
 func (r *Reader) Read(ctx context.Context) (Objects, ReadStats, error) {
 	var st ReadStats
 	caches := []interface {
@@ -92,7 +101,8 @@ func (r *Reader) Read(ctx context.Context) (Objects, ReadStats, error) {
 		valid() bool
 		reset()
 		name() string
-	}{r.nodes, r.pods, r.pdbs}
+	}{r.nodes, r.pods, r.pdbs, r.claims, r.volumes, r.classes}
+	const volumeKinds = 3 // caches[volumeKinds:] are the volume kinds
 
 	// Catch the kinds up at once, each in its own goroutine: they mostly wait
 	// for the server's bookmark. All have ended when Read goes on.
@@ -118,16 +128,37 @@ func (r *Reader) Read(ctx context.Context) (Objects, ReadStats, error) {
 	}
 	// Kinds never read, or whose catch-up failed, are listed, one at a time
 	// to bound memory.
-	for _, c := range caches {
+	var skipped error
+	for i, c := range caches {
 		if c.valid() {
 			continue
 		}
-		st.Listed = append(st.Listed, c.name())
-		if err := c.list(ctx, r); err != nil {
+		err := c.list(ctx, r)
+		if i >= volumeKinds && err != nil && volumeKindRefused(err) {
+			// None of the volume kinds, or a claim would look missing;
+			// the next Read asks again.
+			skipped = err
+			for _, v := range caches[volumeKinds:] {
+				v.reset()
+			}
+			break
+		}
+		if err != nil {
 			return Objects{}, st, err
 		}
+		st.Listed = append(st.Listed, c.name())
 	}
-	return Objects{Nodes: r.nodes.items, Pods: r.pods.items, PodDisruptionBudgets: r.pdbs.items}, st, nil
+	objs := Objects{Nodes: r.nodes.items, Pods: r.pods.items, PodDisruptionBudgets: r.pdbs.items}
+	if skipped != nil {
+		r.log.Warn("volume objects not read: volume topology is ignored", "error", skipped.Error())
+		objs.VolumesSkipped = skipped.Error()
+		st.Listed = slices.DeleteFunc(st.Listed, func(name string) bool {
+			return name == r.claims.name() || name == r.volumes.name() || name == r.classes.name()
+		})
+	} else {
+		objs.PersistentVolumeClaims, objs.PersistentVolumes, objs.StorageClasses = r.claims.items, r.volumes.items, r.classes.items
+	}
+	return objs, st, nil
 }
 
 // cache is the kept state of one kind at resource version rv: its objects in

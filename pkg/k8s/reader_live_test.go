@@ -167,7 +167,7 @@ func TestReaderCatchesUpLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"nodes", "pods", "poddisruptionbudgets"}; !slices.Equal(st.Listed, want) {
+	if want := []string{"nodes", "pods", "poddisruptionbudgets", "persistentvolumeclaims", "persistentvolumes", "storageclasses"}; !slices.Equal(st.Listed, want) {
 		t.Fatalf("first read listed %v, want %v", st.Listed, want)
 	}
 

@@ -130,6 +130,26 @@ func WriteCompactSnapshot(w io.Writer, s Snapshot) error {
 		b := tr.PDB(&s.PodDisruptionBudgets[i])
 		sw.encode(&b, 2, false)
 	})
+	// The volume objects are written only when there are any: a document
+	// without them is one an older build reads too.
+	if len(s.PersistentVolumeClaims) > 0 {
+		sw.list("persistentVolumeClaims", len(s.PersistentVolumeClaims), func(i int) {
+			v := tr.PersistentVolumeClaim(&s.PersistentVolumeClaims[i])
+			sw.encode(&v, 2, false)
+		})
+	}
+	if len(s.PersistentVolumes) > 0 {
+		sw.list("persistentVolumes", len(s.PersistentVolumes), func(i int) {
+			v := tr.PersistentVolume(&s.PersistentVolumes[i])
+			sw.encode(&v, 2, false)
+		})
+	}
+	if len(s.StorageClasses) > 0 {
+		sw.list("storageClasses", len(s.StorageClasses), func(i int) {
+			v := tr.StorageClass(&s.StorageClasses[i])
+			sw.encode(&v, 2, false)
+		})
+	}
 	sw.list("podShapes", len(shapes), func(i int) {
 		sh := shapes[i]
 		sw.encode(&compactShape{Labels: sh.labels, Annotations: sh.annotations, OwnerReferences: sh.owners, Spec: &sh.spec}, 2, false)

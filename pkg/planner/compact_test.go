@@ -84,9 +84,12 @@ func TestFormsGiveTheSamePlan(t *testing.T) {
 		check(path+", balanced", s, balanced())
 	}
 	r := rand.New(rand.NewPCG(3, 5))
+	vr := rand.New(rand.NewPCG(4, 6))
 	for i := range 300 {
 		s, set := randomSnapshot(r)
 		check(fmt.Sprint("random snapshot ", i), s, set)
+		addRandomVolumes(vr, &s)
+		check(fmt.Sprint("random snapshot with volumes ", i), s, set)
 	}
 	check("synthetic cluster", syntheticCluster(60, 30, 0.05, 9), DefaultSettings())
 }
@@ -152,8 +155,8 @@ func TestReadCompactErrors(t *testing.T) {
 		{"unknown format", `{"format": "nodetide.io/snapshot-compact/v9"}`, `format (line 1:12): unknown format "nodetide.io/snapshot-compact/v9" (this build reads nodetide.io/snapshot-full/v1 and nodetide.io/snapshot-compact/v1)`},
 		{"null format", `{"format": null}`, `format (line 1:12): unknown format ""`},
 		{"format not first", `{"capturedAt": "2026-11-30T10:00:00Z", "format": "nodetide.io/snapshot-compact/v1"}`, "format: must be the document's first key"},
-		{"compact key in the full form", `{"capturedAt": "2026-11-30T10:00:00Z", "podShapes": []}`, "podShapes: unknown key (known: format, capturedAt, nodeGroups, nodes, pods, podDisruptionBudgets, state)"},
-		{"unknown top-level key", doc(`, "shapes": []`), "shapes: unknown key (known: format, capturedAt, counts, nodeGroups, state, nodes, podDisruptionBudgets, podShapes, pods)"},
+		{"compact key in the full form", `{"capturedAt": "2026-11-30T10:00:00Z", "podShapes": []}`, "podShapes: unknown key (known: format, capturedAt, nodeGroups, nodes, pods, podDisruptionBudgets, persistentVolumeClaims, persistentVolumes, storageClasses, state)"},
+		{"unknown top-level key", doc(`, "shapes": []`), "shapes: unknown key (known: format, capturedAt, counts, nodeGroups, state, nodes, podDisruptionBudgets, persistentVolumeClaims, persistentVolumes, storageClasses, podShapes, pods)"},
 		{"unknown pod key", doc(pods(ok, `{"name": "b", "shape": 0, "node": "n1"}`)), "pods[1].node (line 2:27): unknown key (known: name, namespace, uid, shape, nodeName"},
 		{"duplicate pod key", doc(pods(`{"name": "b", "shape": 0, "name": "c"}`)), "pods[0].name (line 1:246): duplicate key"},
 		{"missing shape", doc(pods(`{"name": "b"}`)), "pods[0].shape: missing"},

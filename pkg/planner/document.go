@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -69,8 +70,10 @@ const (
 )
 
 var (
-	fullKeys    = []string{"format", "capturedAt", "nodeGroups", "nodes", "pods", "podDisruptionBudgets", "state"}
-	compactKeys = []string{"format", "capturedAt", "counts", "nodeGroups", "state", "nodes", "podDisruptionBudgets", "podShapes", "pods"}
+	fullKeys = []string{"format", "capturedAt", "nodeGroups", "nodes", "pods", "podDisruptionBudgets",
+		"persistentVolumeClaims", "persistentVolumes", "storageClasses", "state"}
+	compactKeys = []string{"format", "capturedAt", "counts", "nodeGroups", "state", "nodes", "podDisruptionBudgets",
+		"persistentVolumeClaims", "persistentVolumes", "storageClasses", "podShapes", "pods"}
 )
 
 // ReadSnapshot decodes and checks a snapshot document in either form (the
@@ -138,6 +141,18 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 		case "podDisruptionBudgets":
 			return decodeObjects(d, path, c.hint(c.counts.PodDisruptionBudgets, len(`{},`)), &s.PodDisruptionBudgets, func(_ string, b *policyv1.PodDisruptionBudget) (policyv1.PodDisruptionBudget, error) {
 				return d.tr.PDB(b), nil
+			})
+		case "persistentVolumeClaims":
+			return decodeObjects(d, path, 0, &s.PersistentVolumeClaims, func(_ string, v *corev1.PersistentVolumeClaim) (corev1.PersistentVolumeClaim, error) {
+				return d.tr.PersistentVolumeClaim(v), nil
+			})
+		case "persistentVolumes":
+			return decodeObjects(d, path, 0, &s.PersistentVolumes, func(_ string, v *corev1.PersistentVolume) (corev1.PersistentVolume, error) {
+				return d.tr.PersistentVolume(v), nil
+			})
+		case "storageClasses":
+			return decodeObjects(d, path, 0, &s.StorageClasses, func(_ string, v *storagev1.StorageClass) (storagev1.StorageClass, error) {
+				return d.tr.StorageClass(v), nil
 			})
 		case "podShapes":
 			return c.readShapes(path)
@@ -212,6 +227,17 @@ func WriteSnapshot(w io.Writer, s Snapshot) error {
 	writeList(sw, "nodes", s.Nodes)
 	writeList(sw, "pods", s.Pods)
 	writeList(sw, "podDisruptionBudgets", s.PodDisruptionBudgets)
+	// Written only when there are any, so a snapshot without volumes reads
+	// as it did before they were added.
+	if len(s.PersistentVolumeClaims) > 0 {
+		writeList(sw, "persistentVolumeClaims", s.PersistentVolumeClaims)
+	}
+	if len(s.PersistentVolumes) > 0 {
+		writeList(sw, "persistentVolumes", s.PersistentVolumes)
+	}
+	if len(s.StorageClasses) > 0 {
+		writeList(sw, "storageClasses", s.StorageClasses)
+	}
 	sw.field("state", normalState(s.State))
 	sw.raw("\n}\n")
 	return sw.flush()
@@ -879,7 +905,45 @@ func validateSnapshot(s *Snapshot, podName string) error {
 			return err
 		}
 	}
-	return nil
+	return validateVolumes(s)
+}
+
+// validateVolumes checks that every claim, volume and class is named once:
+// a pod's claims are looked up by name.
+func validateVolumes(s *Snapshot) error {
+	check := func(list string, n int, name func(i int) (string, string)) error {
+		at := make(map[string]int, n)
+		for i := range n {
+			ns, nm := name(i)
+			p := list + "[" + strconv.Itoa(i) + "].metadata.name"
+			if nm == "" {
+				return &DocumentError{Path: p, Err: errors.New("must not be empty")}
+			}
+			key := nm
+			if ns != "" {
+				key = ns + "/" + nm
+			}
+			if j, dup := at[key]; dup {
+				return &DocumentError{Path: p, Err: fmt.Errorf("duplicate %s (also %s[%d])", key, list, j)}
+			}
+			at[key] = i
+		}
+		return nil
+	}
+	if err := check("persistentVolumeClaims", len(s.PersistentVolumeClaims), func(i int) (string, string) {
+		c := &s.PersistentVolumeClaims[i]
+		return c.Namespace, c.Name
+	}); err != nil {
+		return err
+	}
+	if err := check("persistentVolumes", len(s.PersistentVolumes), func(i int) (string, string) {
+		return "", s.PersistentVolumes[i].Name
+	}); err != nil {
+		return err
+	}
+	return check("storageClasses", len(s.StorageClasses), func(i int) (string, string) {
+		return "", s.StorageClasses[i].Name
+	})
 }
 
 // firstDuplicate returns the first pod (by index) whose namespace and name

@@ -114,7 +114,7 @@ func TestReadSnapshotErrors(t *testing.T) {
 		{"truncated", `{"capturedAt": "2026-11-30T10:00:00Z", "nodes": [`, "unexpected end of document"},
 		{"trailing data", doc("") + " {}", "unexpected data after the document"},
 		{"not an object", `[]`, "expected an object, got an array"},
-		{"unknown top-level key", doc(`, "nodeGroup": []`), "nodeGroup: unknown key (known: format, capturedAt, nodeGroups, nodes, pods, podDisruptionBudgets, state)"},
+		{"unknown top-level key", doc(`, "nodeGroup": []`), "nodeGroup: unknown key (known: format, capturedAt, nodeGroups, nodes, pods, podDisruptionBudgets, persistentVolumeClaims, persistentVolumes, storageClasses, state)"},
 		{"duplicate key", doc(`, "capturedAt": "2026-11-30T10:00:00Z"`), "capturedAt: duplicate key"},
 		{"missing capturedAt", `{"nodeGroups": []}`, "capturedAt: missing"},
 		{"unknown node-group key", doc(`, "nodeGroups": [` + group(`, "maxNodes": 3`) + `]`), "nodeGroups[0].maxNodes: unknown key"},

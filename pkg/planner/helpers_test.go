@@ -287,6 +287,16 @@ func deepCopySnapshot(s Snapshot) Snapshot {
 	for i := range s.PodDisruptionBudgets {
 		out.PodDisruptionBudgets = append(out.PodDisruptionBudgets, *s.PodDisruptionBudgets[i].DeepCopy())
 	}
+	out.PersistentVolumeClaims, out.PersistentVolumes, out.StorageClasses = nil, nil, nil
+	for i := range s.PersistentVolumeClaims {
+		out.PersistentVolumeClaims = append(out.PersistentVolumeClaims, *s.PersistentVolumeClaims[i].DeepCopy())
+	}
+	for i := range s.PersistentVolumes {
+		out.PersistentVolumes = append(out.PersistentVolumes, *s.PersistentVolumes[i].DeepCopy())
+	}
+	for i := range s.StorageClasses {
+		out.StorageClasses = append(out.StorageClasses, *s.StorageClasses[i].DeepCopy())
+	}
 	out.State = State{UnneededSince: maps.Clone(s.State.UnneededSince), LastScaleUp: maps.Clone(s.State.LastScaleUp), BackoffUntil: maps.Clone(s.State.BackoffUntil)}
 	return out
 }

@@ -114,6 +114,8 @@ type podClass struct {
 	// once zoneDone (zones.go).
 	zoneRule string
 	zoneDone bool
+	// vol is what the rep's claims require of a node; nil for none.
+	vol *volumeRule
 }
 
 type model struct {
@@ -144,6 +146,8 @@ type model struct {
 
 	budgets *pdbSet // built by budgetIndex
 	covers  []int32
+
+	vols *volumeIndex // nil when the snapshot has no volume objects
 }
 
 func podKey(p *corev1.Pod) string {
@@ -186,7 +190,7 @@ func hasTaint(n *corev1.Node, key string) bool {
 }
 
 func newModel(s *Snapshot, set Settings, now time.Time) *model {
-	m := &model{snap: s, set: set, now: now, classByID: map[uint64][]int32{}}
+	m := &model{snap: s, set: set, now: now, classByID: map[uint64][]int32{}, vols: newVolumeIndex(s)}
 
 	instanceGroup := map[string]int{}
 	m.groups = make([]groupInfo, len(s.NodeGroups))
@@ -360,15 +364,23 @@ func (m *model) classOf(i int32) int32 {
 	if set >= 0 {
 		h = uint64(hasher(h).int(int64(set)))
 	}
+	var vol *volumeRule
+	if m.vols != nil {
+		// Pods with the same claims share one rule: a StatefulSet's pods
+		// each have their own, pods sharing a claim do not.
+		if vol = m.vols.rule(p); vol != nil {
+			h = uint64(hasher(h).str(vol.key))
+		}
+	}
 	for _, c := range m.classByID[h] {
 		cl := &m.classes[c]
-		if cl.req == pi.req && cl.set == set && sameConstraints(cl.rep, p) {
+		if cl.req == pi.req && cl.set == set && sameVolumes(cl.vol, vol) && sameConstraints(cl.rep, p) {
 			pi.class = c
 			return c
 		}
 	}
 	c := int32(len(m.classes))
-	cl := podClass{rep: p, req: pi.req, set: set}
+	cl := podClass{rep: p, req: pi.req, set: set, vol: vol}
 	if set >= 0 {
 		cl.feat = m.sets[set].feat
 	}
@@ -382,14 +394,15 @@ func (m *model) classOf(i int32) int32 {
 // are checked by the caller).
 func (m *model) fitsNode(c int32, i int32) bool {
 	n := &m.nodes[i]
-	return placementFits(m.classes[c].rep, n.node.Labels, n.taints, n.node.Name, fieldsOfNode)
+	cl := &m.classes[c]
+	return placementFits(cl.rep, n.node.Labels, n.taints, n.node.Name, fieldsOfNode) && cl.vol.fits(n.node.Labels)
 }
 
 // fitsTemplate reports whether one pod of class c fits a new node of group g.
 func (m *model) fitsTemplate(c int32, g int) bool {
 	gr := &m.groups[g]
 	cl := &m.classes[c]
-	if fitCount(gr.cap, cl.req) == 0 || !m.staticFits(cl.rep, g, fieldsNewNode) {
+	if fitCount(gr.cap, cl.req) == 0 || !m.staticFits(cl.rep, g, fieldsNewNode) || !m.volumesFit(c, g) {
 		return false
 	}
 	return len(gr.variants) == 0 || m.zoneRule(c) == ""
@@ -407,6 +420,9 @@ func (m *model) templateMisfit(c int32, g int) string {
 		labels = gr.variants[0]
 	}
 	if why := placementMisfit(cl.rep, labels, gr.taints, "", fieldsNewNode); why != "" {
+		return why
+	}
+	if why := cl.vol.misfit(labels, "group"); why != "" {
 		return why
 	}
 	dims := []struct {
@@ -428,4 +444,11 @@ func (m *model) templateMisfit(c int32, g int) string {
 		}
 	}
 	return ""
+}
+
+func sameVolumes(a, b *volumeRule) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.key == b.key
 }

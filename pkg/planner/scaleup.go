@@ -688,6 +688,9 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 		}
 		var reason string
 		switch {
+		case cl.vol != nil && cl.vol.blocked != "":
+			// No node of any group takes it: one reason says it all.
+			reason = cl.vol.blocked
 		case len(blocked) > 0:
 			reason = strings.Join(append(blocked, zonal...), "; ")
 		case len(m.groups) == 0:
@@ -714,6 +717,8 @@ func misfitCode(why string) string {
 		return ReasonTaint
 	case strings.HasPrefix(why, "insufficient"):
 		return ReasonInsufficient
+	case strings.HasPrefix(why, "volume "):
+		return ReasonVolume
 	}
 	return ReasonOther
 }

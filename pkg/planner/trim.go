@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -300,4 +301,68 @@ func (t *Trimmer) Snapshot(s *Snapshot) {
 	for i := range s.PodDisruptionBudgets {
 		s.PodDisruptionBudgets[i] = t.PDB(&s.PodDisruptionBudgets[i])
 	}
+	for i := range s.PersistentVolumeClaims {
+		s.PersistentVolumeClaims[i] = t.PersistentVolumeClaim(&s.PersistentVolumeClaims[i])
+	}
+	for i := range s.PersistentVolumes {
+		s.PersistentVolumes[i] = t.PersistentVolume(&s.PersistentVolumes[i])
+	}
+	for i := range s.StorageClasses {
+		s.StorageClasses[i] = t.StorageClass(&s.StorageClasses[i])
+	}
+}
+
+// PersistentVolumeClaim returns c with only what volume topology reads: its
+// name, namespace, volume, class (and the beta class annotation, which
+// wins over it), phase and deletion.
+func (t *Trimmer) PersistentVolumeClaim(c *corev1.PersistentVolumeClaim) corev1.PersistentVolumeClaim {
+	out := corev1.PersistentVolumeClaim{TypeMeta: c.TypeMeta}
+	out.Name = c.Name
+	out.Namespace = t.str(c.Namespace)
+	out.UID = c.UID
+	out.DeletionTimestamp = c.DeletionTimestamp
+	if v, ok := c.Annotations[annotationStorageClass]; ok {
+		out.Annotations = map[string]string{annotationStorageClass: t.str(v)}
+	}
+	out.Spec.VolumeName = c.Spec.VolumeName
+	if c.Spec.StorageClassName != nil {
+		name := t.str(*c.Spec.StorageClassName)
+		out.Spec.StorageClassName = &name
+	}
+	out.Status.Phase = c.Status.Phase
+	return out
+}
+
+// PersistentVolume returns v with only what volume topology reads: its
+// name, node affinity, zone and region labels, and the claim it is bound to.
+func (t *Trimmer) PersistentVolume(v *corev1.PersistentVolume) corev1.PersistentVolume {
+	out := corev1.PersistentVolume{TypeMeta: v.TypeMeta}
+	out.Name = v.Name
+	out.UID = v.UID
+	for _, key := range volumeZoneLabels {
+		if val, ok := v.Labels[key]; ok {
+			if out.Labels == nil {
+				out.Labels = map[string]string{}
+			}
+			out.Labels[t.str(key)] = t.str(val)
+		}
+	}
+	out.Spec.NodeAffinity = v.Spec.NodeAffinity
+	if r := v.Spec.ClaimRef; r != nil {
+		out.Spec.ClaimRef = &corev1.ObjectReference{Namespace: t.str(r.Namespace), Name: r.Name, UID: r.UID}
+	}
+	out.Status.Phase = v.Status.Phase
+	return out
+}
+
+// StorageClass returns sc with only what volume topology reads: its name,
+// provisioner, binding mode and allowed topologies.
+func (t *Trimmer) StorageClass(sc *storagev1.StorageClass) storagev1.StorageClass {
+	out := storagev1.StorageClass{TypeMeta: sc.TypeMeta}
+	out.Name = t.str(sc.Name)
+	out.UID = sc.UID
+	out.Provisioner = t.str(sc.Provisioner)
+	out.VolumeBindingMode = sc.VolumeBindingMode
+	out.AllowedTopologies = sc.AllowedTopologies
+	return out
 }

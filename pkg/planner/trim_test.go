@@ -47,12 +47,21 @@ func TestTrimKeepsEveryDecision(t *testing.T) {
 		}
 	}
 	r := rand.New(rand.NewPCG(7, 11))
+	vr := rand.New(rand.NewPCG(8, 12))
 	for i := range 300 {
 		s, set := randomSnapshot(r)
+		withVols := deepCopySnapshot(s)
 		want := planJSON(t, s, set)
 		NewTrimmer().Snapshot(&s)
 		if got := planJSON(t, s, set); got != want {
 			t.Fatalf("random snapshot %d: trimmed plan differs:\n--- got\n%s\n--- want\n%s", i, got, want)
+		}
+		s = withVols
+		addRandomVolumes(vr, &s)
+		want = planJSON(t, s, set)
+		NewTrimmer().Snapshot(&s)
+		if got := planJSON(t, s, set); got != want {
+			t.Fatalf("random snapshot %d with volumes: trimmed plan differs:\n--- got\n%s\n--- want\n%s", i, got, want)
 		}
 	}
 }

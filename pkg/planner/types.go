@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 )
 
 // Snapshot is everything a decision reads. Its JSON form is the document
@@ -26,7 +27,13 @@ type Snapshot struct {
 	Nodes                []corev1.Node                  `json:"nodes"`
 	Pods                 []corev1.Pod                   `json:"pods"`
 	PodDisruptionBudgets []policyv1.PodDisruptionBudget `json:"podDisruptionBudgets"`
-	State                State                          `json:"state"`
+	// The volumes' topology: a pod's claims, the volumes they are bound to
+	// and the classes of those still unbound restrict where it fits.
+	// Snapshots without them plan as if no pod had a claim.
+	PersistentVolumeClaims []corev1.PersistentVolumeClaim `json:"persistentVolumeClaims,omitempty"`
+	PersistentVolumes      []corev1.PersistentVolume      `json:"persistentVolumes,omitempty"`
+	StorageClasses         []storagev1.StorageClass       `json:"storageClasses,omitempty"`
+	State                  State                          `json:"state"`
 }
 
 // NodeGroup is one provider-managed group as the planner sees it. MinSize and
@@ -199,6 +206,7 @@ const (
 	ReasonNoRoom          = "NoRoom"
 	ReasonNodeSelector    = "NodeSelector"
 	ReasonTaint           = "Taint"
+	ReasonVolume          = "Volume"
 	ReasonInsufficient    = "Insufficient"
 	ReasonOther           = "Other"
 )

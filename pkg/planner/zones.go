@@ -69,6 +69,22 @@ func (m *model) staticFits(p *corev1.Pod, g int, mode fieldMode) bool {
 	return true
 }
 
+// volumesFit reports whether class c's claims allow a new node of group g,
+// in every zone the group may start it in.
+func (m *model) volumesFit(c int32, g int) bool {
+	gr := &m.groups[g]
+	vol := m.classes[c].vol
+	if len(gr.variants) == 0 {
+		return vol.fits(gr.labels)
+	}
+	for _, v := range gr.variants {
+		if !vol.fits(v) {
+			return false
+		}
+	}
+	return true
+}
+
 // zoneRule names class c's first pod-dependent rule keyed on the zone, ""
 // when it has none. Computed once per class.
 func (m *model) zoneRule(c int32) string {
@@ -144,7 +160,11 @@ func (m *model) zoneMisfit(c int32, g int) string {
 	var fit []string
 	var why string
 	for i, v := range gr.variants {
-		if w := placementMisfit(cl.rep, v, gr.taints, "", fieldsNewNode); w == "" {
+		w := placementMisfit(cl.rep, v, gr.taints, "", fieldsNewNode)
+		if w == "" {
+			w = cl.vol.misfit(v, "group")
+		}
+		if w == "" {
 			fit = append(fit, gr.ng.Zones[i])
 		} else if why == "" {
 			why = strings.TrimSuffix(w, " not matched")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -30,6 +31,11 @@ const (
 	// labelBatch marks the nodes of one batch, so it can delete them.
 	labelBatch = "nodetide.io/diff-batch"
 	labelTrial = "nodetide.io/trial"
+	// labelVolume names how a pod's claim ties it to nodes (for the log).
+	labelVolume = "nodetide.io/volume"
+	// annotationSelectedNode is where the scheduler records the node it
+	// chose for a WaitForFirstConsumer claim, before provisioning.
+	annotationSelectedNode = "volume.kubernetes.io/selected-node"
 )
 
 var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
@@ -48,6 +54,12 @@ type trial struct {
 	bound    []corev1.Pod
 	pending  []corev1.Pod
 	template map[string]testbed.Node // group → what a new node of it looks like
+	// Claims of pods with volumes (each pod its own, named <pod>-data):
+	// pre-bound to their volumes, or unbound of a WaitForFirstConsumer
+	// class with allowed topologies.
+	claims  []corev1.PersistentVolumeClaim
+	volumes []corev1.PersistentVolume
+	classes []storagev1.StorageClass
 }
 
 func quantity(s string) resource.Quantity { return resource.MustParse(s) }
@@ -58,13 +70,13 @@ func generate(r *rand.Rand, idx int, ns string) trial {
 	tr := trial{id: fmt.Sprintf("t%03d", idx), down: r.IntN(4) == 0, template: map[string]testbed.Node{}}
 	zones := []string{"za", "zb", "zc"}
 	type nodeRoom struct {
-		name string
-		cpu  int64
+		name, zone string
+		cpu        int64
 	}
 	var rooms []nodeRoom
 	addNode := func(name, cpu string, l map[string]string) {
 		tr.nodes = append(tr.nodes, testbed.Node{Name: name, CPU: cpu, Memory: "8Gi", Labels: l})
-		rooms = append(rooms, nodeRoom{name, milli(cpu)})
+		rooms = append(rooms, nodeRoom{name, l[labelZone], milli(cpu)})
 	}
 	for g := range 1 + r.IntN(2) {
 		name := fmt.Sprintf("%s-g%d", tr.id, g)
@@ -167,6 +179,111 @@ func generate(r *rand.Rand, idx int, ns string) trial {
 		if allBound {
 			settled = append(settled, app)
 		}
+		// Now and then each pod of the app has a claim: bound to a volume
+		// pinned to a zone (node affinity, or the legacy zone label
+		// VolumeZone reads) or to a host, or unbound of a
+		// WaitForFirstConsumer class that provisions in some zones. The
+		// volumes draw from their own source, so the rest of each trial
+		// is what it was without them. Apps with spread constraints get
+		// none: the live cluster has the plan's new and upcoming nodes
+		// before the pods exist, so a spread domain those nodes add is one
+		// the plan could not count when it placed pods on existing nodes,
+		// and a volume pin takes away the pods' way around it.
+		vr := rand.New(rand.NewPCG(4052, uint64(idx)*8+uint64(a)))
+		vol := ""
+		switch vr.IntN(12) {
+		case 0, 1:
+			vol = "zone"
+		case 2:
+			vol = "host"
+		case 3:
+			vol = "legacy-zone"
+		case 4:
+			if !tr.down && !allBound {
+				vol = "wffc"
+			}
+		}
+		if len(spec.TopologySpreadConstraints) > 0 {
+			vol = ""
+		}
+		var class string
+		if vol == "wffc" {
+			class = ns + "-" + app
+			mode := storagev1.VolumeBindingWaitForFirstConsumer
+			allowed := []string{zones[vr.IntN(len(zones))]}
+			if z := zones[vr.IntN(len(zones))]; vr.IntN(2) == 0 && z != allowed[0] {
+				allowed = append(allowed, z)
+			}
+			tr.classes = append(tr.classes, storagev1.StorageClass{
+				ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "nodetide.io/none", VolumeBindingMode: &mode,
+				AllowedTopologies: []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
+					{Key: labelZone, Values: allowed}}}},
+			})
+		}
+		// claimFor gives pod p its claim; node is where it is bound ("" if
+		// pending), whose zone and name a bound pod's volume follows.
+		claimFor := func(p *corev1.Pod, node, zone string) {
+			// A pod of a WaitForFirstConsumer app made bound has no
+			// claim: its claim would have been provisioned where it runs.
+			if vol == "" || vol == "wffc" && node != "" {
+				return
+			}
+			name := p.Name + "-data"
+			p.Labels[labelVolume] = vol
+			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}}
+			c := corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: quantity("1Gi")}},
+				},
+			}
+			if vol == "wffc" {
+				c.Spec.StorageClassName = &class
+				tr.claims = append(tr.claims, c)
+				return
+			}
+			if zone == "" {
+				zone = zones[vr.IntN(len(zones))]
+			}
+			if node == "" && len(rooms) > 0 {
+				node = rooms[vr.IntN(len(rooms))].name
+			}
+			pv := corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+				Spec: corev1.PersistentVolumeSpec{
+					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: quantity("1Gi")},
+					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+					PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data/" + name}},
+					ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: name},
+				},
+			}
+			pin := func(key, value string) {
+				pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}}}}
+			}
+			switch {
+			case vol == "zone":
+				pin(labelZone, zone)
+			case vol == "host" && node != "":
+				pin(corev1.LabelHostname, node)
+			case vol == "host":
+				pin(corev1.LabelHostname, tr.id+"-nowhere")
+			default:
+				v := zone
+				if z := zones[vr.IntN(len(zones))]; vr.IntN(3) == 0 && z != zone {
+					v += "__" + z
+				}
+				pv.Labels = map[string]string{corev1.LabelFailureDomainBetaZone: v}
+			}
+			empty := ""
+			c.Spec.StorageClassName = &empty
+			c.Spec.VolumeName = pv.Name
+			tr.claims = append(tr.claims, c)
+			tr.volumes = append(tr.volumes, pv)
+		}
 		mk := func(name string) corev1.Pod {
 			return corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{
@@ -188,6 +305,7 @@ func generate(r *rand.Rand, idx int, ns string) trial {
 					rooms[j].cpu -= req
 					p := mk(fmt.Sprintf("%s-b%d", app, k))
 					p.Spec.NodeName = rooms[j].name
+					claimFor(&p, rooms[j].name, rooms[j].zone)
 					p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}}
 					tr.bound = append(tr.bound, p)
 					continue
@@ -197,6 +315,7 @@ func generate(r *rand.Rand, idx int, ns string) trial {
 				continue
 			}
 			p := mk(fmt.Sprintf("%s-p%d", app, k))
+			claimFor(&p, "", "")
 			p.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}
 			tr.pending = append(tr.pending, p)
@@ -301,6 +420,18 @@ func (tr *trial) snapshot() planner.Snapshot {
 		s.Nodes = append(s.Nodes, *node)
 	}
 	s.Pods = append(append(s.Pods, tr.bound...), tr.pending...)
+	// The claims and volumes as the binder leaves them: bound.
+	for _, c := range tr.claims {
+		if c.Spec.VolumeName != "" {
+			c.Status.Phase = corev1.ClaimBound
+		}
+		s.PersistentVolumeClaims = append(s.PersistentVolumeClaims, c)
+	}
+	for _, v := range tr.volumes {
+		v.Status.Phase = corev1.VolumeBound
+		s.PersistentVolumes = append(s.PersistentVolumes, v)
+	}
+	s.StorageClasses = tr.classes
 	return s
 }
 
@@ -458,8 +589,34 @@ func runBatch(t *testing.T, cp *testbed.ControlPlane, ns, batch string, trs []tr
 	client := cp.Client
 	var nodes []*corev1.Node
 	var bound, fit []corev1.Pod
+	var claims []corev1.PersistentVolumeClaim
+	var volumes []corev1.PersistentVolume
+	var classes []storagev1.StorageClass
+	claimOf := map[string]string{} // pod → its claim
 	stay := map[string]bool{}
+	for i := range trs {
+		claims = append(claims, trs[i].claims...)
+		for _, v := range trs[i].volumes {
+			v.Labels = maps.Clone(v.Labels)
+			if v.Labels == nil {
+				v.Labels = map[string]string{}
+			}
+			v.Labels[labelBatch] = batch
+			volumes = append(volumes, v)
+		}
+		for _, c := range trs[i].classes {
+			c.Labels = map[string]string{labelBatch: batch}
+			classes = append(classes, c)
+		}
+	}
 	for _, o := range outs {
+		for _, p := range append(append(slices.Clone(o.bound), o.fit...), o.stay...) {
+			for _, v := range p.Spec.Volumes {
+				if v.PersistentVolumeClaim != nil {
+					claimOf[p.Name] = v.PersistentVolumeClaim.ClaimName
+				}
+			}
+		}
 		for _, n := range o.nodes {
 			l := map[string]string{labelBatch: batch}
 			for k, v := range n.Labels {
@@ -482,7 +639,49 @@ func runBatch(t *testing.T, cp *testbed.ControlPlane, ns, batch string, trs []tr
 		if err := client.CoreV1().Nodes().DeleteCollection(c, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelBatch + "=" + batch}); err != nil {
 			t.Errorf("delete the nodes of batch %s: %v", batch, err)
 		}
+		_ = client.CoreV1().PersistentVolumeClaims(ns).DeleteCollection(c, metav1.DeleteOptions{}, metav1.ListOptions{})
+		if err := client.CoreV1().PersistentVolumes().DeleteCollection(c, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelBatch + "=" + batch}); err != nil {
+			t.Errorf("delete the volumes of batch %s: %v", batch, err)
+		}
+		if err := client.StorageV1().StorageClasses().DeleteCollection(c, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelBatch + "=" + batch}); err != nil {
+			t.Errorf("delete the storage classes of batch %s: %v", batch, err)
+		}
 	})
+	// Volumes first, and the pre-bound claims bound by the
+	// controller-manager's binder before any pod exists: a claim not bound
+	// yet would read as unbound to the scheduler.
+	for _, c := range classes {
+		if _, err := client.StorageV1().StorageClasses().Create(ctx, &c, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create storage class: %v", err)
+		}
+	}
+	if err := forEach(volumes, func(v corev1.PersistentVolume) error {
+		_, err := client.CoreV1().PersistentVolumes().Create(ctx, &v, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		t.Fatalf("create volumes: %v", err)
+	}
+	if err := forEach(claims, func(c corev1.PersistentVolumeClaim) error {
+		_, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &c, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		t.Fatalf("create claims: %v", err)
+	}
+	if len(volumes) > 0 {
+		cp.WaitFor(t, 3*time.Minute, fmt.Sprintf("%d claims bound", len(volumes)), func(ctx context.Context) (bool, error) {
+			l, err := client.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			n := 0
+			for i := range l.Items {
+				if l.Items[i].Status.Phase == corev1.ClaimBound {
+					n++
+				}
+			}
+			return n == len(volumes), nil
+		})
+	}
 	if err := forEach(nodes, func(n *corev1.Node) error {
 		_, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
 		return err
@@ -521,7 +720,10 @@ func runBatch(t *testing.T, cp *testbed.ControlPlane, ns, batch string, trs []tr
 	}
 
 	// Settled: every pod bound or marked unschedulable, and no binding for
-	// longer than the scheduler's longest retry backoff.
+	// longer than the scheduler's longest retry backoff. A pod whose
+	// WaitForFirstConsumer claim the scheduler gave a node waits there for
+	// a provisioner the bed does not run: the claim's selected node is its
+	// placement.
 	var got map[string]string
 	last, lastChange := "", time.Now()
 	cp.WaitFor(t, 5*time.Minute, "the scheduler to settle", func(ctx context.Context) (bool, error) {
@@ -529,12 +731,26 @@ func runBatch(t *testing.T, cp *testbed.ControlPlane, ns, batch string, trs []tr
 		if err != nil {
 			return false, err
 		}
+		selected := map[string]string{}
+		if len(classes) > 0 {
+			cl, err := client.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for i := range cl.Items {
+				selected[cl.Items[i].Name] = cl.Items[i].Annotations[annotationSelectedNode]
+			}
+		}
 		got = map[string]string{}
 		decided := 0
 		var sig []string
 		for i := range l.Items {
 			p := &l.Items[i]
 			got[p.Name] = p.Spec.NodeName
+			if p.Spec.NodeName == "" {
+				got[p.Name] = selected[claimOf[p.Name]]
+				p.Spec.NodeName = got[p.Name]
+			}
 			if p.Spec.NodeName != "" || unschedulable(p) {
 				decided++
 			}
@@ -656,6 +872,9 @@ func featuresOf(p *corev1.Pod) []string {
 	}
 	if len(p.Spec.Containers[0].Ports) > 0 {
 		out = append(out, "hostPort")
+	}
+	if v := p.Labels[labelVolume]; v != "" {
+		out = append(out, "volume:"+v)
 	}
 	return out
 }

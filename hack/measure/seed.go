@@ -44,7 +44,13 @@ type seeder struct {
 	template planner.Template
 	log      *slog.Logger
 	workers  int
+	// slack multiplies the waits for the controllers and kwok: a larger
+	// cluster takes them longer to catch up with (0 counts as 1).
+	slack int
 }
+
+// wait is d stretched by the seeder's slack.
+func (s *seeder) wait(d time.Duration) time.Duration { return d * time.Duration(max(1, s.slack)) }
 
 const seedWorkers = 8
 
@@ -218,7 +224,7 @@ func (s *seeder) waitServiceAccounts(ctx context.Context, namespaces int) error 
 // waits for the controller-manager to lift the taints of a new node, which
 // keep the scheduler from placing pods there.
 func (s *seeder) waitNodesReady(ctx context.Context, n int, untainted bool) error {
-	return poll(ctx, 2*time.Minute, "nodes Ready", func(ctx context.Context) (bool, error) {
+	return poll(ctx, s.wait(2*time.Minute), "nodes Ready", func(ctx context.Context) (bool, error) {
 		list, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=" + workersGroup})
 		if err != nil {
 			return false, err
@@ -375,7 +381,7 @@ func (s *seeder) createDeployment(ctx context.Context, d plannedDeployment) erro
 // unpause waits until the Deployment controller counts each Deployment's
 // written ReplicaSet in its status, then resumes the Deployments.
 func (s *seeder) unpause(ctx context.Context, p clusterPlan) error {
-	err := poll(ctx, 2*time.Minute, "the Deployment controller to see the ReplicaSets", func(ctx context.Context) (bool, error) {
+	err := poll(ctx, s.wait(2*time.Minute), "the Deployment controller to see the ReplicaSets", func(ctx context.Context) (bool, error) {
 		deps, err := s.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -440,7 +446,7 @@ func (s *seeder) waitSettled(ctx context.Context, p clusterPlan, daemonSet bool)
 	want := p.summary(daemonSet)
 	var last string
 	reported := time.Now()
-	err := poll(ctx, 4*time.Minute, "the controllers to settle", func(ctx context.Context) (bool, error) {
+	err := poll(ctx, s.wait(4*time.Minute), "the controllers to settle", func(ctx context.Context) (bool, error) {
 		deps, err := s.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

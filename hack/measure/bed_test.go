@@ -1,0 +1,131 @@
+package main
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodetide/nodetide/internal/testbed"
+)
+
+func TestMain(m *testing.M) { testbed.Main(m) }
+
+// TestSeedBuildsTheCluster builds a small cluster on the test bed as the
+// measurements build theirs and checks it is what the plan says: nodes,
+// Deployments owning ReplicaSets owning their replicas, Running with their
+// requests, the DaemonSet on every node, the budgets.
+func TestSeedBuildsTheCluster(t *testing.T) {
+	cp := testbed.Cluster(t)
+	ctx := t.Context()
+	p, err := planCluster(clusterSpec{Nodes: 5, Pods: 45, PodsPerDeployment: 5, Namespaces: 2,
+		Utilization: 0.5, SingleFraction: 0.2, PDBFraction: 0.5, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := seedingClient(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := workersTemplate(cp.KubeconfigPath, "http://127.0.0.1:1", p.Spec.Nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := &seeder{client: client, template: tpl, log: slog.New(slog.DiscardHandler), workers: 4}
+	if err := sd.seed(ctx, p, true); err != nil {
+		t.Fatal(err)
+	}
+
+	want := p.summary(true)
+	planned := map[string]plannedDeployment{}
+	for _, d := range p.Deployments {
+		planned[d.Namespace+"/"+d.Name] = d
+	}
+	rss, err := client.AppsV1().ReplicaSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsOf := map[string]string{} // ReplicaSet name to its Deployment
+	for _, rs := range rss.Items {
+		if o := metav1.GetControllerOf(&rs); o != nil && o.Kind == "Deployment" {
+			rsOf[rs.Namespace+"/"+rs.Name] = rs.Namespace + "/" + o.Name
+		}
+	}
+	pods, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode := map[string]map[string]int{} // Deployment to node to pods
+	daemon := 0
+	for _, pod := range pods.Items {
+		if pod.Status.Phase != corev1.PodRunning {
+			t.Errorf("pod %s/%s is %s, want Running", pod.Namespace, pod.Name, pod.Status.Phase)
+		}
+		o := metav1.GetControllerOf(&pod)
+		switch {
+		case o != nil && o.Kind == "DaemonSet":
+			daemon++
+			continue
+		case o == nil || o.Kind != "ReplicaSet" || rsOf[pod.Namespace+"/"+o.Name] == "":
+			t.Errorf("pod %s/%s is not owned by a Deployment's ReplicaSet: %+v", pod.Namespace, pod.Name, o)
+			continue
+		}
+		dep := rsOf[pod.Namespace+"/"+o.Name]
+		d, ok := planned[dep]
+		if !ok {
+			t.Errorf("pod %s/%s of unplanned Deployment %s", pod.Namespace, pod.Name, dep)
+			continue
+		}
+		if got := pod.Spec.Containers[0].Resources.Requests.Cpu().MilliValue(); got != int64(d.CPUMilli) {
+			t.Errorf("pod %s/%s requests %dm CPU, want %dm", pod.Namespace, pod.Name, got, d.CPUMilli)
+		}
+		if onNode[dep] == nil {
+			onNode[dep] = map[string]int{}
+		}
+		onNode[dep][pod.Spec.NodeName]++
+	}
+	if daemon != want.Nodes {
+		t.Errorf("%d DaemonSet pods, want one on each of %d nodes", daemon, want.Nodes)
+	}
+	// The replicas, not where each runs: resumed, the ReplicaSet
+	// controller can see a ReplicaSet before its pods and replace a few,
+	// which the scheduler places where it likes.
+	for name, d := range planned {
+		n := 0
+		for node, k := range onNode[name] {
+			if node == "" {
+				t.Errorf("Deployment %s has %d unbound pods", name, k)
+			}
+			n += k
+		}
+		if n != d.Replicas {
+			t.Errorf("Deployment %s has %d pods, want %d", name, n, d.Replicas)
+		}
+	}
+	deps, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deps.Items) != want.Deployments || len(rss.Items) != want.Deployments {
+		t.Errorf("%d Deployments and %d ReplicaSets, want %d of each", len(deps.Items), len(rss.Items), want.Deployments)
+	}
+	pdbs, err := client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pdbs.Items) != want.PDBs {
+		t.Errorf("%d PodDisruptionBudgets, want %d", len(pdbs.Items), want.PDBs)
+	}
+	st, err := countPods(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Total != want.Pods() || st.Running != want.Pods() {
+		t.Errorf("pods %+v, want %d Running", st, want.Pods())
+	}
+	if got := bedScaleMarkdown(bedScaleRun{Cluster: want, Pods: st}); !strings.Contains(got, "## Scale on the test bed: evaluate at 5 nodes") {
+		t.Errorf("section:\n%s", got)
+	}
+}

@@ -13,8 +13,8 @@ import (
 
 func TestMain(m *testing.M) { testbed.Main(m) }
 
-// TestSeedBuildsTheCluster builds a small cluster on the test bed as the
-// measurements build theirs and checks it is what the plan says: nodes,
+// TestSeedBuildsTheCluster builds a small cluster on the test bed as
+// -bed-scale builds its own and checks it is what the plan says: nodes,
 // Deployments owning ReplicaSets owning their replicas, Running with their
 // requests, the DaemonSet on every node, the budgets.
 func TestSeedBuildsTheCluster(t *testing.T) {
@@ -33,7 +33,8 @@ func TestSeedBuildsTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sd := &seeder{client: client, template: tpl, log: slog.New(slog.DiscardHandler), workers: 4}
+	// As -bed-scale builds its clusters: Deployments left paused.
+	sd := &seeder{client: client, template: tpl, log: slog.New(slog.DiscardHandler), workers: 4, keepPaused: true}
 	if err := sd.seed(ctx, p, true); err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +111,11 @@ func TestSeedBuildsTheCluster(t *testing.T) {
 	}
 	if len(deps.Items) != want.Deployments || len(rss.Items) != want.Deployments {
 		t.Errorf("%d Deployments and %d ReplicaSets, want %d of each", len(deps.Items), len(rss.Items), want.Deployments)
+	}
+	for _, d := range deps.Items {
+		if !d.Spec.Paused {
+			t.Errorf("Deployment %s/%s resumed, want it left paused", d.Namespace, d.Name)
+		}
 	}
 	pdbs, err := client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -80,7 +80,7 @@ func runBedScale(ctx context.Context, o options, log *slog.Logger) (err error) {
 	defer func() { err = errors.Join(err, stop()) }()
 
 	seedBegan := time.Now()
-	if err := b.seed(ctx, p, true, bedSeedWorkers); err != nil {
+	if err := b.seed(ctx, p, true, bedSeedWorkers, true); err != nil {
 		return err
 	}
 	run := bedScaleRun{Cluster: p.summary(true), Pending: o.Pending, Seeding: time.Since(seedBegan), MemoryMB: bedMemoryMB}
@@ -197,10 +197,11 @@ func bedScaleMarkdown(r bedScaleRun) string {
 		"each with its ReplicaSet, owner references, requests and labels (%d single-replica), %d of a DaemonSet, "+
 		"%d PodDisruptionBudgets, CPU requests %.0f%% of allocatable on average; plus %d pending pods of 12 CPU that no "+
 		"node fits. The running pods are bound to their nodes as written (the scheduler places the DaemonSet's and the "+
-		"pending ones); kwok runs them. When evaluate ran, of %d pods %d were Running (%d of them Ready), %d Pending, %d in "+
+		"pending ones); kwok runs them. The Deployments stay paused as written (the Deployment controller, at its 20 requests "+
+		"a second, would take many minutes to count %d ReplicaSets; evaluate reads pods, not Deployments). When evaluate ran, of %d pods %d were Running (%d of them Ready), %d Pending, %d in "+
 		"another phase.\n\n",
 		c.Nodes, c.NodeCPU, c.NodeMemory, c.NodePods, c.Pods(), c.DeploymentPods, c.Deployments, c.Namespaces,
-		c.SingleReplica, c.DaemonSetPods, c.PDBs, 100*c.CPUUtilization, r.Pending,
+		c.SingleReplica, c.DaemonSetPods, c.PDBs, 100*c.CPUUtilization, r.Pending, c.Deployments,
 		r.Pods.Total, r.Pods.Running, r.Pods.Ready, r.Pods.Pending, r.Pods.Other)
 	fmt.Fprintf(&b, "The evaluate bootstrap, built as for Lambda but for this machine, runs under the Lambda Runtime Interface "+
 		"Emulator told it has %d MB (so `GOMEMLIMIT` is what Lambda's start-up sets), its API traffic through a counting "+

@@ -47,6 +47,11 @@ type seeder struct {
 	// slack multiplies the waits for the controllers and kwok: a larger
 	// cluster takes them longer to catch up with (0 counts as 1).
 	slack int
+	// keepPaused leaves the Deployments paused and waits on their
+	// ReplicaSets instead: the Deployment controller, at its 20 requests a
+	// second, takes many minutes to count thousands of ReplicaSets, and
+	// paused Deployments are as the planner reads them (it reads pods).
+	keepPaused bool
 }
 
 // wait is d stretched by the seeder's slack.
@@ -145,8 +150,10 @@ func (s *seeder) seed(ctx context.Context, p clusterPlan, daemonSet bool) error 
 	}
 	s.log.Info("deployments written", "deployments", len(p.Deployments), "pods", p.summary(false).DeploymentPods,
 		"controller-manager paused for", time.Since(paused).Round(time.Millisecond))
-	if err := s.unpause(ctx, p); err != nil {
-		return err
+	if !s.keepPaused {
+		if err := s.unpause(ctx, p); err != nil {
+			return err
+		}
 	}
 	if daemonSet {
 		if err := s.createDaemonSet(ctx); err != nil {
@@ -447,18 +454,11 @@ func (s *seeder) waitSettled(ctx context.Context, p clusterPlan, daemonSet bool)
 	var last string
 	reported := time.Now()
 	err := poll(ctx, s.wait(4*time.Minute), "the controllers to settle", func(ctx context.Context) (bool, error) {
-		deps, err := s.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		rss, err := s.client.AppsV1().ReplicaSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
-		ready := 0
-		for _, d := range deps.Items {
-			if d.Status.ObservedGeneration == d.Generation && d.Status.ReadyReplicas == *d.Spec.Replicas &&
-				d.Status.Replicas == *d.Spec.Replicas {
-				ready++
-			}
-		}
-		rss, err := s.client.AppsV1().ReplicaSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		ready, err := s.readyDeployments(ctx, rss)
 		if err != nil {
 			return false, err
 		}
@@ -496,6 +496,32 @@ func (s *seeder) waitSettled(ctx context.Context, p clusterPlan, daemonSet bool)
 		return fmt.Errorf("%w (last: %s)", err, last)
 	}
 	return nil
+}
+
+// readyDeployments counts the Deployments whose replicas are all ready: by
+// the Deployments' status, or with keepPaused by their ReplicaSets'.
+func (s *seeder) readyDeployments(ctx context.Context, rss *appsv1.ReplicaSetList) (int, error) {
+	ready := 0
+	if s.keepPaused {
+		for _, rs := range rss.Items {
+			if rs.Status.ObservedGeneration == rs.Generation && rs.Status.ReadyReplicas == *rs.Spec.Replicas &&
+				rs.Status.Replicas == *rs.Spec.Replicas {
+				ready++
+			}
+		}
+		return ready, nil
+	}
+	deps, err := s.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range deps.Items {
+		if d.Status.ObservedGeneration == d.Generation && d.Status.ReadyReplicas == *d.Spec.Replicas &&
+			d.Status.Replicas == *d.Spec.Replicas {
+			ready++
+		}
+	}
+	return ready, nil
 }
 
 // poll calls cond every 250 ms until it returns true or an error, or the

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodetide/nodetide/internal/testbed"
 )
@@ -38,8 +40,17 @@ func TestSeedBuildsTheCluster(t *testing.T) {
 	if err := sd.seed(ctx, p, true); err != nil {
 		t.Fatal(err)
 	}
+	checkSeededPods(ctx, t, client, p)
+	checkSeededObjects(ctx, t, client, p)
+}
 
-	want := p.summary(true)
+// checkSeededPods checks every pod is Running, owned by the DaemonSet or
+// by its Deployment's ReplicaSet with the Deployment's requests, and each
+// Deployment has its replicas, bound. Not where each runs: resumed, the
+// ReplicaSet controller can see a ReplicaSet before its pods and replace a
+// few, which the scheduler places where it likes.
+func checkSeededPods(ctx context.Context, t *testing.T, client kubernetes.Interface, p clusterPlan) {
+	t.Helper()
 	planned := map[string]plannedDeployment{}
 	for _, d := range p.Deployments {
 		planned[d.Namespace+"/"+d.Name] = d
@@ -48,7 +59,7 @@ func TestSeedBuildsTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rsOf := map[string]string{} // ReplicaSet name to its Deployment
+	rsOf := map[string]string{} // ReplicaSet to its Deployment
 	for _, rs := range rss.Items {
 		if o := metav1.GetControllerOf(&rs); o != nil && o.Kind == "Deployment" {
 			rsOf[rs.Namespace+"/"+rs.Name] = rs.Namespace + "/" + o.Name
@@ -58,54 +69,54 @@ func TestSeedBuildsTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	onNode := map[string]map[string]int{} // Deployment to node to pods
+	replicas := map[string]int{}
 	daemon := 0
 	for _, pod := range pods.Items {
-		if pod.Status.Phase != corev1.PodRunning {
-			t.Errorf("pod %s/%s is %s, want Running", pod.Namespace, pod.Name, pod.Status.Phase)
+		if pod.Status.Phase != corev1.PodRunning || pod.Spec.NodeName == "" {
+			t.Errorf("pod %s/%s is %s on %q, want Running on a node", pod.Namespace, pod.Name, pod.Status.Phase, pod.Spec.NodeName)
 		}
 		o := metav1.GetControllerOf(&pod)
-		switch {
-		case o != nil && o.Kind == "DaemonSet":
+		if o != nil && o.Kind == "DaemonSet" {
 			daemon++
 			continue
-		case o == nil || o.Kind != "ReplicaSet" || rsOf[pod.Namespace+"/"+o.Name] == "":
-			t.Errorf("pod %s/%s is not owned by a Deployment's ReplicaSet: %+v", pod.Namespace, pod.Name, o)
-			continue
 		}
-		dep := rsOf[pod.Namespace+"/"+o.Name]
-		d, ok := planned[dep]
-		if !ok {
-			t.Errorf("pod %s/%s of unplanned Deployment %s", pod.Namespace, pod.Name, dep)
+		d, ok := planned[rsOf[pod.Namespace+"/"+ownerName(o)]]
+		if !ok || o.Kind != "ReplicaSet" {
+			t.Errorf("pod %s/%s is not owned by a planned Deployment's ReplicaSet: %+v", pod.Namespace, pod.Name, o)
 			continue
 		}
 		if got := pod.Spec.Containers[0].Resources.Requests.Cpu().MilliValue(); got != int64(d.CPUMilli) {
 			t.Errorf("pod %s/%s requests %dm CPU, want %dm", pod.Namespace, pod.Name, got, d.CPUMilli)
 		}
-		if onNode[dep] == nil {
-			onNode[dep] = map[string]int{}
-		}
-		onNode[dep][pod.Spec.NodeName]++
+		replicas[d.Namespace+"/"+d.Name]++
 	}
-	if daemon != want.Nodes {
-		t.Errorf("%d DaemonSet pods, want one on each of %d nodes", daemon, want.Nodes)
+	if daemon != p.Spec.Nodes {
+		t.Errorf("%d DaemonSet pods, want one on each of %d nodes", daemon, p.Spec.Nodes)
 	}
-	// The replicas, not where each runs: resumed, the ReplicaSet
-	// controller can see a ReplicaSet before its pods and replace a few,
-	// which the scheduler places where it likes.
 	for name, d := range planned {
-		n := 0
-		for node, k := range onNode[name] {
-			if node == "" {
-				t.Errorf("Deployment %s has %d unbound pods", name, k)
-			}
-			n += k
-		}
-		if n != d.Replicas {
-			t.Errorf("Deployment %s has %d pods, want %d", name, n, d.Replicas)
+		if replicas[name] != d.Replicas {
+			t.Errorf("Deployment %s has %d pods, want %d", name, replicas[name], d.Replicas)
 		}
 	}
+}
+
+func ownerName(o *metav1.OwnerReference) string {
+	if o == nil {
+		return ""
+	}
+	return o.Name
+}
+
+// checkSeededObjects checks the Deployments (left paused), ReplicaSets and
+// budgets are as many as planned, and what the run's section reports.
+func checkSeededObjects(ctx context.Context, t *testing.T, client kubernetes.Interface, p clusterPlan) {
+	t.Helper()
+	want := p.summary(true)
 	deps, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rss, err := client.AppsV1().ReplicaSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +139,8 @@ func TestSeedBuildsTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Total != want.Pods() || st.Running != want.Pods() {
-		t.Errorf("pods %+v, want %d Running", st, want.Pods())
+	if st.Total != want.Pods() || st.Running != want.Pods() || st.Ready != want.Pods() {
+		t.Errorf("pods %+v, want %d Running and Ready", st, want.Pods())
 	}
 	if got := bedScaleMarkdown(bedScaleRun{Cluster: want, Pods: st}); !strings.Contains(got, "## Scale on the test bed: evaluate at 5 nodes") {
 		t.Errorf("section:\n%s", got)

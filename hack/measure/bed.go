@@ -89,15 +89,16 @@ func seedingClient(cfg *rest.Config) (kubernetes.Interface, error) {
 
 // seed builds p on the bed (with the DaemonSet if daemonSet) on workers
 // parallel writers, waiting longer for the controllers and kwok the larger
-// it is; keepPaused leaves the Deployments paused (seeder.keepPaused).
-func (b *bed) seed(ctx context.Context, p clusterPlan, daemonSet bool, workers int, keepPaused bool) error {
+// it is; keepPaused leaves the Deployments paused (seeder.keepPaused), and
+// settle, when set, bounds the wait for them to settle (seeder.settle).
+func (b *bed) seed(ctx context.Context, p clusterPlan, daemonSet bool, workers int, keepPaused bool, settle time.Duration) error {
 	tpl, err := workersTemplate(b.cp.KubeconfigPath, b.db.Endpoint, p.Spec.Nodes)
 	if err != nil {
 		return err
 	}
 	b.log.Info("seeding the cluster", "nodes", p.Spec.Nodes, "deployments", len(p.Deployments), "pods", p.summary(daemonSet).Pods())
 	began := time.Now()
-	sd := &seeder{client: b.client, template: tpl, log: b.log, workers: workers, slack: max(1, p.Spec.Nodes/200), keepPaused: keepPaused}
+	sd := &seeder{client: b.client, template: tpl, log: b.log, workers: workers, slack: max(1, p.Spec.Nodes/200), keepPaused: keepPaused, settle: settle}
 	if err := sd.seed(ctx, p, daemonSet); err != nil {
 		return err
 	}

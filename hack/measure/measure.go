@@ -97,7 +97,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 		return errors.Join(err, stop())
 	}
 	defer func() { err = errors.Join(err, stop()) }()
-	if err := b.seed(ctx, p, o.DaemonSet, seedWorkers, false); err != nil {
+	if err := b.seed(ctx, p, o.DaemonSet, seedWorkers, false, 0); err != nil {
 		return err
 	}
 	var samples []sample

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -144,5 +145,31 @@ func checkSeededObjects(ctx context.Context, t *testing.T, client kubernetes.Int
 	}
 	if got := bedScaleMarkdown(bedScaleRun{Cluster: want, Pods: st}); !strings.Contains(got, "## Scale on the test bed: evaluate at 5 nodes") {
 		t.Errorf("section:\n%s", got)
+	}
+}
+
+// TestWritePendingPods: the pending pods -bed-scale writes are marked
+// unschedulable by the scheduler, without the controller-manager, and go
+// when removed.
+func TestWritePendingPods(t *testing.T) {
+	cp := testbed.Cluster(t)
+	ctx := t.Context()
+	client, err := seedingClient(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-0"}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := (&seeder{client: client}).waitServiceAccounts(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	b := &bed{client: client, log: slog.New(slog.DiscardHandler)}
+	if err := b.writePending(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.removePending(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

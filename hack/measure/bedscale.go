@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -105,7 +106,7 @@ func measureEvaluateAtScale(ctx context.Context, b *bed, o options, p clusterPla
 		return nil, pods, err
 	}
 	defer func() { err = errors.Join(err, f.stop()) }()
-	if err := b.createPending(ctx, o.Pending); err != nil {
+	if err := b.writePending(ctx, o.Pending); err != nil {
 		return nil, pods, err
 	}
 	if pods, err = countPods(ctx, b.client); err != nil {
@@ -122,7 +123,7 @@ func measureEvaluateAtScale(ctx context.Context, b *bed, o options, p clusterPla
 	}
 	for i, c := range calls {
 		if c.action == "tick" && calls[i-1].action != "tick" {
-			if err := b.deletePending(ctx); err != nil {
+			if err := b.removePending(ctx); err != nil {
 				return nil, pods, err
 			}
 		}
@@ -140,6 +141,54 @@ func measureEvaluateAtScale(ctx context.Context, b *bed, o options, p clusterPla
 		out = append(out, s...)
 	}
 	return out, pods, nil
+}
+
+// writePending writes n pods of 12 CPU, more than a worker node has, owned
+// by a ReplicaSet written with them, and waits until the scheduler has
+// marked them unschedulable and they are old enough to count as pending.
+// Through a Deployment, as the main run makes them, they would wait behind
+// the controller-manager's backlog of thousands of status updates.
+func (b *bed) writePending(ctx context.Context, n int) error {
+	d := plannedDeployment{Name: pendingName, Namespace: "team-0", Replicas: n, CPUMilli: 12000, MemoryMi: 8192}
+	tpl := podTemplate(d)
+	tpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = "pending"
+	replicas := int32(n)
+	rs, err := b.client.AppsV1().ReplicaSets(d.Namespace).Create(ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: pendingName, Namespace: d.Namespace, Labels: tpl.Labels},
+		Spec:       appsv1.ReplicaSetSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: tpl.Labels}, Template: tpl},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create the pending pods' ReplicaSet: %w", err)
+	}
+	isController := true
+	for i := range n {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", pendingName, i), Namespace: d.Namespace, Labels: tpl.Labels,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID,
+					Controller: &isController, BlockOwnerDeletion: &isController}}},
+			Spec: *tpl.Spec.DeepCopy(),
+		}
+		if _, err := b.client.CoreV1().Pods(d.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create pending pod %s: %w", pod.Name, err)
+		}
+	}
+	return b.waitPending(ctx, n)
+}
+
+// removePending deletes the pending pods and their ReplicaSet and waits
+// until they are gone (unbound, they go at once).
+func (b *bed) removePending(ctx context.Context) error {
+	if err := b.client.AppsV1().ReplicaSets("team-0").Delete(ctx, pendingName, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete the pending pods' ReplicaSet: %w", err)
+	}
+	sel := metav1.ListOptions{LabelSelector: "app=" + pendingName}
+	if err := b.client.CoreV1().Pods("team-0").DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+		return fmt.Errorf("delete the pending pods: %w", err)
+	}
+	return poll(ctx, 2*time.Minute, "the pending pods to go", func(ctx context.Context) (bool, error) {
+		pods, err := b.client.CoreV1().Pods("team-0").List(ctx, sel)
+		return err == nil && len(pods.Items) == 0, err
+	})
 }
 
 // countPods counts every pod by phase.

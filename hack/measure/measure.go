@@ -406,21 +406,27 @@ func (b *bed) createPending(ctx context.Context, n int) error {
 	if err != nil {
 		return fmt.Errorf("create the pending deployment: %w", err)
 	}
+	return b.waitPending(ctx, n)
+}
+
+// waitPending waits until the scheduler has marked n pending pods
+// unschedulable and they are old enough to count as pending.
+func (b *bed) waitPending(ctx context.Context, n int) error {
 	var since time.Time
-	err = poll(ctx, 2*time.Minute, "pending pods", func(ctx context.Context) (bool, error) {
+	return poll(ctx, 2*time.Minute, "pending pods", func(ctx context.Context) (bool, error) {
 		pods, err := b.client.CoreV1().Pods("team-0").List(ctx, metav1.ListOptions{LabelSelector: "app=" + pendingName})
 		if err != nil {
 			return false, err
 		}
-		n := 0
+		unschedulable := 0
 		for _, pod := range pods.Items {
 			for _, c := range pod.Status.Conditions {
 				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-					n++
+					unschedulable++
 				}
 			}
 		}
-		if n < int(replicas) {
+		if unschedulable < n {
 			return false, nil
 		}
 		if since.IsZero() {
@@ -429,7 +435,6 @@ func (b *bed) createPending(ctx context.Context, n int) error {
 		// scaleUp.pendingPodMinAge is 2 s.
 		return time.Since(since) > 3*time.Second, nil
 	})
-	return err
 }
 
 func (b *bed) deletePending(ctx context.Context) error {

@@ -65,24 +65,48 @@ func nodeName(i int) string { return fmt.Sprintf("worker-%03d", i) }
 // scale-ups and deployments leave a real cluster. It is deterministic for a
 // seed.
 func planCluster(s clusterSpec) (clusterPlan, error) {
-	switch {
-	case s.Nodes < 3:
-		return clusterPlan{}, fmt.Errorf("nodes %d: want at least 3", s.Nodes)
-	case s.PodsPerDeployment < 2:
-		return clusterPlan{}, fmt.Errorf("pods per deployment %d: want at least 2", s.PodsPerDeployment)
-	case s.Pods < s.PodsPerDeployment:
-		return clusterPlan{}, fmt.Errorf("pods %d: want at least pods per deployment (%d)", s.Pods, s.PodsPerDeployment)
-	case s.Namespaces < 1:
-		return clusterPlan{}, fmt.Errorf("namespaces %d: want at least 1", s.Namespaces)
-	case s.Utilization <= 0 || s.Utilization > 0.9:
-		return clusterPlan{}, fmt.Errorf("utilization %.2f: want more than 0 and at most 0.9", s.Utilization)
-	case s.SingleFraction < 0 || s.SingleFraction > 0.5 || s.PDBFraction < 0 || s.PDBFraction > 1:
-		return clusterPlan{}, fmt.Errorf("single-replica fraction %.2f (0-0.5) or PDB fraction %.2f (0-1) out of range", s.SingleFraction, s.PDBFraction)
-	}
-	if s.Pods > s.Nodes*(nodePodCapacity-2) {
-		return clusterPlan{}, fmt.Errorf("%d pods do not fit %d nodes of %d pods", s.Pods, s.Nodes, nodePodCapacity)
+	if err := s.check(); err != nil {
+		return clusterPlan{}, err
 	}
 	rng := rand.New(rand.NewPCG(s.Seed, 0x6e6f64657469))
+	replicas, err := s.replicas(rng)
+	if err != nil {
+		return clusterPlan{}, err
+	}
+	p := clusterPlan{Spec: s, NodeCPU: make([]int, s.Nodes), NodeMemory: make([]int, s.Nodes), NodePods: make([]int, s.Nodes)}
+	p.Deployments = s.deployments(rng, replicas)
+	if err := p.place(rng); err != nil {
+		return clusterPlan{}, err
+	}
+	return p, nil
+}
+
+// check refuses a spec no cluster can be laid out for.
+func (s clusterSpec) check() error {
+	switch {
+	case s.Nodes < 3:
+		return fmt.Errorf("nodes %d: want at least 3", s.Nodes)
+	case s.PodsPerDeployment < 2:
+		return fmt.Errorf("pods per deployment %d: want at least 2", s.PodsPerDeployment)
+	case s.Pods < s.PodsPerDeployment:
+		return fmt.Errorf("pods %d: want at least pods per deployment (%d)", s.Pods, s.PodsPerDeployment)
+	case s.Namespaces < 1:
+		return fmt.Errorf("namespaces %d: want at least 1", s.Namespaces)
+	case s.Utilization <= 0 || s.Utilization > 0.9:
+		return fmt.Errorf("utilization %.2f: want more than 0 and at most 0.9", s.Utilization)
+	case s.SingleFraction < 0 || s.SingleFraction > 0.5 || s.PDBFraction < 0 || s.PDBFraction > 1:
+		return fmt.Errorf("single-replica fraction %.2f (0-0.5) or PDB fraction %.2f (0-1) out of range", s.SingleFraction, s.PDBFraction)
+	}
+	if s.Pods > s.Nodes*(nodePodCapacity-2) {
+		return fmt.Errorf("%d pods do not fit %d nodes of %d pods", s.Pods, s.Nodes, nodePodCapacity)
+	}
+	return nil
+}
+
+// replicas gives each Deployment its replica count: single-replica
+// Deployments first, then the rest share the remaining pods in proportion
+// to random weights (some large, most small).
+func (s clusterSpec) replicas(rng *rand.Rand) ([]int, error) {
 	n := s.Pods / s.PodsPerDeployment
 	single := int(float64(n) * s.SingleFraction)
 	if single == n {
@@ -90,12 +114,8 @@ func planCluster(s clusterSpec) (clusterPlan, error) {
 	}
 	multi := n - single
 	if s.Pods-single < 2*multi {
-		return clusterPlan{}, fmt.Errorf("%d pods are too few for %d Deployments", s.Pods, n)
+		return nil, fmt.Errorf("%d pods are too few for %d Deployments", s.Pods, n)
 	}
-	p := clusterPlan{Spec: s, NodeCPU: make([]int, s.Nodes), NodeMemory: make([]int, s.Nodes), NodePods: make([]int, s.Nodes)}
-
-	// Replicas: single-replica Deployments first, then the rest share the
-	// remaining pods in proportion to random weights (some large, most small).
 	weights := make([]float64, multi)
 	var sum float64
 	for i := range weights {
@@ -118,9 +138,14 @@ func planCluster(s clusterSpec) (clusterPlan, error) {
 		replicas[single+rng.IntN(multi)]++
 		given++
 	}
+	return replicas, nil
+}
 
-	// Requests: a random size per Deployment, scaled so the total is the
-	// wanted share of the cluster's CPU.
+// deployments sizes each Deployment's requests (a random size each, scaled
+// so the total is the wanted share of the cluster's CPU) and picks its
+// budget.
+func (s clusterSpec) deployments(rng *rand.Rand, replicas []int) []plannedDeployment {
+	n := len(replicas)
 	factors := make([]float64, n)
 	var raw float64
 	for i := range n {
@@ -128,6 +153,7 @@ func planCluster(s clusterSpec) (clusterPlan, error) {
 		raw += factors[i] * float64(replicas[i])
 	}
 	scale := s.Utilization * float64(nodeCPUMilli*s.Nodes) / raw
+	var out []plannedDeployment
 	for i := range n {
 		cpu := max(10, int(math.Round(factors[i]*scale/10))*10)
 		d := plannedDeployment{
@@ -143,12 +169,16 @@ func planCluster(s clusterSpec) (clusterPlan, error) {
 		case d.Replicas > 1 && rng.Float64() < s.PDBFraction:
 			d.PDB = "maxUnavailable"
 		}
-		p.Deployments = append(p.Deployments, d)
+		out = append(out, d)
 	}
+	return out
+}
 
-	// Placement: each node aims at a fill of its own around the average;
-	// pods, largest first, go to a random node still under its aim, or else
-	// to the emptiest node with room.
+// place puts each pod on a node: each node aims at a fill of its own
+// around the average; pods, largest first, go to a random node still under
+// its aim, or else to the emptiest node with room.
+func (p *clusterPlan) place(rng *rand.Rand) error {
+	s := p.Spec
 	aim := make([]int, s.Nodes)
 	for i := range aim {
 		f := s.Utilization + 0.7*(rng.Float64()-0.5)
@@ -165,16 +195,12 @@ func planCluster(s clusterSpec) (clusterPlan, error) {
 	slices.SortStableFunc(pods, func(a, b pod) int {
 		return cmp.Compare(p.Deployments[b.dep].CPUMilli, p.Deployments[a.dep].CPUMilli)
 	})
-	fits := func(node int, d plannedDeployment, limit int) bool {
-		return p.NodeCPU[node]+d.CPUMilli <= limit && p.NodeMemory[node]+d.MemoryMi <= nodeMemoryMi &&
-			p.NodePods[node] < nodePodCapacity-1 // one slot for the DaemonSet
-	}
 	candidates := make([]int, 0, s.Nodes)
 	for _, pd := range pods {
 		d := p.Deployments[pd.dep]
 		candidates = candidates[:0]
 		for node := range s.Nodes {
-			if fits(node, d, aim[node]) {
+			if p.fits(node, d, aim[node]) {
 				candidates = append(candidates, node)
 			}
 		}
@@ -183,20 +209,27 @@ func planCluster(s clusterSpec) (clusterPlan, error) {
 			chosen = candidates[rng.IntN(len(candidates))]
 		} else {
 			for node := range s.Nodes {
-				if fits(node, d, nodeCPUMilli) && (chosen < 0 || p.NodeCPU[node] < p.NodeCPU[chosen]) {
+				if p.fits(node, d, nodeCPUMilli) && (chosen < 0 || p.NodeCPU[node] < p.NodeCPU[chosen]) {
 					chosen = node
 				}
 			}
 		}
 		if chosen < 0 {
-			return clusterPlan{}, errors.New("the pods do not fit the nodes: lower the utilization or the pods")
+			return errors.New("the pods do not fit the nodes: lower the utilization or the pods")
 		}
 		p.Deployments[pd.dep].Nodes[pd.idx] = chosen
 		p.NodeCPU[chosen] += d.CPUMilli
 		p.NodeMemory[chosen] += d.MemoryMi
 		p.NodePods[chosen]++
 	}
-	return p, nil
+	return nil
+}
+
+// fits reports whether a pod of d fits node with its CPU up to limit,
+// leaving one slot for the DaemonSet.
+func (p *clusterPlan) fits(node int, d plannedDeployment, limit int) bool {
+	return p.NodeCPU[node]+d.CPUMilli <= limit && p.NodeMemory[node]+d.MemoryMi <= nodeMemoryMi &&
+		p.NodePods[node] < nodePodCapacity-1
 }
 
 // clusterSummary describes the cluster for the report.

@@ -47,6 +47,9 @@ type options struct {
 	MemoryList string
 	// Scale, when set, measures only the read path at these scales.
 	Scale scaleOptions
+	// BedScale, when set, measures only evaluate on a test bed cluster of
+	// this many nodes.
+	BedScale int
 	// TriggerTrials: scale-ups through the webhook trigger (0: none).
 	TriggerTrials int
 }
@@ -81,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.Net.InitCalls, "init-calls", 100*time.Millisecond, "assumed time of the start-up's AWS calls on Lambda")
 	var scales string
 	fs.StringVar(&scales, "scale", "", "measure only evaluate's read path against an API server double at these node counts (30 pods per node), e.g. 1000,5000; writes the scale section of -out")
+	fs.IntVar(&o.BedScale, "bed-scale", 0, "measure only evaluate against a cluster of this many nodes (30 pods per node) built on the test bed, e.g. 1000; writes the bed scale section of -out (-pending sets its pending pods)")
 	fs.IntVar(&o.Scale.Ticks, "scale-ticks", 5, "warm reads after the cold one, with -scale")
 	fs.IntVar(&o.Scale.Churn, "scale-churn", 300, "pod changes before each warm read, with -scale")
 	fs.IntVar(&o.Scale.MemoryMB, "scale-memory", 512, "evaluate's memory (MB) for GOMEMLIMIT, with -scale")
@@ -95,6 +99,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		if o.Scale.Ticks < 1 || o.Scale.Churn < 0 || o.Scale.MemoryMB < 128 {
 			return o, errors.New("-scale-ticks must be at least 1, -scale-churn at least 0, -scale-memory at least 128")
+		}
+	}
+	if o.BedScale < 0 || o.BedScale > 0 && o.Scale.Scales != nil {
+		return o, errors.New("-bed-scale must be a node count, and not given with -scale")
+	}
+	if o.BedScale > 0 {
+		if _, err := planCluster(bedScaleSpec(o.BedScale)); err != nil {
+			return o, fmt.Errorf("-bed-scale: %w", err)
 		}
 	}
 	if fs.NArg() > 0 {
@@ -140,9 +152,12 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	if o.Scale.Scales != nil {
+	switch {
+	case o.Scale.Scales != nil:
 		err = runScale(ctx, o.Scale, log)
-	} else {
+	case o.BedScale > 0:
+		err = runBedScale(ctx, o, log)
+	default:
 		err = run(ctx, o, log)
 	}
 	stop()

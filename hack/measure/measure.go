@@ -23,14 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/setup"
-	"github.com/nodetide/nodetide/pkg/state"
 )
 
 // bed is the running test bed and what the functions need of it.
@@ -94,68 +92,14 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	root, err := testbed.RepoRoot()
+	b, stop, err := startBed(ctx, functionNames, log)
 	if err != nil {
+		return errors.Join(err, stop())
+	}
+	defer func() { err = errors.Join(err, stop()) }()
+	if err := b.seed(ctx, p, o.DaemonSet, seedWorkers, false, 0); err != nil {
 		return err
 	}
-	rie, err := sfnlocal.RIEPath()
-	if err != nil {
-		return err
-	}
-	work, err := os.MkdirTemp("", "nodetide-measure-")
-	if err != nil {
-		return fmt.Errorf("work directory: %w", err)
-	}
-	defer os.RemoveAll(work)
-
-	// The build first, alone: on a first run (a cold build cache) it takes
-	// minutes on a small machine, and run beside the bed's start and the
-	// seeding it starved them past their readiness deadlines.
-	if err := buildFunctions(ctx, root, work, log); err != nil {
-		return err
-	}
-
-	log.Info("starting the test bed")
-	cp, err := testbed.Start(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, cp.Stop()) }()
-	db, err := testbed.StartDynalite(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, db.Stop()) }()
-	ddb, err := setup.DynamoDBClient(ctx, "", db.Endpoint, &setup.AWS{})
-	if err != nil {
-		return err
-	}
-	if err := state.CreateTable(ctx, ddb, stateTable); err != nil {
-		return err
-	}
-
-	// Seeding writes thousands of objects: a client without the usual
-	// client-side throttle.
-	rc := rest.CopyConfig(cp.Config)
-	rc.QPS, rc.Burst = 2000, 4000
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("seeding client: %w", err)
-	}
-	cfg, err := config.Parse([]byte(functionConfig(cp.KubeconfigPath, db.Endpoint, p.Spec.Nodes+50)), "measure")
-	if err != nil {
-		return fmt.Errorf("the functions' config: %w", err)
-	}
-	tpl, err := cfg.NodeGroups[0].Kwok.Template.Planner()
-	if err != nil {
-		return fmt.Errorf("the workers template: %w", err)
-	}
-	log.Info("seeding the cluster", "nodes", p.Spec.Nodes, "deployments", len(p.Deployments), "pods", p.summary(o.DaemonSet).Pods())
-	sd := &seeder{client: client, template: tpl, log: log, workers: seedWorkers}
-	if err := sd.seed(ctx, p, o.DaemonSet); err != nil {
-		return err
-	}
-	b := &bed{root: root, work: work, rie: rie, cp: cp, db: db, client: client, log: log}
 	var samples []sample
 	for _, phase := range []struct {
 		name string
@@ -182,7 +126,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 	rows := summarizeRows(samples, o.Memories, o.Net)
 	m := newMeta(o, p, b.Drains, time.Since(began))
 	m.Trigger = tf
-	// The read path's scale section (-scale) and the snapshot file
+	// The scale sections (-bed-scale, -scale) and the snapshot file
 	// section are carried over.
 	old, _ := os.ReadFile(o.Out)
 	kept := keptSection(o.Out)
@@ -190,7 +134,10 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 		if err := writeMarkdown(w, m, rows); err != nil {
 			return err
 		}
-		if sec := scaleSection(string(old)); sec != "" {
+		for _, sec := range []string{markedSection(string(old), bedScaleBegin, bedScaleEnd), scaleSection(string(old))} {
+			if sec == "" {
+				continue
+			}
 			if _, err := io.WriteString(w, "\n"+sec); err != nil {
 				return err
 			}
@@ -204,23 +151,32 @@ func run(ctx context.Context, o options, log *slog.Logger) (err error) {
 	return nil
 }
 
-// buildFunctions builds each function's bootstrap for this machine, with
-// the Makefile's Lambda flags but this GOARCH, in one go build (it links
-// them in parallel).
-func buildFunctions(ctx context.Context, root, work string, log *slog.Logger) error {
+// functionNames are the three functions, as their directories under
+// functions/ name them.
+var functionNames = []string{"evaluate", "schedule", "drain"}
+
+// buildFunctions builds each of fns's bootstrap for this machine, with the
+// Makefile's Lambda flags but this GOARCH, in one go build (it links them
+// in parallel).
+func buildFunctions(ctx context.Context, root, work string, fns []string, log *slog.Logger) error {
 	began := time.Now()
 	bin := filepath.Join(work, "bin")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w", "-o", bin+"/",
-		"./functions/evaluate", "./functions/schedule", "./functions/drain")
+	args := []string{"build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w", "-o", bin + "/"}
+	for _, fn := range fns {
+		args = append(args, "./functions/"+fn)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the functions: %w\n%s", err, b)
 	}
-	for _, fn := range []string{"evaluate", "schedule", "drain"} {
+	for _, fn := range fns {
 		if err := os.MkdirAll(filepath.Join(work, fn), 0o700); err != nil {
 			return fmt.Errorf("build the functions: %w", err)
 		}
+		// go build names a single package's binary by the -o directory
+		// too: bin/<fn>.
 		if err := os.Rename(filepath.Join(bin, fn), bootstrapPath(work, fn)); err != nil {
 			return fmt.Errorf("build the functions: %w", err)
 		}
@@ -284,7 +240,9 @@ type fnUnderTest struct {
 	calls   int
 }
 
-func (b *bed) startFunction(ctx context.Context, fn string, timeout time.Duration, workersMax int) (*fnUnderTest, error) {
+// startFunction starts fn under its own emulator; extraEnv adds to what
+// Lambda sets.
+func (b *bed) startFunction(ctx context.Context, fn string, timeout time.Duration, workersMax int, extraEnv ...string) (*fnUnderTest, error) {
 	px, yaml, err := b.functionEnv(fn, workersMax)
 	if err != nil {
 		return nil, err
@@ -293,7 +251,7 @@ func (b *bed) startFunction(ctx context.Context, fn string, timeout time.Duratio
 	if err != nil {
 		return nil, errors.Join(err, px.close())
 	}
-	env := append(lambdaEnv(fn, timeout), setup.EnvConfig+"="+yaml)
+	env := append(append(lambdaEnv(fn, timeout), extraEnv...), setup.EnvConfig+"="+yaml)
 	emu, err := startEmulator(ctx, b.rie, fn, wrapper, env, b.log)
 	if err != nil {
 		return nil, errors.Join(err, tap.close(), px.close())
@@ -448,21 +406,27 @@ func (b *bed) createPending(ctx context.Context, n int) error {
 	if err != nil {
 		return fmt.Errorf("create the pending deployment: %w", err)
 	}
+	return b.waitPending(ctx, n)
+}
+
+// waitPending waits until the scheduler has marked n pending pods
+// unschedulable and they are old enough to count as pending.
+func (b *bed) waitPending(ctx context.Context, n int) error {
 	var since time.Time
-	err = poll(ctx, 2*time.Minute, "pending pods", func(ctx context.Context) (bool, error) {
+	return poll(ctx, 2*time.Minute, "pending pods", func(ctx context.Context) (bool, error) {
 		pods, err := b.client.CoreV1().Pods("team-0").List(ctx, metav1.ListOptions{LabelSelector: "app=" + pendingName})
 		if err != nil {
 			return false, err
 		}
-		n := 0
+		unschedulable := 0
 		for _, pod := range pods.Items {
 			for _, c := range pod.Status.Conditions {
 				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-					n++
+					unschedulable++
 				}
 			}
 		}
-		if n < int(replicas) {
+		if unschedulable < n {
 			return false, nil
 		}
 		if since.IsZero() {
@@ -471,7 +435,6 @@ func (b *bed) createPending(ctx context.Context, n int) error {
 		// scaleUp.pendingPodMinAge is 2 s.
 		return time.Since(since) > 3*time.Second, nil
 	})
-	return err
 }
 
 func (b *bed) deletePending(ctx context.Context) error {

@@ -10,9 +10,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -88,26 +86,28 @@ func runScale(ctx context.Context, o scaleOptions, log *slog.Logger) error {
 		}
 		sections = append(sections, scaleRows(samples)...)
 	}
-	section := scaleMarkdown(o, sections)
-	if o.Out == "-" {
-		fmt.Print(section)
-		return nil
-	}
-	old, err := os.ReadFile(o.Out)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("read %s: %w", o.Out, err)
-	}
-	return writeOut(o.Out, func(w io.Writer) error {
-		_, err := io.WriteString(w, withScaleSection(string(old), section))
-		return err
-	})
+	return writeSection(o.Out, scaleBegin, scaleEnd, scaleMarkdown(o, sections))
 }
 
-// withScaleSection replaces doc's scale section with section, or appends it.
+// withScaleSection replaces doc's scale section with section, or adds it.
 func withScaleSection(doc, section string) string {
-	i, j := strings.Index(doc, scaleBegin), strings.Index(doc, scaleEnd)
+	return withSection(doc, scaleBegin, scaleEnd, section)
+}
+
+// withSection replaces doc's section between begin and end with section.
+// A section doc does not have yet goes before the first of the sections
+// that follow it (the bed scale section, the scale section, the snapshot
+// file's, in that order), or at the end.
+func withSection(doc, begin, end, section string) string {
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i >= 0 && j > i {
-		return doc[:i] + section + strings.TrimPrefix(doc[j+len(scaleEnd):], "\n")
+		return doc[:i] + section + strings.TrimPrefix(doc[j+len(end):], "\n")
+	}
+	order := []string{bedScaleBegin, scaleBegin, strings.TrimPrefix(snapshotFileSection, "\n")}
+	for _, next := range order[slices.Index(order, begin)+1:] {
+		if k := strings.Index(doc, next); k >= 0 {
+			return doc[:k] + section + "\n" + doc[k:]
+		}
 	}
 	if doc != "" && !strings.HasSuffix(doc, "\n\n") {
 		doc = strings.TrimRight(doc, "\n") + "\n\n"
@@ -116,12 +116,15 @@ func withScaleSection(doc, section string) string {
 }
 
 // scaleSection returns doc's scale section, to carry over a full run.
-func scaleSection(doc string) string {
-	i, j := strings.Index(doc, scaleBegin), strings.Index(doc, scaleEnd)
+func scaleSection(doc string) string { return markedSection(doc, scaleBegin, scaleEnd) }
+
+// markedSection returns doc's section between begin and end, or "".
+func markedSection(doc, begin, end string) string {
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i < 0 || j < i {
 		return ""
 	}
-	return doc[i:j+len(scaleEnd)] + "\n"
+	return doc[i:j+len(end)] + "\n"
 }
 
 func measureScale(ctx context.Context, nodes int, o scaleOptions) ([]readSample, error) {

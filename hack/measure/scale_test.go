@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"io"
+	"testing"
+)
 
 func TestWithScaleSection(t *testing.T) {
 	sec := scaleBegin + "\nnew\n" + scaleEnd + "\n"
@@ -28,6 +31,53 @@ func TestParseScales(t *testing.T) {
 	for _, bad := range []string{"", "0", "x", "1000,", "30000"} {
 		if _, err := parseScales(bad); err == nil {
 			t.Errorf("parseScales(%q) accepted", bad)
+		}
+	}
+}
+
+// TestWithSectionOrder: a section the document does not have yet goes
+// before the sections that follow the main run's, so each run keeps the
+// others' and the document reads in the same order whatever ran first.
+func TestWithSectionOrder(t *testing.T) {
+	bedSec := bedScaleBegin + "\nbed\n" + bedScaleEnd + "\n"
+	scaleSec := scaleBegin + "\nscale\n" + scaleEnd + "\n"
+	main := "# Measured\n\nrows\n\n"
+	snap := "## Snapshot file\n\nkept\n"
+	tests := []struct{ name, doc, begin, end, sec, want string }{
+		{"bed before scale", main + scaleSec + "\n" + snap, bedScaleBegin, bedScaleEnd, bedSec, main + bedSec + "\n" + scaleSec + "\n" + snap},
+		{"scale after bed", main + bedSec + "\n" + snap, scaleBegin, scaleEnd, scaleSec, main + bedSec + "\n" + scaleSec + "\n" + snap},
+		{"bed before the snapshot file", main + snap, bedScaleBegin, bedScaleEnd, bedSec, main + bedSec + "\n" + snap},
+		{"bed replaced", main + bedScaleBegin + "\nold\n" + bedScaleEnd + "\n\n" + scaleSec, bedScaleBegin, bedScaleEnd, bedSec, main + bedSec + "\n" + scaleSec},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := withSection(tc.doc, tc.begin, tc.end, tc.sec)
+			if got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+			if markedSection(got, tc.begin, tc.end) != tc.sec {
+				t.Errorf("section not found again in\n%s", got)
+			}
+		})
+	}
+}
+
+func TestBedScaleFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"-bed-scale", "1000"}, true},
+		{[]string{"-bed-scale", "-1"}, false},
+		{[]string{"-bed-scale", "2"}, false}, // planCluster wants 3 nodes at least
+		{[]string{"-bed-scale", "1000", "-scale", "5000"}, false},
+	} {
+		o, err := parseFlags(tc.args, io.Discard)
+		if (err == nil) != tc.ok {
+			t.Errorf("%v: %v, want ok %t", tc.args, err, tc.ok)
+		}
+		if err == nil && o.BedScale != 1000 {
+			t.Errorf("%v: bed scale %d", tc.args, o.BedScale)
 		}
 	}
 }

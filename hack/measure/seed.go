@@ -44,7 +44,23 @@ type seeder struct {
 	template planner.Template
 	log      *slog.Logger
 	workers  int
+	// slack multiplies the waits for the controllers and kwok: a larger
+	// cluster takes them longer to catch up with (0 counts as 1).
+	slack int
+	// keepPaused leaves the Deployments paused and waits on their
+	// ReplicaSets instead: the Deployment controller, at its 20 requests a
+	// second, takes many minutes to count thousands of ReplicaSets, and
+	// paused Deployments are as the planner reads them (it reads pods).
+	keepPaused bool
+	// settle, when set, bounds the wait for the controllers and kwok to
+	// catch up: the cluster is then measured as it is. kwok marks about
+	// 20 pods a second Running on a busy 2-core machine, so 30,000 pods
+	// take it half an hour.
+	settle time.Duration
 }
+
+// wait is d stretched by the seeder's slack.
+func (s *seeder) wait(d time.Duration) time.Duration { return d * time.Duration(max(1, s.slack)) }
 
 const seedWorkers = 8
 
@@ -139,8 +155,10 @@ func (s *seeder) seed(ctx context.Context, p clusterPlan, daemonSet bool) error 
 	}
 	s.log.Info("deployments written", "deployments", len(p.Deployments), "pods", p.summary(false).DeploymentPods,
 		"controller-manager paused for", time.Since(paused).Round(time.Millisecond))
-	if err := s.unpause(ctx, p); err != nil {
-		return err
+	if !s.keepPaused {
+		if err := s.unpause(ctx, p); err != nil {
+			return err
+		}
 	}
 	if daemonSet {
 		if err := s.createDaemonSet(ctx); err != nil {
@@ -148,7 +166,10 @@ func (s *seeder) seed(ctx context.Context, p clusterPlan, daemonSet bool) error 
 		}
 	}
 	if err := s.waitSettled(ctx, p, daemonSet); err != nil {
-		return err
+		if s.settle == 0 || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return err
+		}
+		s.log.Info("the cluster has not settled; measuring it as it is", "waited", s.settle, "status", err)
 	}
 	if err := s.waitNodesReady(ctx, p.Spec.Nodes, true); err != nil {
 		return err
@@ -218,7 +239,7 @@ func (s *seeder) waitServiceAccounts(ctx context.Context, namespaces int) error 
 // waits for the controller-manager to lift the taints of a new node, which
 // keep the scheduler from placing pods there.
 func (s *seeder) waitNodesReady(ctx context.Context, n int, untainted bool) error {
-	return poll(ctx, 2*time.Minute, "nodes Ready", func(ctx context.Context) (bool, error) {
+	return poll(ctx, s.wait(2*time.Minute), "nodes Ready", func(ctx context.Context) (bool, error) {
 		list, err := s.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=" + workersGroup})
 		if err != nil {
 			return false, err
@@ -375,7 +396,7 @@ func (s *seeder) createDeployment(ctx context.Context, d plannedDeployment) erro
 // unpause waits until the Deployment controller counts each Deployment's
 // written ReplicaSet in its status, then resumes the Deployments.
 func (s *seeder) unpause(ctx context.Context, p clusterPlan) error {
-	err := poll(ctx, 2*time.Minute, "the Deployment controller to see the ReplicaSets", func(ctx context.Context) (bool, error) {
+	err := poll(ctx, s.wait(2*time.Minute), "the Deployment controller to see the ReplicaSets", func(ctx context.Context) (bool, error) {
 		deps, err := s.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -440,19 +461,16 @@ func (s *seeder) waitSettled(ctx context.Context, p clusterPlan, daemonSet bool)
 	want := p.summary(daemonSet)
 	var last string
 	reported := time.Now()
-	err := poll(ctx, 4*time.Minute, "the controllers to settle", func(ctx context.Context) (bool, error) {
-		deps, err := s.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	timeout := s.wait(4 * time.Minute)
+	if s.settle > 0 {
+		timeout = s.settle
+	}
+	err := poll(ctx, timeout, "the controllers to settle", func(ctx context.Context) (bool, error) {
+		rss, err := s.client.AppsV1().ReplicaSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
-		ready := 0
-		for _, d := range deps.Items {
-			if d.Status.ObservedGeneration == d.Generation && d.Status.ReadyReplicas == *d.Spec.Replicas &&
-				d.Status.Replicas == *d.Spec.Replicas {
-				ready++
-			}
-		}
-		rss, err := s.client.AppsV1().ReplicaSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		ready, err := s.readyDeployments(ctx, rss)
 		if err != nil {
 			return false, err
 		}
@@ -490,6 +508,32 @@ func (s *seeder) waitSettled(ctx context.Context, p clusterPlan, daemonSet bool)
 		return fmt.Errorf("%w (last: %s)", err, last)
 	}
 	return nil
+}
+
+// readyDeployments counts the Deployments whose replicas are all ready: by
+// the Deployments' status, or with keepPaused by their ReplicaSets'.
+func (s *seeder) readyDeployments(ctx context.Context, rss *appsv1.ReplicaSetList) (int, error) {
+	ready := 0
+	if s.keepPaused {
+		for _, rs := range rss.Items {
+			if rs.Status.ObservedGeneration == rs.Generation && rs.Status.ReadyReplicas == *rs.Spec.Replicas &&
+				rs.Status.Replicas == *rs.Spec.Replicas {
+				ready++
+			}
+		}
+		return ready, nil
+	}
+	deps, err := s.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range deps.Items {
+		if d.Status.ObservedGeneration == d.Generation && d.Status.ReadyReplicas == *d.Spec.Replicas &&
+			d.Status.Replicas == *d.Spec.Replicas {
+			ready++
+		}
+	}
+	return ready, nil
 }
 
 // poll calls cond every 250 ms until it returns true or an error, or the

@@ -415,11 +415,10 @@ func (p *podStream) object(path string, known []string, each func(key int) error
 			return seen, p.fieldErr(path, p.pos, fmt.Errorf("invalid character %q looking for beginning of object key string", b))
 		}
 		keyAt := p.pos
-		key, err := p.str(path)
+		key, i, err := p.key(path, known)
 		if err != nil {
 			return seen, err
 		}
-		i := slices.Index(known, key)
 		if i < 0 {
 			return seen, p.fieldErr(joinPath(path, key), keyAt, fmt.Errorf("%w (known: %s)", ErrUnknownKey, strings.Join(known, ", ")))
 		}
@@ -475,6 +474,30 @@ func (p *podStream) rawString() (raw []byte, plain bool, err error) {
 		}
 	}
 	return raw, plain, nil
+}
+
+// key reads an object key and returns it with its index in known (-1:
+// unknown). A known key, as written, is compared where it lies: a string
+// made of every key of every pod was most of what a read threw away.
+func (p *podStream) key(path string, known []string) (string, int, error) {
+	at := p.pos
+	raw, plain, err := p.rawString()
+	if err != nil {
+		return "", -1, err
+	}
+	if plain {
+		for i, k := range known {
+			if k == string(raw) {
+				p.pos = at + len(raw) + 2
+				return k, i, nil
+			}
+		}
+	}
+	key, err := p.str(path)
+	if err != nil {
+		return "", -1, err
+	}
+	return key, slices.Index(known, key), nil
 }
 
 // str reads a string as encoding/json decodes it.
@@ -556,6 +579,16 @@ func (p *podStream) timeValue(path string) (time.Time, error) {
 	if p.buf[p.pos] == 'n' {
 		return time.Time{}, p.literal("null")
 	}
+	if p.buf[p.pos] == '"' {
+		raw, plain, err := p.rawString()
+		if err != nil {
+			return time.Time{}, err
+		}
+		if t, ok := utcSeconds(raw); ok && plain {
+			p.pos = start + len(raw) + 2
+			return t.Local(), nil
+		}
+	}
 	s, err := p.stringValue(path, false)
 	if err != nil {
 		return time.Time{}, err
@@ -565,6 +598,36 @@ func (p *podStream) timeValue(path string) (time.Time, error) {
 		return time.Time{}, p.fieldErr(path, start, fmt.Errorf("bad time %q: want RFC 3339, as 2026-11-30T10:00:00Z", s))
 	}
 	return t.Local(), nil
+}
+
+// utcSeconds reads the form nodetide writes, 2026-11-30T10:00:00Z, as
+// time.Parse would, without making a string of it first (a plan reads
+// one for every pod); anything else is left to time.Parse.
+func utcSeconds(b []byte) (time.Time, bool) {
+	if len(b) != len("2006-01-02T15:04:05Z") || b[4] != '-' || b[7] != '-' || b[10] != 'T' ||
+		b[13] != ':' || b[16] != ':' || b[19] != 'Z' {
+		return time.Time{}, false
+	}
+	num := func(from, to int) int {
+		n := 0
+		for _, c := range b[from:to] {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	year, month, day := num(0, 4), num(5, 7), num(8, 10)
+	hour, minute, sec := num(11, 13), num(14, 16), num(17, 19)
+	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
+		return time.Time{}, false
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, 0, time.UTC)
+	if t.Day() != day { // past the month's end: time.Parse says so
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 // The paths of the keys of an entry, relative to it.

@@ -25,7 +25,15 @@ import (
 type Trimmer struct {
 	strs   map[string]string
 	shapes map[types.UID]*podShape
+	// lists holds the nodes' allocatable and capacity lists by content:
+	// nodes of one instance type share them.
+	lists map[string]corev1.ResourceList
 }
+
+// maxSharedLists bounds Trimmer.lists: a long-lived Trimmer sees nodes come
+// and go, and lists that differ per node (ephemeral storage does on some
+// clouds) are then kept as they are.
+const maxSharedLists = 1024
 
 // podShape is what the pods of one controller have in common.
 type podShape struct {
@@ -37,7 +45,7 @@ type podShape struct {
 
 // NewTrimmer returns an empty Trimmer.
 func NewTrimmer() *Trimmer {
-	return &Trimmer{strs: map[string]string{}, shapes: map[types.UID]*podShape{}}
+	return &Trimmer{strs: map[string]string{}, shapes: map[types.UID]*podShape{}, lists: map[string]corev1.ResourceList{}}
 }
 
 // keptAnnotation reports whether nodetide reads an annotation; every other
@@ -262,8 +270,11 @@ func (t *Trimmer) Node(n *corev1.Node) corev1.Node {
 		Unschedulable: n.Spec.Unschedulable,
 		Taints:        n.Spec.Taints,
 	}
-	out.Status.Allocatable = n.Status.Allocatable
-	out.Status.Capacity = n.Status.Capacity
+	out.Status.Allocatable = t.resources(n.Status.Allocatable)
+	out.Status.Capacity = t.resources(n.Status.Capacity)
+	if len(n.Status.Conditions) > 0 {
+		out.Status.Conditions = make([]corev1.NodeCondition, 0, len(n.Status.Conditions))
+	}
 	for _, c := range n.Status.Conditions {
 		out.Status.Conditions = append(out.Status.Conditions, corev1.NodeCondition{
 			Type: c.Type, Status: c.Status, Reason: t.str(c.Reason),
@@ -271,6 +282,33 @@ func (t *Trimmer) Node(n *corev1.Node) corev1.Node {
 		})
 	}
 	return out
+}
+
+// resources returns a list equal to l, the one handed out before when
+// there was one: at 5,000 nodes, two lists each are megabytes.
+func (t *Trimmer) resources(l corev1.ResourceList) corev1.ResourceList {
+	if len(l) == 0 {
+		return l
+	}
+	names := make([]string, 0, len(l))
+	for name := range l {
+		names = append(names, string(name))
+	}
+	slices.Sort(names)
+	var key strings.Builder
+	for _, name := range names {
+		q := l[corev1.ResourceName(name)]
+		// The canonical form and format: lists that read the same write
+		// the same.
+		key.WriteString(name + "=" + q.String() + "/" + string(q.Format) + "\n")
+	}
+	if shared, ok := t.lists[key.String()]; ok {
+		return shared
+	}
+	if len(t.lists) < maxSharedLists {
+		t.lists[key.String()] = l
+	}
+	return l
 }
 
 // PDB returns b with only what the planner reads: its selector and the

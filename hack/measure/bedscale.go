@@ -31,9 +31,6 @@ const (
 	// bedPodsPerNode: 29 Deployment pods and the DaemonSet's one, as the
 	// API double's clusters have 30.
 	bedPodsPerNode = 30
-	// bedMemoryMB is the function's memory, for GOMEMLIMIT as on Lambda:
-	// what the double's runs use.
-	bedMemoryMB = 512
 	// bedEvaluateTimeout: a cold read of tens of thousands of pods on a
 	// shared machine is measured, not cut off.
 	bedEvaluateTimeout = 5 * time.Minute
@@ -87,7 +84,7 @@ func runBedScale(ctx context.Context, o options, log *slog.Logger) (err error) {
 	if err := b.seed(ctx, p, true, bedSeedWorkers, true, bedSettle); err != nil {
 		return err
 	}
-	run := bedScaleRun{Cluster: p.summary(true), Pending: o.Pending, Seeding: time.Since(seedBegan), MemoryMB: bedMemoryMB}
+	run := bedScaleRun{Cluster: p.summary(true), Pending: o.Pending, Seeding: time.Since(seedBegan), MemoryMB: o.BedMemoryMB}
 
 	log.Info("measuring", "function", "evaluate", "nodes", p.Spec.Nodes)
 	if run.Samples, run.Pods, err = measureEvaluateAtScale(ctx, b, o, p); err != nil {
@@ -101,7 +98,7 @@ func runBedScale(ctx context.Context, o options, log *slog.Logger) (err error) {
 // one; without them, two warm ticks (the steady state).
 func measureEvaluateAtScale(ctx context.Context, b *bed, o options, p clusterPlan) (out []sample, pods podStates, err error) {
 	f, err := b.startFunction(ctx, "evaluate", bedEvaluateTimeout, p.Spec.Nodes+50,
-		fmt.Sprintf("AWS_LAMBDA_FUNCTION_MEMORY_SIZE=%d", bedMemoryMB))
+		fmt.Sprintf("AWS_LAMBDA_FUNCTION_MEMORY_SIZE=%d", o.BedMemoryMB))
 	if err != nil {
 		return nil, pods, err
 	}

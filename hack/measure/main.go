@@ -50,6 +50,9 @@ type options struct {
 	// BedScale, when set, measures only evaluate on a test bed cluster of
 	// this many nodes.
 	BedScale int
+	// BedMemoryMB is the evaluate function's memory in the bed run (its
+	// GOMEMLIMIT follows it, as on Lambda).
+	BedMemoryMB int
 	// TriggerTrials: scale-ups through the webhook trigger (0: none).
 	TriggerTrials int
 }
@@ -84,6 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.Net.InitCalls, "init-calls", 100*time.Millisecond, "assumed time of the start-up's AWS calls on Lambda")
 	var scales string
 	fs.StringVar(&scales, "scale", "", "measure only evaluate's read path against an API server double at these node counts (30 pods per node), e.g. 1000,5000; writes the scale section of -out")
+	fs.IntVar(&o.BedMemoryMB, "bed-memory", 256, "the evaluate function's memory in MB for -bed-scale (the stack's evaluateMemoryMB; GOMEMLIMIT follows it)")
 	fs.IntVar(&o.BedScale, "bed-scale", 0, "measure only evaluate against a cluster of this many nodes (30 pods per node) built on the test bed, e.g. 1000; writes the bed scale section of -out (-pending sets its pending pods)")
 	fs.IntVar(&o.Scale.Ticks, "scale-ticks", 5, "warm reads after the cold one, with -scale")
 	fs.IntVar(&o.Scale.Churn, "scale-churn", 300, "pod changes before each warm read, with -scale")
@@ -105,6 +109,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-bed-scale must be a node count, and not given with -scale")
 	}
 	if o.BedScale > 0 {
+		if o.BedMemoryMB < 128 || o.BedMemoryMB > 10240 {
+			return o, fmt.Errorf("-bed-memory: want 128 to 10240 MB, got %d", o.BedMemoryMB)
+		}
 		if _, err := planCluster(bedScaleSpec(o.BedScale)); err != nil {
 			return o, fmt.Errorf("-bed-scale: %w", err)
 		}

@@ -10,13 +10,7 @@ import (
 // testTooling are the packages that start processes, fake clouds or exist
 // for tests; the shipped binaries must not link them.
 var testTooling = []string{
-	"github.com/nodetide/nodetide/internal/sfnlocal",
-	"github.com/nodetide/nodetide/internal/testbed",
-	"github.com/nodetide/nodetide/internal/childproc",
-	"github.com/nodetide/nodetide/internal/fake/",
-	"github.com/nodetide/nodetide/pkg/providers/providertest",
-	"github.com/nodetide/nodetide/pkg/metrics/metricstest",
-	"github.com/nodetide/nodetide/pkg/trigger/triggerlocal",
+	"github.com/nodetide/nodetide/internal/", // all of it is test and development tooling
 	"testing",
 	"net/http/httptest",
 }

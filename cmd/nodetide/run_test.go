@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/internal/metricstest"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/metrics"
-	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 

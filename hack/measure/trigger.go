@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/internal/triggerlocal"
 	"github.com/nodetide/nodetide/pkg/trigger"
-	"github.com/nodetide/nodetide/pkg/trigger/triggerlocal"
 )
 
 // triggerGroup is the empty kwok group the trigger's trials scale up.
@@ -179,7 +179,7 @@ func writeTrigger(b *strings.Builder, f *triggerFigures) {
 	fmt.Fprintf(b, "The ValidatingWebhookConfiguration `nodetide webhook install` makes, installed in the same cluster; "+
 		"the local API server calls an HTTPS endpoint (a test CA in `caBundle`) that turns each call into a function URL "+
 		"event for the evaluate bootstrap under the emulator; its asynchronous self-invocation goes to a local Lambda "+
-		"Invoke API that runs the cycle on one of two further instances (`pkg/trigger/triggerlocal`). %d trials, at least %s apart "+
+		"Invoke API that runs the cycle on one of two further instances (`internal/triggerlocal`). %d trials, at least %s apart "+
 		"(a hint within %s of the last started cycle waits for the window's end: a pod pending that soon after another is scaled up to ~6 s later): each creates one pod that only a new node of the empty "+
 		"kwok group `%s` fits, with `pendingPodMinAge: 0s`. **Latency** is from a watch seeing the scheduler mark the pod "+
 		"Unschedulable to a watch seeing the group's first new Node (which the kwok provider creates inside IncreaseSize); "+

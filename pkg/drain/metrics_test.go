@@ -8,10 +8,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/internal/metricstest"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/metrics"
-	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 )
 
 // The drain steps publish what happened to each drain: started once

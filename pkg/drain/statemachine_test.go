@@ -21,11 +21,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/nodetide/nodetide/internal/metricstest"
 	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/metrics"
-	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 

@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/nodetide/nodetide/internal/fake/fakeaws"
+	"github.com/nodetide/nodetide/internal/metricstest"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/metrics"
-	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/aws"

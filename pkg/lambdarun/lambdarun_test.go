@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodetide/nodetide/internal/metricstest"
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/lambdarun"
 	"github.com/nodetide/nodetide/pkg/metrics"
-	"github.com/nodetide/nodetide/pkg/metrics/metricstest"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 

@@ -12,11 +12,11 @@ import (
 	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/internal/fake/fakekamatera"
 	"github.com/nodetide/nodetide/internal/fake/fakescaleway"
+	"github.com/nodetide/nodetide/internal/providertest"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
-	"github.com/nodetide/nodetide/pkg/providers/providertest"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }

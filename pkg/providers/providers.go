@@ -33,7 +33,7 @@ type Instance struct {
 
 // NodeGroup is a set of identical machines whose size the provider controls.
 //
-// The contract every provider keeps (pkg/providers/providertest checks it
+// The contract every provider keeps (internal/providertest checks it
 // against each one, through its real client and the cloud's HTTP double):
 // errors are wrapped with the group's name and the call that failed, limits
 // wrap the Err* values below with the numbers, and a call that returns an

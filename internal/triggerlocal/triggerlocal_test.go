@@ -16,10 +16,10 @@ import (
 
 	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/internal/testbed"
+	"github.com/nodetide/nodetide/internal/triggerlocal"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/trigger"
-	"github.com/nodetide/nodetide/pkg/trigger/triggerlocal"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }

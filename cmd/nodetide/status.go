@@ -102,33 +102,53 @@ func (g *globals) printStatus(ctx context.Context, cluster string, ev *evaluate.
 // writeStatusTable prints the status for a person; times are absolute
 // (UTC) with how long ago they were, as of now.
 func writeStatusTable(w io.Writer, d statusDoc, now time.Time) error {
-	at := func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
+	c := statusClock{now: now}
+	writeStatusSummary(w, d, c)
+	for _, section := range []func(io.Writer, statusDoc, statusClock) error{
+		writeGroupsTable, writeUnneededTable, writeDrainsTable, writeActionsTable,
+	} {
+		if err := section(w, d, c); err != nil {
+			return err
 		}
-		if d := now.Sub(t); d < 0 {
-			return t.UTC().Format(time.RFC3339) + " (in " + age(-d) + ")"
-		}
-		return t.UTC().Format(time.RFC3339) + " (" + age(now.Sub(t)) + " ago)"
 	}
-	atp := func(t *time.Time) string {
-		if t == nil {
-			return "-"
-		}
-		return at(*t)
+	return nil
+}
+
+// statusClock writes instants as RFC 3339 with their distance from now, so a
+// reader sees at a glance how stale each one is.
+type statusClock struct{ now time.Time }
+
+func (c statusClock) at(t time.Time) string {
+	if t.IsZero() {
+		return "-"
 	}
+	if d := c.now.Sub(t); d < 0 {
+		return t.UTC().Format(time.RFC3339) + " (in " + age(-d) + ")"
+	}
+	return t.UTC().Format(time.RFC3339) + " (" + age(c.now.Sub(t)) + " ago)"
+}
+
+func (c statusClock) atp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return c.at(*t)
+}
+
+// writeStatusSummary writes the cycle's outcome, errors and problems.
+func writeStatusSummary(w io.Writer, d statusDoc, c statusClock) {
 	fmt.Fprintf(w, "Cluster:      %s\n", d.Cluster)
-	fmt.Fprintf(w, "Last cycle:   %s, took %s\n", at(d.CycleAt), d.Duration)
+	fmt.Fprintf(w, "Last cycle:   %s, took %s\n", c.at(d.CycleAt), d.Duration)
 	if d.Error != "" {
 		fmt.Fprintf(w, "Cycle error:  %s\n", d.Error)
 	}
 	if d.LastError != nil {
-		fmt.Fprintf(w, "Last error:   %s: %s\n", at(d.LastError.At), d.LastError.Message)
+		fmt.Fprintf(w, "Last error:   %s: %s\n", c.at(d.LastError.At), d.LastError.Message)
 	} else {
 		fmt.Fprintf(w, "Last error:   none\n")
 	}
 	if !d.GroupsAt.Equal(d.CycleAt) {
-		fmt.Fprintf(w, "Node groups as of %s (the last cycle did not read them)\n", at(d.GroupsAt))
+		fmt.Fprintf(w, "Node groups as of %s (the last cycle did not read them)\n", c.at(d.GroupsAt))
 	}
 	fmt.Fprintf(w, "Unschedulable pods: %d\n", d.UnschedulablePods)
 	// What the essential monitoring level's alarm fires on.
@@ -138,7 +158,10 @@ func writeStatusTable(w io.Writer, d statusDoc, now time.Time) error {
 	for _, p := range d.Problems {
 		fmt.Fprintf(w, "Problem:      %s (%d): %s\n", p.Kind, p.Count, p.Detail)
 	}
+}
 
+// writeGroupsTable writes one row per node group.
+func writeGroupsTable(w io.Writer, d statusDoc, c statusClock) error {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE GROUP\tPROVIDER\tMIN\tMAX\tTARGET\tREGISTERED\tREADY\tHEALTH\tBACKOFF UNTIL\tLAST SCALE-UP\tLAST SCALE-DOWN\tCPU\tMEM\tHEADROOM")
@@ -152,29 +175,38 @@ func writeStatusTable(w io.Writer, d statusDoc, now time.Time) error {
 			room = headroomCell(h.Rule, h.Free, h.Met, h.Need, h.Adding, h.Blocked)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\n", g.Name, g.Provider, g.MinSize, g.MaxSize,
-			g.TargetSize, g.Registered, g.Ready, health, atp(g.BackoffUntil), atp(g.LastScaleUp), atp(g.LastScaleDown),
+			g.TargetSize, g.Registered, g.Ready, health, c.atp(g.BackoffUntil), c.atp(g.LastScaleUp), c.atp(g.LastScaleDown),
 			100*g.CPUUtilization, 100*g.MemoryUtilization, room)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	more(w, d.NodeGroupsOmitted, "node groups")
+	return nil
+}
 
+// writeUnneededTable writes the nodes scale-down is counting down on.
+func writeUnneededTable(w io.Writer, d statusDoc, c statusClock) error {
 	fmt.Fprintln(w)
 	if len(d.Unneeded) == 0 {
 		fmt.Fprintln(w, "No unneeded nodes.")
 	} else {
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "UNNEEDED NODE\tNODE GROUP\tSINCE")
 		for _, u := range d.Unneeded {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Node, orNone(u.NodeGroup), at(u.Since))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Node, orNone(u.NodeGroup), c.at(u.Since))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	more(w, d.UnneededOmitted, "unneeded nodes")
+	return nil
+}
 
+// writeDrainsTable writes the running drains, saying so when they are the
+// last cycle's because reading them now failed.
+func writeDrainsTable(w io.Writer, d statusDoc, c statusClock) error {
 	fmt.Fprintln(w)
 	switch {
 	case d.DrainsError != "":
@@ -183,29 +215,34 @@ func writeStatusTable(w io.Writer, d statusDoc, now time.Time) error {
 		fmt.Fprintln(w, "No running drains.")
 	}
 	if len(d.Drains) > 0 {
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "DRAINING NODE\tNODE GROUP\tPHASE\tSTARTED\tDEADLINE\tDRAIN")
 		for _, dr := range d.Drains {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dr.Node, dr.NodeGroup, orNone(dr.Phase), at(dr.StartedAt), at(dr.Deadline), dr.ID)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dr.Node, dr.NodeGroup, orNone(dr.Phase), c.at(dr.StartedAt), c.at(dr.Deadline), dr.ID)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	more(w, d.DrainsOmitted, "running drains")
+	return nil
+}
 
-	if len(d.Actions) > 0 {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "LAST CYCLE'S ACTION\tNODE GROUP\tNODE\tDELTA\tERROR")
-		for _, a := range d.Actions {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", a.Kind, a.NodeGroup, orNone(a.Node), a.Delta, orNone(a.Error))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		more(w, d.ActionsOmitted, "actions")
+// writeActionsTable writes what the last cycle did, if anything.
+func writeActionsTable(w io.Writer, d statusDoc, _ statusClock) error {
+	if len(d.Actions) == 0 {
+		return nil
 	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LAST CYCLE'S ACTION\tNODE GROUP\tNODE\tDELTA\tERROR")
+	for _, a := range d.Actions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", a.Kind, a.NodeGroup, orNone(a.Node), a.Delta, orNone(a.Error))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	more(w, d.ActionsOmitted, "actions")
 	return nil
 }
 

@@ -122,7 +122,6 @@ func LoadOptions(ctx, getenv func(string) string) (Options, error) {
 		Monitoring:               DefaultMonitoring,
 		EvaluateMemoryMB:         DefaultEvaluateMemoryMB,
 	}
-	var errs []error
 	if o.ConfigFile == "" {
 		o.ConfigFile = getenv(EnvConfigFile)
 	}
@@ -132,6 +131,21 @@ func LoadOptions(ctx, getenv func(string) string) (Options, error) {
 	if o.BuildDir == "" {
 		o.BuildDir = "../build"
 	}
+	errs := o.parseContext(ctx)
+	if err := o.readConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	return o, o.Check()
+}
+
+// parseContext sets the options given as booleans, numbers and the
+// monitoring level, returning every value that does not parse (not just
+// the first, so one deploy attempt shows them all).
+func (o *Options) parseContext(ctx func(string) string) []error {
+	var errs []error
 	if v := ctx(CtxVpcEndpoints); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -170,33 +184,32 @@ func LoadOptions(ctx, getenv func(string) string) (Options, error) {
 		}
 		o.LogRetentionDays = n
 	}
+	return errs
+}
+
+// readConfig reads and parses the config file; the Kapsule cluster and
+// region it names are used unless the context set them.
+func (o *Options) readConfig() error {
 	data, err := os.ReadFile(o.ConfigFile)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("config: %w (set -c %s=PATH or %s)", err, CtxConfig, EnvConfigFile))
-	} else {
-		o.ConfigYAML = string(data)
-		cfg, err := config.Parse(data, o.ConfigFile)
-		if err != nil {
-			errs = append(errs, err)
+		return fmt.Errorf("config: %w (set -c %s=PATH or %s)", err, CtxConfig, EnvConfigFile)
+	}
+	o.ConfigYAML = string(data)
+	cfg, err := config.Parse(data, o.ConfigFile)
+	if cfg != nil {
+		cfg.Dir = filepath.Dir(o.ConfigFile)
+	}
+	o.Config = cfg
+	if cfg != nil && cfg.Cluster.Kubernetes.Kapsule != nil {
+		k := cfg.Cluster.Kubernetes.Kapsule
+		if o.ScalewayClusterID == "" {
+			o.ScalewayClusterID = k.ClusterID
 		}
-		if cfg != nil {
-			cfg.Dir = filepath.Dir(o.ConfigFile)
-		}
-		o.Config = cfg
-		if cfg != nil && cfg.Cluster.Kubernetes.Kapsule != nil {
-			k := cfg.Cluster.Kubernetes.Kapsule
-			if o.ScalewayClusterID == "" {
-				o.ScalewayClusterID = k.ClusterID
-			}
-			if o.ScalewayRegion == "" {
-				o.ScalewayRegion = k.Region
-			}
+		if o.ScalewayRegion == "" {
+			o.ScalewayRegion = k.Region
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return o, err
-	}
-	return o, o.Check()
+	return err
 }
 
 // list splits a comma-separated context value, dropping blanks.

@@ -132,65 +132,98 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 	switch t.Kind() {
 	case reflect.Struct:
 		if t == typeOf[Duration]() {
-			// Checked here, with the other problems, so a bad duration is
-			// reported with its path and line, not alone by the decoder.
-			var d Duration
-			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-				return
-			}
-			if err := d.UnmarshalYAML(n); err != nil {
-				errs.refuse(n, orRoot(path), err.Error())
-			}
+			checkDuration(n, path, errs)
 			return
 		}
-		if n.Kind != yaml.MappingNode {
-			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-				return
-			}
-			errs.refuse(n, orRoot(path), fmt.Sprintf("must be a mapping, got %s", kindName(n)))
-			return
-		}
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			ft, ok := fields[k.Value]
-			p := join(path, k.Value)
-			if !ok {
-				errs.add(k.Line, p, fmt.Sprintf("unknown field (known: %s)", knownList(fields)))
-				continue
-			}
-			checkKeys(v, ft, p, errs)
-		}
+		checkStruct(n, t, path, errs)
 	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-				return
-			}
-			errs.refuse(n, orRoot(path), fmt.Sprintf("must be a list, got %s", kindName(n)))
-			return
-		}
-		for i, item := range n.Content {
-			checkKeys(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
-		}
+		checkList(n, t, path, errs)
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-				return
-			}
-			errs.refuse(n, orRoot(path), fmt.Sprintf("must be a mapping, got %s", kindName(n)))
+		checkMap(n, t, path, errs)
+	default:
+		checkScalar(n, t, path, errs)
+	}
+}
+
+// isNull reports an explicit null, which leaves a field at its default.
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// checkDuration is checked here, with the other problems, so a bad duration
+// is reported with its path and line, not alone by the decoder.
+func checkDuration(n *yaml.Node, path string, errs *fieldErrors) {
+	var d Duration
+	if isNull(n) {
+		return
+	}
+	if err := d.UnmarshalYAML(n); err != nil {
+		errs.refuse(n, orRoot(path), err.Error())
+	}
+}
+
+// checkStruct refuses keys struct t does not have, and checks the others.
+func checkStruct(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
+	if n.Kind != yaml.MappingNode {
+		if isNull(n) {
 			return
 		}
-		seen := make(map[string]int, len(n.Content)/2)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			p := join(path, k.Value)
-			if prev, dup := seen[k.Value]; dup {
-				errs.add(k.Line, p, fmt.Sprintf("duplicate key (also line %d)", prev))
-				continue
-			}
-			seen[k.Value] = k.Line
-			checkKeys(n.Content[i+1], t.Elem(), p, errs)
+		errs.refuse(n, orRoot(path), fmt.Sprintf("must be a mapping, got %s", kindName(n)))
+		return
+	}
+	fields := yamlFields(t)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		ft, ok := fields[k.Value]
+		p := join(path, k.Value)
+		if !ok {
+			errs.add(k.Line, p, fmt.Sprintf("unknown field (known: %s)", knownList(fields)))
+			continue
 		}
+		checkKeys(v, ft, p, errs)
+	}
+}
+
+// checkList checks each item of a list of t's elements.
+func checkList(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
+	if n.Kind != yaml.SequenceNode {
+		if isNull(n) {
+			return
+		}
+		errs.refuse(n, orRoot(path), fmt.Sprintf("must be a list, got %s", kindName(n)))
+		return
+	}
+	for i, item := range n.Content {
+		checkKeys(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+	}
+}
+
+// checkMap refuses a duplicate key, naming the line of the first, and checks
+// each value.
+func checkMap(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
+	if n.Kind != yaml.MappingNode {
+		if isNull(n) {
+			return
+		}
+		errs.refuse(n, orRoot(path), fmt.Sprintf("must be a mapping, got %s", kindName(n)))
+		return
+	}
+	seen := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		p := join(path, k.Value)
+		if prev, dup := seen[k.Value]; dup {
+			errs.add(k.Line, p, fmt.Sprintf("duplicate key (also line %d)", prev))
+			continue
+		}
+		seen[k.Value] = k.Line
+		checkKeys(n.Content[i+1], t.Elem(), p, errs)
+	}
+}
+
+// checkScalar checks a number, bool or string has the type its field wants.
+func checkScalar(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
+	switch t.Kind() {
 	case reflect.Int:
 		// yaml.v3 truncates a float into an int field (0.9 becomes 0): a
 		// count must be written as a whole number.

@@ -261,31 +261,54 @@ func (d *Steps) needPhase(ctx context.Context, step string, s State, want string
 // lock, counting every drain that holds a node of the group, so concurrent
 // drains cannot together take the group below its minimum.
 func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
+	node, g, err := d.nodeToDrain(ctx, &s)
+	if err != nil {
+		return s, err
+	}
+	if done, err := d.claimedBefore(ctx, s); err != nil || done {
+		return s, err
+	}
+	if err := d.checkDisruptable(ctx, node, s); err != nil {
+		return s, err
+	}
+	return s, d.claim(ctx, s, node, g)
+}
+
+// nodeToDrain reads s's node and finds its managed group, which it records
+// in s with the node's providerID. The group must be the one s names, if
+// any, and the machine the one an interruption names.
+func (d *Steps) nodeToDrain(ctx context.Context, s *State) (*corev1.Node, providers.NodeGroup, error) {
 	node, err := d.Client.CoreV1().Nodes().Get(ctx, s.Node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return s, stepErr(ErrNameNodeNotFound, "node %s does not exist", s.Node)
+		return nil, nil, stepErr(ErrNameNodeNotFound, "node %s does not exist", s.Node)
 	}
 	if err != nil {
-		return s, fmt.Errorf("get node %s: %w", s.Node, err)
+		return nil, nil, fmt.Errorf("get node %s: %w", s.Node, err)
 	}
 	g, err := d.groupOf(ctx, node.Spec.ProviderID)
 	if err != nil {
-		return s, err
+		return nil, nil, err
 	}
 	if g == nil {
-		return s, stepErr(ErrNameNotManaged, "node %s (providerID %q) belongs to no managed node group", s.Node, node.Spec.ProviderID)
+		return nil, nil, stepErr(ErrNameNotManaged, "node %s (providerID %q) belongs to no managed node group", s.Node, node.Spec.ProviderID)
 	}
 	if s.NodeGroup != "" && s.NodeGroup != g.Name() {
-		return s, stepErr(ErrNameNotManaged, "node %s belongs to node group %s, not %s", s.Node, g.Name(), s.NodeGroup)
+		return nil, nil, stepErr(ErrNameNotManaged, "node %s belongs to node group %s, not %s", s.Node, g.Name(), s.NodeGroup)
 	}
 	s.NodeGroup, s.ProviderID = g.Name(), node.Spec.ProviderID
 	if in := s.Interruption; in != nil && instanceOf(node.Spec.ProviderID) != in.InstanceID {
-		return s, stepErr(ErrNameInvalidInput, "node %s (providerID %q) is not machine %s the interruption names", s.Node, node.Spec.ProviderID, in.InstanceID)
+		return nil, nil, stepErr(ErrNameInvalidInput, "node %s (providerID %q) is not machine %s the interruption names", s.Node, node.Spec.ProviderID, in.InstanceID)
 	}
+	return node, g, nil
+}
 
+// claimedBefore reports whether this drain already holds the node with its
+// record running (a re-run of Prepare: nothing left to do), and refuses a
+// node another drain holds or a drain that already ended.
+func (d *Steps) claimedBefore(ctx context.Context, s State) (bool, error) {
 	active, _, err := d.Store.NodeDrain(ctx, s.Node)
 	if err != nil {
-		return s, err
+		return false, err
 	}
 	switch {
 	case active == s.DrainID: // a re-run of our own Prepare: the claim is made
@@ -295,22 +318,24 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 			// The claim landed, the record not (or its answer was lost):
 			// go on and write it; the checks below leave this node out.
 		case err != nil:
-			return s, err
+			return false, err
 		case rec.Status != state.DrainRunning:
-			return s, stepErr(ErrNameAlreadyDraining, "drain %s of node %s already ended (%s)", s.DrainID, s.Node, rec.Status)
+			return false, stepErr(ErrNameAlreadyDraining, "drain %s of node %s already ended (%s)", s.DrainID, s.Node, rec.Status)
 		default:
-			return s, nil
+			return true, nil
 		}
 	case active != "":
-		return s, stepErr(ErrNameAlreadyDraining, "node %s is already being drained by %s", s.Node, active)
+		return false, stepErr(ErrNameAlreadyDraining, "node %s is already being drained by %s", s.Node, active)
 	}
+	return false, nil
+}
 
-	if err := d.checkDisruptable(ctx, node, s); err != nil {
-		return s, err
-	}
+// claim checks the group's minimum and begins the drain's record, both under
+// the group's lock, then announces the drain on the node.
+func (d *Steps) claim(ctx context.Context, s State, node *corev1.Node, g providers.NodeGroup) error {
 	lock, err := state.LockGroup(ctx, d.Store, g.Name(), s.DrainID, state.GroupLockWait, d.Now)
 	if err != nil {
-		return s, &StepError{Name: ErrNameTransient, Err: err}
+		return &StepError{Name: ErrNameTransient, Err: err}
 	}
 	defer func() {
 		if err := lock.Unlock(); err != nil {
@@ -326,7 +351,7 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 		check = func(context.Context, providers.NodeGroup, string) error { return nil }
 	}
 	if err := check(ctx, g, s.Node); err != nil {
-		return s, err
+		return err
 	}
 	rec, err := d.Store.BeginDrain(ctx, state.DrainRecord{
 		Node: s.Node, ID: s.DrainID, NodeGroup: g.Name(), StartedAt: d.now(),
@@ -334,10 +359,10 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 		WasUnschedulable: node.Spec.Unschedulable, Phase: state.PhasePrepared, Interruption: s.Interruption,
 	})
 	if err != nil {
-		return s, err
+		return err
 	}
 	if rec.Status != state.DrainRunning {
-		return s, stepErr(ErrNameAlreadyDraining, "drain %s of node %s already ended (%s)", s.DrainID, s.Node, rec.Status)
+		return stepErr(ErrNameAlreadyDraining, "drain %s of node %s already ended (%s)", s.DrainID, s.Node, rec.Status)
 	}
 	msg := fmt.Sprintf("drain %s started: cordon, then evict the pods (on timeout %s at %s)", s.DrainID, s.Policy, s.Deadline.UTC().Format(time.RFC3339))
 	if s.Reason != "" {
@@ -345,7 +370,7 @@ func (d *Steps) Prepare(ctx context.Context, s State) (State, error) {
 	}
 	d.nodeEvent(ctx, s.Node, corev1.EventTypeNormal, kubeevents.ReasonDrainStarted, msg)
 	metrics.From(ctx).Add(metrics.DrainsStarted, 1, nil)
-	return s, nil
+	return nil
 }
 
 func (d *Steps) groupOf(ctx context.Context, providerID string) (providers.NodeGroup, error) {

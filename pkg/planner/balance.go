@@ -174,6 +174,36 @@ func (m *model) balanceSplit(groups []int, n int64, room []int64) []int64 {
 // nothing, when there is nothing to balance or the split would leave a pod
 // best placed without a node.
 func (m *model) balance(classes []int32, best *estimate, plan *Plan, next *State, grown map[int]int, budget *int64) bool {
+	groups := m.balanceGroups(classes, best, grown)
+	if len(groups) < 2 {
+		return false
+	}
+	room := make([]int64, len(groups))
+	for i, g := range groups {
+		room[i] = int64(m.groups[g].ng.MaxSize - m.groups[g].target)
+	}
+	split := m.balanceSplit(groups, best.nodes, room)
+	if split[0] == best.nodes {
+		return false
+	}
+	ests, ok := m.packSplit(best, groups, split)
+	if !ok {
+		return false
+	}
+	extra := m.balanceReason(best, ests)
+	for i := range ests {
+		if ests[i].nodes > 0 {
+			m.record(&ests[i], extra, plan, next, grown, budget)
+		}
+	}
+	return true
+}
+
+// balanceGroups returns best's group followed by the groups best can be
+// balanced with, by name: similar, not yet grown in this plan, below their
+// max, not backing off, fitting every pod best placed, and without pending
+// work of their own that best's group cannot take.
+func (m *model) balanceGroups(classes []int32, best *estimate, grown map[int]int) []int {
 	groups := []int{best.group}
 	for _, gi := range m.byName {
 		g := &m.groups[gi]
@@ -194,21 +224,15 @@ func (m *model) balance(classes []int32, best *estimate, plan *Plan, next *State
 			groups = append(groups, gi)
 		}
 	}
-	if len(groups) < 2 {
-		return false
-	}
 	slices.SortFunc(groups[1:], func(a, b int) int { return cmp.Compare(m.groups[a].ng.Name, m.groups[b].ng.Name) })
-	room := make([]int64, len(groups))
-	for i, g := range groups {
-		room[i] = int64(m.groups[g].ng.MaxSize - m.groups[g].target)
-	}
-	split := m.balanceSplit(groups, best.nodes, room)
-	if split[0] == best.nodes {
-		return false
-	}
+	return groups
+}
 
-	// Pack the pods best placed onto the split, committing as it goes so
-	// each group sees what the previous ones took.
+// packSplit packs the pods best placed onto split (new nodes per group),
+// committing as it goes so each group sees what the previous ones took.
+// It returns false, with the simulation rolled back, when the split leaves
+// one of those pods without a node.
+func (m *model) packSplit(best *estimate, groups []int, split []int64) ([]estimate, bool) {
 	var mine []int32
 	saved := map[int32]int{}
 	for _, cc := range best.placed {
@@ -245,9 +269,14 @@ func (m *model) balance(classes []int32, best *estimate, plan *Plan, next *State
 			}
 			m.dropSims(mark)
 		}
-		return false
+		return nil, false
 	}
+	return ests, true
+}
 
+// balanceReason says, for the plan, how best was split and across which
+// groups (with their zones).
+func (m *model) balanceReason(best *estimate, ests []estimate) string {
 	var names []string
 	for _, e := range ests {
 		if e.nodes == 0 {
@@ -260,11 +289,5 @@ func (m *model) balance(classes []int32, best *estimate, plan *Plan, next *State
 		}
 		names = append(names, s)
 	}
-	extra := fmt.Sprintf("balanced with similar groups, expander chose %s: %s", m.groups[best.group].ng.Name, strings.Join(names, ", "))
-	for i := range ests {
-		if ests[i].nodes > 0 {
-			m.record(&ests[i], extra, plan, next, grown, budget)
-		}
-	}
-	return true
+	return fmt.Sprintf("balanced with similar groups, expander chose %s: %s", m.groups[best.group].ng.Name, strings.Join(names, ", "))
 }

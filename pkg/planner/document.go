@@ -100,20 +100,12 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 			if !isFirst {
 				return &DocumentError{Path: path, Err: errors.New("must be the document's first key: it decides how the rest is read")}
 			}
-			mark := d.mark()
-			form = "" // null decodes to nothing: an unknown format
-			if err := d.value(path, &form); err != nil {
-				return err
-			}
-			switch form {
-			case FormatFull:
-			case FormatCompact:
+			var err error
+			form, err = d.format(path)
+			if form == FormatCompact {
 				keys = compactKeys
-			default:
-				line, col := d.src.position(d.src.skipSeparators(mark))
-				return &DocumentError{Path: path, Line: line, Column: col,
-					Err: fmt.Errorf("unknown format %q (this build reads %s and %s)", form, FormatFull, FormatCompact)}
 			}
+			return err
 		case "capturedAt":
 			return d.value(path, &s.CapturedAt)
 		case "counts":
@@ -161,29 +153,52 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 		}
 		return nil
 	})
+	if err := finishSnapshot(d, c, &s, form, err); err != nil {
+		return Snapshot{}, err
+	}
+	return s, nil
+}
+
+// format reads the document's format field: the form the rest is read in.
+func (d *docDecoder) format(path string) (string, error) {
+	mark := d.mark()
+	form := "" // null decodes to nothing: an unknown format
+	if err := d.value(path, &form); err != nil {
+		return "", err
+	}
+	switch form {
+	case FormatFull, FormatCompact:
+		return form, nil
+	}
+	line, col := d.src.position(d.src.skipSeparators(mark))
+	return "", &DocumentError{Path: path, Line: line, Column: col,
+		Err: fmt.Errorf("unknown format %q (this build reads %s and %s)", form, FormatFull, FormatCompact)}
+}
+
+// finishSnapshot checks what only the whole document shows, once its keys are
+// read (with err, what reading them returned): nothing after its end, the
+// compact form's counts, and the snapshot's contents.
+func finishSnapshot(d *docDecoder, c *compactReader, s *Snapshot, form string, err error) error {
 	switch {
 	case err == errPodsEnded:
 		// The compact form's pods parser has read to the end.
 	case err != nil:
-		return Snapshot{}, err
+		return err
 	default:
 		if err := d.end(); err != nil {
-			return Snapshot{}, err
+			return err
 		}
 	}
 	if form == FormatCompact {
-		if err := c.checkCounts(&s); err != nil {
-			return Snapshot{}, err
+		if err := c.checkCounts(s); err != nil {
+			return err
 		}
 	}
 	podName := ".metadata.name"
 	if form == FormatCompact {
 		podName = ".name"
 	}
-	if err := validateSnapshot(&s, podName); err != nil {
-		return Snapshot{}, err
-	}
-	return s, nil
+	return validateSnapshot(s, podName)
 }
 
 // end checks that nothing follows the document.
@@ -800,86 +815,117 @@ func (d *docDecoder) state(path string, s *State) error {
 // quantities, taints. ReadSnapshot and WriteSnapshot share it, so a document
 // nodetide writes is one it reads back.
 func validateSnapshot(s *Snapshot, podName string) error {
-	bad := func(path, format string, args ...any) error {
-		return &DocumentError{Path: path, Err: fmt.Errorf(format, args...)}
-	}
 	if s.CapturedAt.IsZero() {
-		return bad("capturedAt", "missing: the instant the snapshot was taken is the planner's now")
+		return badDoc("capturedAt", "missing: the instant the snapshot was taken is the planner's now")
 	}
+	if err := validateGroups(s.NodeGroups); err != nil {
+		return err
+	}
+	if err := validateNodes(s.Nodes); err != nil {
+		return err
+	}
+	if err := validatePods(s.Pods, podName); err != nil {
+		return err
+	}
+	return validateVolumes(s)
+}
+
+// badDoc is a DocumentError at path with a formatted message.
+func badDoc(path, format string, args ...any) error {
+	return &DocumentError{Path: path, Err: fmt.Errorf(format, args...)}
+}
+
+// validateGroups checks each node group, and that group names and instance
+// IDs are unique across all of them.
+func validateGroups(groups []NodeGroup) error {
 	groupAt := map[string]int{}
 	instanceAt := map[string]string{}
-	for i := range s.NodeGroups {
-		g := &s.NodeGroups[i]
+	for i := range groups {
+		g := &groups[i]
 		p := "nodeGroups[" + strconv.Itoa(i) + "]"
 		if g.Name == "" {
-			return bad(p+".name", "must not be empty")
+			return badDoc(p+".name", "must not be empty")
 		}
 		if j, dup := groupAt[g.Name]; dup {
-			return bad(p+".name", "duplicate node group name %q (also nodeGroups[%d])", g.Name, j)
+			return badDoc(p+".name", "duplicate node group name %q (also nodeGroups[%d])", g.Name, j)
 		}
 		groupAt[g.Name] = i
-		for _, f := range []struct {
-			name string
-			v    int
-		}{{"minSize", g.MinSize}, {"maxSize", g.MaxSize}, {"targetSize", g.TargetSize}} {
-			if f.v < 0 {
-				return bad(p+"."+f.name, "must not be negative (got %d)", f.v)
-			}
-		}
-		if g.MinSize > g.MaxSize {
-			return bad(p+".minSize", "%d is greater than maxSize %d", g.MinSize, g.MaxSize)
-		}
-		switch g.MaxFrom {
-		case BoundProvider, BoundSchedule:
-		case BoundConfig:
-			if g.BoundsFrom != "" {
-				return bad(p+".boundsFrom", "names a schedule (%q), but maxFrom is %q", g.BoundsFrom, g.MaxFrom)
-			}
-		default:
-			return bad(p+".maxFrom", "must be %q or %q, or omitted for the provider (got %q)", BoundConfig, BoundSchedule, g.MaxFrom)
-		}
-		if g.Headroom != nil {
-			if err := g.Headroom.Check(); err != nil {
-				return &DocumentError{Path: p + ".headroom", Err: err}
-			}
-		}
-		if err := checkResources(p+".template.allocatable", g.Template.Allocatable); err != nil {
+		if err := validateGroup(p, g); err != nil {
 			return err
-		}
-		for j, t := range g.Template.Taints {
-			tp := p + ".template.taints[" + strconv.Itoa(j) + "]"
-			if t.Key == "" {
-				return bad(tp+".key", "must not be empty")
-			}
-			switch t.Effect {
-			case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-			default:
-				return bad(tp+".effect", "must be NoSchedule, PreferNoSchedule or NoExecute (got %q)", t.Effect)
-			}
 		}
 		for j, id := range g.Instances {
 			ip := p + ".instances[" + strconv.Itoa(j) + "]"
 			if id == "" {
-				return bad(ip, "must not be empty")
+				return badDoc(ip, "must not be empty")
 			}
 			if other, dup := instanceAt[id]; dup {
-				return bad(ip, "instance %q is already in node group %q", id, other)
+				return badDoc(ip, "instance %q is already in node group %q", id, other)
 			}
 			instanceAt[id] = g.Name
 		}
 	}
-	nodeAt := make(map[string]int, len(s.Nodes))
-	for i := range s.Nodes {
-		name := s.Nodes[i].Name
+	return nil
+}
+
+// validateGroup checks one node group's sizes, bound sources, headroom and
+// template.
+func validateGroup(p string, g *NodeGroup) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"minSize", g.MinSize}, {"maxSize", g.MaxSize}, {"targetSize", g.TargetSize}} {
+		if f.v < 0 {
+			return badDoc(p+"."+f.name, "must not be negative (got %d)", f.v)
+		}
+	}
+	if g.MinSize > g.MaxSize {
+		return badDoc(p+".minSize", "%d is greater than maxSize %d", g.MinSize, g.MaxSize)
+	}
+	switch g.MaxFrom {
+	case BoundProvider, BoundSchedule:
+	case BoundConfig:
+		if g.BoundsFrom != "" {
+			return badDoc(p+".boundsFrom", "names a schedule (%q), but maxFrom is %q", g.BoundsFrom, g.MaxFrom)
+		}
+	default:
+		return badDoc(p+".maxFrom", "must be %q or %q, or omitted for the provider (got %q)", BoundConfig, BoundSchedule, g.MaxFrom)
+	}
+	if g.Headroom != nil {
+		if err := g.Headroom.Check(); err != nil {
+			return &DocumentError{Path: p + ".headroom", Err: err}
+		}
+	}
+	if err := checkResources(p+".template.allocatable", g.Template.Allocatable); err != nil {
+		return err
+	}
+	for j, t := range g.Template.Taints {
+		tp := p + ".template.taints[" + strconv.Itoa(j) + "]"
+		if t.Key == "" {
+			return badDoc(tp+".key", "must not be empty")
+		}
+		switch t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			return badDoc(tp+".effect", "must be NoSchedule, PreferNoSchedule or NoExecute (got %q)", t.Effect)
+		}
+	}
+	return nil
+}
+
+// validateNodes checks node names are set and unique, and their quantities.
+func validateNodes(nodes []corev1.Node) error {
+	nodeAt := make(map[string]int, len(nodes))
+	for i := range nodes {
+		name := nodes[i].Name
 		p := "nodes[" + strconv.Itoa(i) + "].metadata.name"
 		if name == "" {
-			return bad(p, "must not be empty")
+			return badDoc(p, "must not be empty")
 		}
 		if j, dup := nodeAt[name]; dup {
-			return bad(p, "duplicate node %q (also nodes[%d])", name, j)
+			return badDoc(p, "duplicate node %q (also nodes[%d])", name, j)
 		}
 		nodeAt[name] = i
-		st := &s.Nodes[i].Status
+		st := &nodes[i].Status
 		if err := checkResources("nodes["+strconv.Itoa(i)+"].status.allocatable", st.Allocatable); err != nil {
 			return err
 		}
@@ -887,17 +933,23 @@ func validateSnapshot(s *Snapshot, podName string) error {
 			return err
 		}
 	}
-	dup, also := firstDuplicate(s.Pods)
+	return nil
+}
+
+// validatePods checks pod names are set and unique, and their quantities.
+// podName is the name's path inside a pod, which differs between the forms.
+func validatePods(pods []corev1.Pod, podName string) error {
+	dup, also := firstDuplicate(pods)
 	// Pods of one controller share their trimmed spec: its quantities are
 	// checked once, at the first pod that has it.
 	checked := map[*corev1.Container]bool{}
-	for i := range s.Pods {
-		p := &s.Pods[i]
+	for i := range pods {
+		p := &pods[i]
 		if p.Name == "" {
-			return bad("pods["+strconv.Itoa(i)+"]"+podName, "must not be empty")
+			return badDoc("pods["+strconv.Itoa(i)+"]"+podName, "must not be empty")
 		}
 		if i == dup {
-			return bad("pods["+strconv.Itoa(i)+"]"+podName, "duplicate pod %s/%s (also pods[%d])", p.Namespace, p.Name, also)
+			return badDoc("pods["+strconv.Itoa(i)+"]"+podName, "duplicate pod %s/%s (also pods[%d])", p.Namespace, p.Name, also)
 		}
 		spec := &p.Spec
 		if len(spec.Containers) > 0 {
@@ -910,7 +962,7 @@ func validateSnapshot(s *Snapshot, podName string) error {
 			return err
 		}
 	}
-	return validateVolumes(s)
+	return nil
 }
 
 // validateVolumes checks that every claim, volume and class is named once:

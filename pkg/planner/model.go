@@ -191,7 +191,19 @@ func hasTaint(n *corev1.Node, key string) bool {
 
 func newModel(s *Snapshot, set Settings, now time.Time) *model {
 	m := &model{snap: s, set: set, now: now, classByID: map[uint64][]int32{}, vols: newVolumeIndex(s)}
+	instanceGroup := m.indexGroups()
+	m.indexNodes(instanceGroup)
+	counts := m.indexPods()
+	m.layOutPods(counts)
+	m.daemonSetOverhead()
+	m.initTopology()
+	return m
+}
 
+// indexGroups fills m.groups and m.byName, and returns the group index of
+// each instance ID (the first group that lists it).
+func (m *model) indexGroups() map[string]int {
+	s := m.snap
 	instanceGroup := map[string]int{}
 	m.groups = make([]groupInfo, len(s.NodeGroups))
 	for gi := range s.NodeGroups {
@@ -213,7 +225,13 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 	slices.SortStableFunc(m.byName, func(a, b int) int {
 		return strings.Compare(m.groups[a].ng.Name, m.groups[b].ng.Name)
 	})
+	return instanceGroup
+}
 
+// indexNodes fills m.nodes and m.nodeByName, placing each node in the group
+// that lists its provider ID.
+func (m *model) indexNodes(instanceGroup map[string]int) {
+	s := m.snap
 	m.nodes = make([]nodeInfo, len(s.Nodes))
 	m.nodeByName = make(map[string]int32, len(s.Nodes))
 	for i := range s.Nodes {
@@ -227,7 +245,7 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 		}
 		ni.alloc = resourceList(n.Status.Allocatable)
 		ni.ready = nodeReady(n)
-		ni.booting = !ni.ready && now.Sub(n.CreationTimestamp.Time) <= set.ScaleUp.MaxNodeProvisionTime
+		ni.booting = !ni.ready && m.now.Sub(n.CreationTimestamp.Time) <= m.set.ScaleUp.MaxNodeProvisionTime
 		ni.draining = hasTaint(n, TaintDraining)
 		ni.schedulable = !n.Spec.Unschedulable && !ni.draining && n.DeletionTimestamp == nil
 		// A Ready node's start-up taints are about to be cleared by the node
@@ -240,9 +258,13 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 			m.nodeByName[n.Name] = int32(i)
 		}
 	}
+}
 
-	// Pods: requests of bound pods, and the pods of each node laid out in one
-	// slice (counting sort), which is far cheaper than a slice per node.
+// indexPods fills m.pods: requests of bound pods, added to their node's use,
+// and which pending pods are unschedulable. It returns, at index i+1, how
+// many live pods node i holds.
+func (m *model) indexPods() []int32 {
+	s := m.snap
 	m.pods = make([]podInfo, len(s.Pods))
 	counts := make([]int32, len(m.nodes)+1)
 	for i := range s.Pods {
@@ -266,9 +288,16 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 			m.topoOn = m.topoOn || hasFeatures(p)
 			pi.unsched = true
 			pi.req = podRequests(p)
-			pi.pending = now.Sub(p.CreationTimestamp.Time) >= set.ScaleUp.PendingPodMinAge
+			pi.pending = m.now.Sub(p.CreationTimestamp.Time) >= m.set.ScaleUp.PendingPodMinAge
 		}
 	}
+	return counts
+}
+
+// layOutPods lays the pods of each node out in one slice (a counting sort
+// over counts from indexPods), which is far cheaper than a slice per node,
+// and sets each node's free resources.
+func (m *model) layOutPods(counts []int32) {
 	for i := 1; i < len(counts); i++ {
 		counts[i] += counts[i-1]
 	}
@@ -284,10 +313,6 @@ func newModel(s *Snapshot, set Settings, now time.Time) *model {
 	for i := range m.nodes {
 		m.nodes[i].free = m.nodes[i].alloc.sub(m.nodes[i].used)
 	}
-
-	m.daemonSetOverhead()
-	m.initTopology()
-	return m
 }
 
 // podsOf returns the pods bound to node i.

@@ -176,80 +176,112 @@ func (a *Applier) applyNodeGroups(ctx context.Context, s schedule.Schedule, fire
 	shrink := map[string]int{}
 	pending := map[string]schedule.Change{}
 	for _, o := range schedule.OverridesOf(s, names, firedAt) {
-		c := schedule.Change{Kind: schedule.KindNodeGroup, Name: o.Group}
 		g, ok := byName[o.Group]
 		if !ok {
-			res.Fail(c, errors.New("no such node group is managed"))
+			res.Fail(schedule.Change{Kind: schedule.KindNodeGroup, Name: o.Group}, errors.New("no such node group is managed"))
 			continue
 		}
-		lo, hi, note := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
-		if note != "" {
-			res.Notes = append(res.Notes, fmt.Sprintf("node group %s: %s", o.Group, note))
-		}
-		if o.Bounds() {
-			c.Min, c.Max = &lo, &hi
-		}
-		target, err := g.TargetSize(ctx)
-		if err != nil {
-			res.Fail(c, fmt.Errorf("target size: %w", err))
-			continue
-		}
-		c.From = &target
-		want := min(max(target, lo), hi)
-		if o.Desired != nil {
-			want = *o.Desired
-			c.To = want
-			switch {
-			case want > hi:
-				res.Fail(c, fmt.Errorf("desired size %d is above the node group's maximum size %d; left at %d", want, hi, target))
-				continue
-			case want < lo:
-				res.Fail(c, fmt.Errorf("desired size %d is below the node group's minimum size %d; left at %d", want, lo, target))
-				continue
-			}
-		}
-		c.To = want
-		if a.Overrides != nil {
-			won, err := a.Overrides.SetOverride(ctx, o)
-			if err != nil {
-				res.Fail(c, fmt.Errorf("record the override: %w", err))
-				continue
-			}
-			if !won {
-				c.Outcome = schedule.OutcomeUnchanged
-				c.Message = "a schedule fired later has set this group's sizes; left as they are"
-				res.Changes = append(res.Changes, c)
-				continue
-			}
-		} else if o.Bounds() {
-			res.Notes = append(res.Notes, fmt.Sprintf("node group %s: no override store here, so evaluate and drain keep to the configured bounds", o.Group))
-		}
-		switch {
-		case want == target:
-			c.Outcome = schedule.OutcomeUnchanged
-		case want > target:
-			// From the target read under the group's lock: concurrent
-			// fires asking for the same size grow the group once.
-			from, err := providers.GrowTo(ctx, g, want)
-			if err != nil {
-				res.Fail(c, fmt.Errorf("grow to %d: %w", want, err))
-				continue
-			}
-			c.From = &from
-			c.Outcome = schedule.OutcomeScaled
-			if from >= want {
-				c.Outcome = schedule.OutcomeUnchanged
-			}
-		default:
+		if c, want, shrinking := a.applyOverride(ctx, o, g, res); shrinking {
 			shrink[o.Group] = want
 			pending[o.Group] = c
-			continue
 		}
-		res.Changes = append(res.Changes, c)
 	}
 	if len(shrink) > 0 {
 		a.shrink(ctx, s, shrink, pending, res)
 	}
+}
+
+// applyOverride records o and grows g to the size o wants, recording the
+// outcome in res. When g must shrink, it records nothing yet and returns
+// the change and the size for the caller to shrink to: the Shrinker takes
+// all of a schedule's groups at once.
+func (a *Applier) applyOverride(ctx context.Context, o schedule.Override, g providers.NodeGroup, res *schedule.Result) (schedule.Change, int, bool) {
+	c := schedule.Change{Kind: schedule.KindNodeGroup, Name: o.Group}
+	want, ok := a.wantedSize(ctx, o, g, &c, res)
+	if !ok || !a.recordOverride(ctx, o, &c, res) {
+		return c, 0, false
+	}
+	target := *c.From
+	switch {
+	case want == target:
+		c.Outcome = schedule.OutcomeUnchanged
+	case want > target:
+		// From the target read under the group's lock: concurrent
+		// fires asking for the same size grow the group once.
+		from, err := providers.GrowTo(ctx, g, want)
+		if err != nil {
+			res.Fail(c, fmt.Errorf("grow to %d: %w", want, err))
+			return c, 0, false
+		}
+		c.From = &from
+		c.Outcome = schedule.OutcomeScaled
+		if from >= want {
+			c.Outcome = schedule.OutcomeUnchanged
+		}
+	default:
+		return c, want, true
+	}
+	res.Changes = append(res.Changes, c)
+	return c, 0, false
+}
+
+// wantedSize fills c with o's effective bounds, g's target and the size o
+// wants: its desired size, or the target clamped into the bounds. It returns
+// false, having recorded the failure, when the target cannot be read or the
+// desired size is outside the bounds.
+func (a *Applier) wantedSize(ctx context.Context, o schedule.Override, g providers.NodeGroup, c *schedule.Change, res *schedule.Result) (int, bool) {
+	lo, hi, note := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
+	if note != "" {
+		res.Notes = append(res.Notes, fmt.Sprintf("node group %s: %s", o.Group, note))
+	}
+	if o.Bounds() {
+		c.Min, c.Max = &lo, &hi
+	}
+	target, err := g.TargetSize(ctx)
+	if err != nil {
+		res.Fail(*c, fmt.Errorf("target size: %w", err))
+		return 0, false
+	}
+	c.From = &target
+	want := min(max(target, lo), hi)
+	if o.Desired != nil {
+		want = *o.Desired
+		c.To = want
+		switch {
+		case want > hi:
+			res.Fail(*c, fmt.Errorf("desired size %d is above the node group's maximum size %d; left at %d", want, hi, target))
+			return 0, false
+		case want < lo:
+			res.Fail(*c, fmt.Errorf("desired size %d is below the node group's minimum size %d; left at %d", want, lo, target))
+			return 0, false
+		}
+	}
+	c.To = want
+	return want, true
+}
+
+// recordOverride stores o, which evaluate and drain then keep to. It returns
+// false, having recorded the outcome, when storing fails or a schedule
+// fired later has already set the group's sizes.
+func (a *Applier) recordOverride(ctx context.Context, o schedule.Override, c *schedule.Change, res *schedule.Result) bool {
+	if a.Overrides == nil {
+		if o.Bounds() {
+			res.Notes = append(res.Notes, fmt.Sprintf("node group %s: no override store here, so evaluate and drain keep to the configured bounds", o.Group))
+		}
+		return true
+	}
+	won, err := a.Overrides.SetOverride(ctx, o)
+	if err != nil {
+		res.Fail(*c, fmt.Errorf("record the override: %w", err))
+		return false
+	}
+	if !won {
+		c.Outcome = schedule.OutcomeUnchanged
+		c.Message = "a schedule fired later has set this group's sizes; left as they are"
+		res.Changes = append(res.Changes, *c)
+		return false
+	}
+	return true
 }
 
 // shrink drains the surplus nodes of the groups a schedule shrinks.

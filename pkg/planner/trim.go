@@ -207,14 +207,17 @@ func trimPodSpec(s *corev1.PodSpec) corev1.PodSpec {
 		out.Resources = &corev1.ResourceRequirements{Requests: s.Resources.Requests}
 	}
 	for _, v := range s.Volumes {
-		kept := corev1.Volume{Name: v.Name}
 		// Local storage blocks scale-down; claims tie a pod to its volume's
-		// topology. Other sources only need their name.
-		kept.HostPath = v.HostPath
-		kept.EmptyDir = v.EmptyDir
-		kept.PersistentVolumeClaim = v.PersistentVolumeClaim
-		kept.Ephemeral = v.Ephemeral
-		out.Volumes = append(out.Volumes, kept)
+		// topology. Nothing reads the other volumes, and they are dropped
+		// whole: their names can differ per pod (the service account token
+		// volume is kube-api-access-<random> in every pod), which would
+		// keep the pods of one controller from sharing their spec.
+		if v.HostPath == nil && v.EmptyDir == nil && v.PersistentVolumeClaim == nil && v.Ephemeral == nil {
+			continue
+		}
+		out.Volumes = append(out.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+			HostPath: v.HostPath, EmptyDir: v.EmptyDir, PersistentVolumeClaim: v.PersistentVolumeClaim, Ephemeral: v.Ephemeral,
+		}})
 	}
 	return out
 }

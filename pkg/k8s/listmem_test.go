@@ -3,10 +3,13 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,7 +99,24 @@ func TestTrimmedListOfBedRetainsLittlePerPod(t *testing.T) {
 	ctx := t.Context()
 	ns := cp.Namespace(t)
 	node := ns + "-n"
-	cp.AddNode(t, testbed.Node{Name: node, CPU: "1000", Memory: "4000Gi", Pods: "5000"})
+	pool := map[string]string{"nodetide.io/test-pool": ns}
+	cp.AddNode(t, testbed.Node{Name: node, CPU: "1000", Memory: "4000Gi", Pods: "5000", Labels: pool})
+	cp.AddNode(t, testbed.Node{Name: ns + "-m", CPU: "4", Memory: "16Gi", Labels: pool})
+	// A DaemonSet's controller pins each of its pods to its node, so their
+	// specs differ by the node's name.
+	agent := map[string]string{"app": "agent"}
+	_, err := cp.Client.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: agent}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: agent},
+			Spec: corev1.PodSpec{NodeSelector: pool, Containers: []corev1.Container{{Name: "agent", Image: "registry.example.com/agent:1",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}}}}},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.WaitPodsRunning(t, ns, "app=agent", 2, time.Minute)
 	// The owner is a ConfigMap, which no controller acts on; the garbage
 	// collector keeps the pods while it exists.
 	owner, err := cp.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
@@ -121,11 +141,37 @@ func TestTrimmedListOfBedRetainsLittlePerPod(t *testing.T) {
 			}}},
 		}
 	})
-	objs, perPod := retainedByList(ctx, t, readClient(t, cp, nil, nil))
+	client := readClient(t, cp, nil, nil)
+	objs, perPod := retainedByList(ctx, t, client)
 	t.Logf("%d pods: %d bytes kept per pod", len(objs.Pods), perPod)
 	sharesSpec(t, objs.Pods, ns)
 	if perPod > maxBytesPerPod {
 		t.Errorf("a trimmed List keeps %d bytes per pod, want at most %d", perPod, maxBytesPerPod)
+	}
+	// Each of the DaemonSet's pods keeps its own pin.
+	full, err := List(ctx, client, WithFull())
+	if err != nil {
+		t.Fatal(err)
+	}
+	affinity := map[string]*corev1.Affinity{}
+	for i := range full.Pods {
+		if p := &full.Pods[i]; p.Namespace == ns && p.Labels["app"] == "agent" {
+			affinity[p.Name] = p.Spec.Affinity
+		}
+	}
+	pinned := 0
+	for i := range objs.Pods {
+		p := &objs.Pods[i]
+		if p.Namespace != ns || p.Labels["app"] != "agent" {
+			continue
+		}
+		pinned++
+		if want := affinity[p.Name]; want == nil || !reflect.DeepEqual(p.Spec.Affinity, want) {
+			t.Errorf("pod %s: trimmed affinity %+v, want %+v", p.Name, p.Spec.Affinity, want)
+		}
+	}
+	if pinned != 2 {
+		t.Errorf("%d of the DaemonSet's pods listed, want 2", pinned)
 	}
 }
 

@@ -106,6 +106,12 @@ func (t *Trimmer) pod(p *corev1.Pod) (corev1.Pod, *podShape) {
 		}
 	}
 	spec := trimPodSpec(&p.Spec)
+	// A DaemonSet's pods differ only in their pin to their node: they share
+	// a shape with the node's name left empty, and each gets its pin back.
+	node := pinnedNode(spec.Affinity)
+	if node != "" {
+		spec.Affinity = pinAffinity(spec.Affinity, "")
+	}
 	prev := t.shapes[owner]
 	if prev == nil || owner == "" || !prev.matches(p, &spec) {
 		prev = &podShape{
@@ -123,6 +129,9 @@ func (t *Trimmer) pod(p *corev1.Pod) (corev1.Pod, *podShape) {
 	out.OwnerReferences = prev.owners
 	out.Spec = prev.spec
 	out.Spec.NodeName = t.str(p.Spec.NodeName)
+	if node != "" {
+		out.Spec.Affinity = pinAffinity(prev.spec.Affinity, t.str(node))
+	}
 
 	out.Status.Phase = p.Status.Phase
 	out.Status.NominatedNodeName = t.str(p.Status.NominatedNodeName)

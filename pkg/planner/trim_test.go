@@ -124,3 +124,28 @@ func TestTrimDropsBulkAndShares(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A DaemonSet's pods, each pinned to its node by required node affinity,
+// share one shape and keep their own pins.
+func TestTrimSharesPinnedDaemonSetPods(t *testing.T) {
+	pinned := func(name, node string) corev1.Pod {
+		p := pod("kube-system/"+name, "50m", "64Mi", daemon("ds-agent"), on(node))
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/os", Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}}},
+				MatchFields:      []corev1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+			}}}}}
+		return p
+	}
+	a, b := pinned("agent-a", "n1"), pinned("agent-b", "n2")
+	tr := NewTrimmer()
+	ta, tb := tr.Pod(&a), tr.Pod(&b)
+	if &ta.Spec.Containers[0] != &tb.Spec.Containers[0] {
+		t.Error("the DaemonSet's pods do not share their containers")
+	}
+	for _, c := range []struct{ full, trimmed *corev1.Pod }{{&a, &ta}, {&b, &tb}} {
+		if !reflect.DeepEqual(c.trimmed.Spec.Affinity, c.full.Spec.Affinity) {
+			t.Errorf("pod %s: affinity %+v, want %+v", c.full.Name, c.trimmed.Spec.Affinity, c.full.Spec.Affinity)
+		}
+	}
+}

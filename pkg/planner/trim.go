@@ -106,6 +106,12 @@ func (t *Trimmer) pod(p *corev1.Pod) (corev1.Pod, *podShape) {
 		}
 	}
 	spec := trimPodSpec(&p.Spec)
+	// A DaemonSet's pods differ only in their pin to their node: they share
+	// a shape with the node's name left empty, and each gets its pin back.
+	node := pinnedNode(spec.Affinity)
+	if node != "" {
+		spec.Affinity = pinAffinity(spec.Affinity, "")
+	}
 	prev := t.shapes[owner]
 	if prev == nil || owner == "" || !prev.matches(p, &spec) {
 		prev = &podShape{
@@ -123,6 +129,9 @@ func (t *Trimmer) pod(p *corev1.Pod) (corev1.Pod, *podShape) {
 	out.OwnerReferences = prev.owners
 	out.Spec = prev.spec
 	out.Spec.NodeName = t.str(p.Spec.NodeName)
+	if node != "" {
+		out.Spec.Affinity = pinAffinity(prev.spec.Affinity, t.str(node))
+	}
 
 	out.Status.Phase = p.Status.Phase
 	out.Status.NominatedNodeName = t.str(p.Status.NominatedNodeName)
@@ -207,14 +216,17 @@ func trimPodSpec(s *corev1.PodSpec) corev1.PodSpec {
 		out.Resources = &corev1.ResourceRequirements{Requests: s.Resources.Requests}
 	}
 	for _, v := range s.Volumes {
-		kept := corev1.Volume{Name: v.Name}
 		// Local storage blocks scale-down; claims tie a pod to its volume's
-		// topology. Other sources only need their name.
-		kept.HostPath = v.HostPath
-		kept.EmptyDir = v.EmptyDir
-		kept.PersistentVolumeClaim = v.PersistentVolumeClaim
-		kept.Ephemeral = v.Ephemeral
-		out.Volumes = append(out.Volumes, kept)
+		// topology. Nothing reads the other volumes, and they are dropped
+		// whole: their names can differ per pod (the service account token
+		// volume is kube-api-access-<random> in every pod), which would
+		// keep the pods of one controller from sharing their spec.
+		if v.HostPath == nil && v.EmptyDir == nil && v.PersistentVolumeClaim == nil && v.Ephemeral == nil {
+			continue
+		}
+		out.Volumes = append(out.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+			HostPath: v.HostPath, EmptyDir: v.EmptyDir, PersistentVolumeClaim: v.PersistentVolumeClaim, Ephemeral: v.Ephemeral,
+		}})
 	}
 	return out
 }

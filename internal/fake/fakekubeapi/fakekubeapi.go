@@ -15,6 +15,7 @@ package fakekubeapi
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -404,6 +405,21 @@ func uid(kind string, r rec) types.UID {
 	return types.UID(fmt.Sprintf("%s-%s-%s", kind, r.ns, r.name))
 }
 
+// nameSuffix is five characters of the alphabet Kubernetes draws generated
+// name suffixes from, the same for the same name.
+func nameSuffix(name string) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	v := h.Sum32()
+	b := make([]byte, 5)
+	for i := range b {
+		b[i] = alphabet[v%uint32(len(alphabet))]
+		v /= uint32(len(alphabet))
+	}
+	return string(b)
+}
+
 func (s *Server) pod(r rec) *corev1.Pod {
 	app := fmt.Sprintf("app-%05d", r.app)
 	labels := map[string]string{"app": app, "team": r.ns, "tier": "backend", "version": "v1.4.2",
@@ -416,6 +432,11 @@ func (s *Server) pod(r rec) *corev1.Pod {
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		{Name: "DATABASE_URL", Value: "postgres://db.internal:5432/" + app}, {Name: "FEATURE_FLAGS", Value: "a,b,c,d,e,f"}}
 	node := fmt.Sprintf("node-%05d", r.node)
+	// The API server's ServiceAccount admission names the token volume
+	// of each pod with a random suffix; the DefaultTolerationSeconds one
+	// bounds the not-ready and unreachable tolerations.
+	token := "kube-api-access-" + nameSuffix(r.name)
+	tolerate := int64(300)
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -440,18 +461,18 @@ func (s *Server) pod(r rec) *corev1.Pod {
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem},
 					Limits:   corev1.ResourceList{corev1.ResourceMemory: mem}},
-				VolumeMounts:           []corev1.VolumeMount{{Name: "config", MountPath: "/config"}, {Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+				VolumeMounts:           []corev1.VolumeMount{{Name: "config", MountPath: "/config"}, {Name: token, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
 				ReadinessProbe:         &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}},
 				TerminationMessagePath: "/dev/termination-log", ImagePullPolicy: corev1.PullIfNotPresent,
 			}},
 			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: app + "-config"}}}},
-				{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{Name: token, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
 					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
 					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}}}}}},
 			Tolerations: []corev1.Toleration{
-				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
-				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
+				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &tolerate},
+				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &tolerate}},
 			RestartPolicy: corev1.RestartPolicyAlways, DNSPolicy: corev1.DNSClusterFirst, SchedulerName: "default-scheduler",
 			ServiceAccountName: "default", EnableServiceLinks: new(bool), PreemptionPolicy: new(corev1.PreemptionPolicy),
 		},

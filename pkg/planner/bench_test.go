@@ -148,26 +148,32 @@ func topologyCluster() Snapshot {
 	return s
 }
 
-// BenchmarkDecideTopology: the goal is 0.5 s a decision.
-func BenchmarkDecideTopology(b *testing.B) {
-	s := topologyCluster()
-	set := DefaultSettings()
+// decideCPU plans s b.N times and reports the CPU per plan (not wall time:
+// on a shared machine the wall clock measures the neighbours) and the
+// pending pods the last plan packed; it returns that plan.
+func decideCPU(b *testing.B, s Snapshot, set Settings) (Plan, int) {
+	b.Helper()
 	b.ReportAllocs()
 	var p Plan
 	start := cpuTime()
 	for b.Loop() {
 		p = Decide(s, set, s.CapturedAt)
 	}
-	// CPU, not wall time: on a shared machine the wall clock measures the
-	// neighbours.
 	b.ReportMetric((cpuTime()-start).Seconds()/float64(b.N), "cpu-s/op")
 	placed := 0
 	for _, u := range p.ScaleUp {
 		placed += len(u.Pods)
 	}
-	b.ReportMetric(float64(len(s.Pods)), "pods")
 	b.ReportMetric(float64(placed), "packed")
 	b.ReportMetric(float64(len(p.Unschedulable)), "unschedulable")
+	return p, placed
+}
+
+// BenchmarkDecideTopology: the goal is 0.5 s a decision.
+func BenchmarkDecideTopology(b *testing.B) {
+	s := topologyCluster()
+	p, _ := decideCPU(b, s, DefaultSettings())
+	b.ReportMetric(float64(len(s.Pods)), "pods")
 	b.ReportMetric(float64(len(p.State.UnneededSince)), "unneeded")
 }
 
@@ -181,14 +187,7 @@ func BenchmarkDecideTopologyZones(b *testing.B) {
 	}
 	set := DefaultSettings()
 	set.ScaleUp.BalanceSimilarNodeGroups = true
-	b.ReportAllocs()
-	var p Plan
-	start := cpuTime()
-	for b.Loop() {
-		p = Decide(s, set, s.CapturedAt)
-	}
-	b.ReportMetric((cpuTime()-start).Seconds()/float64(b.N), "cpu-s/op")
-	b.ReportMetric(float64(len(p.Unschedulable)), "unschedulable")
+	decideCPU(b, s, set)
 }
 
 // zonalTopologyCluster is topologyCluster with each group split into one
@@ -229,20 +228,7 @@ func BenchmarkDecideTopologyZonal(b *testing.B) {
 	set.ScaleUp.BalanceSimilarNodeGroups = true
 	// One pod a node (hostname anti-affinity): let the step hold them all.
 	set.ScaleUp.MaxNodesPerStep = 1000
-	b.ReportAllocs()
-	var p Plan
-	start := cpuTime()
-	for b.Loop() {
-		p = Decide(s, set, s.CapturedAt)
-	}
-	b.ReportMetric((cpuTime()-start).Seconds()/float64(b.N), "cpu-s/op")
-	placed := 0
-	for _, u := range p.ScaleUp {
-		placed += len(u.Pods)
-	}
-	if placed == 0 {
+	if p, placed := decideCPU(b, s, set); placed == 0 {
 		b.Fatalf("no pending pod packed: %d unschedulable", len(p.Unschedulable))
 	}
-	b.ReportMetric(float64(placed), "packed")
-	b.ReportMetric(float64(len(p.Unschedulable)), "unschedulable")
 }

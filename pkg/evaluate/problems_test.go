@@ -9,10 +9,6 @@ import (
 	"testing"
 	"time"
 
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-
 	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/internal/metricstest"
 	"github.com/nodetide/nodetide/internal/testbed"
@@ -20,7 +16,6 @@ import (
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
-	"github.com/nodetide/nodetide/pkg/providers/aws"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -31,23 +26,7 @@ import (
 func TestProblemsCountAFailedScaleUp(t *testing.T) {
 	cp := testbed.Cluster(t)
 	ns := cp.Namespace(t)
-	d := fakeaws.New()
-	t.Cleanup(d.Close)
-	lt := fakeaws.LaunchTemplate{ID: "lt-0123456789abcdef0", Name: ns, InstanceTypes: []string{"m5.xlarge"}}
-	d.AddLaunchTemplate(lt)
-	d.AddGroup(fakeaws.Group{Name: ns, MaxSize: 2,
-		LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: lt.ID, Version: "$Latest"},
-		Tags:           map[string]string{aws.TagTemplatePrefix + "label/pool": ns}})
-	cfg := awssdk.Config{
-		Region:       d.Region(),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "not-a-secret", ""),
-		BaseEndpoint: awssdk.String(d.URL()),
-	}
-	as, ec2c := aws.NewClients(cfg, func(o *retry.StandardOptions) { o.MaxBackoff = time.Millisecond })
-	p, err := aws.New(as, ec2c, aws.Options{AutoScalingGroup: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, p := fakeASG(t, ns, 2)
 	store := state.NewMemory(ns)
 	f := &fixture{cp: cp, ns: ns, pool: ns, store: store}
 	f.deploy(t, "web", 1, "3")

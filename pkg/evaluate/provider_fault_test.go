@@ -42,23 +42,7 @@ func TestProviderFaultOnScaleUp(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cp := testbed.Cluster(t)
 			ns := cp.Namespace(t)
-			d := fakeaws.New()
-			t.Cleanup(d.Close)
-			lt := fakeaws.LaunchTemplate{ID: "lt-0123456789abcdef0", Name: ns, InstanceTypes: []string{"m5.xlarge"}}
-			d.AddLaunchTemplate(lt)
-			d.AddGroup(fakeaws.Group{Name: ns, MaxSize: maxSize,
-				LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: lt.ID, Version: "$Latest"},
-				Tags:           map[string]string{aws.TagTemplatePrefix + "label/pool": ns}})
-			cfg := awssdk.Config{
-				Region:       d.Region(),
-				Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "not-a-secret", ""),
-				BaseEndpoint: awssdk.String(d.URL()),
-			}
-			as, ec2c := aws.NewClients(cfg, func(o *retry.StandardOptions) { o.MaxBackoff = time.Millisecond })
-			p, err := aws.New(as, ec2c, aws.Options{AutoScalingGroup: ns})
-			if err != nil {
-				t.Fatal(err)
-			}
+			d, p := fakeASG(t, ns, maxSize)
 			store := state.NewMemory(ns)
 			f := &fixture{cp: cp, ns: ns, pool: ns, store: store}
 			// Three pods of 3 CPU: one per 4-CPU machine, one more than max.
@@ -188,4 +172,29 @@ func TestProviderFaultOnScaleUp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeASG serves one Auto Scaling group named ns (max maxSize, m5.xlarge,
+// labelled pool=ns) from a fake AWS and returns it with the provider that
+// reaches it through the real SDK, retrying at once.
+func fakeASG(t *testing.T, ns string, maxSize int) (*fakeaws.Server, *aws.Provider) {
+	t.Helper()
+	d := fakeaws.New()
+	t.Cleanup(d.Close)
+	lt := fakeaws.LaunchTemplate{ID: "lt-0123456789abcdef0", Name: ns, InstanceTypes: []string{"m5.xlarge"}}
+	d.AddLaunchTemplate(lt)
+	d.AddGroup(fakeaws.Group{Name: ns, MaxSize: maxSize,
+		LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: lt.ID, Version: "$Latest"},
+		Tags:           map[string]string{aws.TagTemplatePrefix + "label/pool": ns}})
+	cfg := awssdk.Config{
+		Region:       d.Region(),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "not-a-secret", ""),
+		BaseEndpoint: awssdk.String(d.URL()),
+	}
+	as, ec2c := aws.NewClients(cfg, func(o *retry.StandardOptions) { o.MaxBackoff = time.Millisecond })
+	p, err := aws.New(as, ec2c, aws.Options{AutoScalingGroup: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, p
 }

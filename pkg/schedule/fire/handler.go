@@ -16,23 +16,14 @@ import (
 	"github.com/nodetide/nodetide/pkg/lambdaevent"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/strictjson"
 )
 
-// Store is where the schedule function keeps schedules; the state
-// package's ScheduleStore (DynamoDB, or in memory) is one. It is declared
-// here because the state package imports this one.
-type Store interface {
-	PutSchedule(ctx context.Context, s schedule.Schedule, expectedVersion int64, now time.Time) (schedule.Record, error)
-	GetSchedule(ctx context.Context, name string) (schedule.Record, error)
-	ListSchedules(ctx context.Context) ([]schedule.Record, error)
-	DeleteSchedule(ctx context.Context, name string) error
-	ClaimFire(ctx context.Context, name string, fireAt time.Time) (bool, error)
-	RecordSkip(ctx context.Context, name string, fireAt time.Time, reason string) (bool, error)
-	// RecordResult keeps what the schedule did last (Record.LastResult).
-	RecordResult(ctx context.Context, name string, res schedule.Result) error
-	schedule.OverrideStore
-}
+// Store is where the schedule function keeps schedules: the state
+// package's ScheduleStore (DynamoDB, or in memory), all of which the
+// handler uses.
+type Store = state.ScheduleStore
 
 // The actions of the schedule function; ActionTick is what an EventBridge
 // scheduled event asks for.

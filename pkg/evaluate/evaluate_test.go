@@ -109,6 +109,23 @@ func (f *fixture) waitUnschedulable(t *testing.T, n int) {
 	f.cp.WaitPodsUnschedulable(t, f.ns, n, time.Minute)
 }
 
+// waitOneNodeReady waits until the pool has exactly one node, and it is Ready.
+func (f *fixture) waitOneNodeReady(t *testing.T) {
+	t.Helper()
+	f.cp.WaitFor(t, time.Minute, "the pool's one node Ready", func(ctx context.Context) (bool, error) {
+		nodes, err := f.cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "pool=" + f.pool})
+		if err != nil || len(nodes.Items) != 1 {
+			return false, err
+		}
+		for _, c := range nodes.Items[0].Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+}
+
 func (f *fixture) target(t *testing.T) int {
 	t.Helper()
 	n, err := f.group.TargetSize(context.Background())
@@ -126,18 +143,7 @@ func TestScaleUpByBinPackedAmount(t *testing.T) {
 	}
 	// The node Ready first: pods created while it is not yet would all be
 	// unschedulable for a moment, and the plan could catch that moment.
-	f.cp.WaitFor(t, time.Minute, "the first node Ready", func(ctx context.Context) (bool, error) {
-		nodes, err := f.cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "pool=" + f.pool})
-		if err != nil || len(nodes.Items) != 1 {
-			return false, err
-		}
-		for _, c := range nodes.Items[0].Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
+	f.waitOneNodeReady(t)
 	// 6 pods of 1500m: the first 4-CPU node holds 2, the other 4 need 2 more nodes.
 	f.deploy(t, "web", 6, "1500m")
 	f.waitUnschedulable(t, 4)

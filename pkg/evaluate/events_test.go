@@ -220,18 +220,7 @@ func TestStartedDrainRecordsScaleDownOnTheNode(t *testing.T) {
 	if err := f.group.IncreaseSize(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	f.cp.WaitFor(t, time.Minute, "the node Ready", func(ctx context.Context) (bool, error) {
-		nodes, err := f.cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "pool=" + f.pool})
-		if err != nil || len(nodes.Items) != 1 {
-			return false, err
-		}
-		for _, c := range nodes.Items[0].Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
+	f.waitOneNodeReady(t)
 	ev := f.evaluator("events-down")
 	ev.Settings.ScaleDown.UnneededTime, ev.Settings.ScaleDown.DelayAfterAdd = 0, 0
 	ev.Events = f.recorder(f.cp.Client, nil)

@@ -6,7 +6,7 @@ LAMBDA_ENV := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags "-s -w"
 TEST_TIMEOUT ?= 40m
 
-.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo measure vet fmt clean synth deploy invoke up down FORCE
+.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo measure vet clean synth deploy invoke up down FORCE
 
 ## build: the three Lambda bootstraps (linux/arm64) and bin/nodetide for this machine
 build: functions cli
@@ -42,6 +42,13 @@ test: testbed node-deps vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz
+
+## test-unit: the unit lane: every test that needs no local control plane, Step Functions service or
+##   function under the Lambda RIE (those skip under -short, saying why), infra's CDK assertions and
+##   cdk-nag included; a couple of minutes. make test runs both lanes
+test-unit: node-deps vet
+	$(GO) test -short -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd infra && $(GO) vet ./... && $(GO) test -short -count=1 ./...
 
 ## fuzz: fuzz schedule documents, cron expressions, nodetide.yaml, the Kamatera INI, snapshot documents
 ##   and the three functions' events for FUZZTIME executions each (a failing input is saved under the package's

@@ -95,9 +95,7 @@ func TestHelpStartsNothing(t *testing.T) {
 // that may shrink to zero becomes unneeded, and the run loop's removal is a
 // drain execution of the local state machine that deletes the node.
 func TestRemovalsDrainThroughTheLocalStateMachine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the CLI and the drain function and starts the local Step Functions service")
-	}
+	testbed.Integration(t, "builds the CLI and the drain function and starts the local Step Functions service")
 	cp := testbed.Cluster(t)
 	ns := cp.Namespace(t)
 	db := testbed.DynamoDB(t)

@@ -22,9 +22,7 @@ import (
 // (SIGKILL of the supervisor), after which down still clears up. Neither
 // stop may leave a process behind.
 func TestUpDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a whole local cluster")
-	}
+	testbed.Integration(t, "starts a whole local cluster")
 	if _, err := testbed.Dir(); err != nil {
 		t.Fatal(err)
 	}

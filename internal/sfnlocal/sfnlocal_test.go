@@ -177,6 +177,7 @@ func count(events []types.HistoryEvent, typ types.HistoryEventType) int {
 }
 
 func TestStateMachines(t *testing.T) {
+	testbed.Integration(t, "the local Step Functions service with functions under the Lambda RIE")
 	ctx := t.Context()
 	bootstrap := buildToy(t)
 

@@ -348,9 +348,11 @@ var cluster struct {
 // Cluster returns the control plane shared by the tests of this test binary,
 // starting it on first use; Main stops it at the end. It fails the test if
 // the control plane can't start. Tests sharing it should work in their own
-// namespaces (Namespace) and on their own nodes (AddNode).
+// namespaces (Namespace) and on their own nodes (AddNode). Under -short it
+// skips the test (see Integration).
 func Cluster(t testing.TB) *ControlPlane {
 	t.Helper()
+	Integration(t, "runs on the local control plane")
 	cluster.once.Do(func() {
 		// Not the test's context: the control plane outlives the test.
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

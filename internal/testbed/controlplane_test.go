@@ -102,6 +102,7 @@ func TestDirMissingBinaries(t *testing.T) {
 }
 
 func TestStartReportsComponentFailure(t *testing.T) {
+	testbed.Integration(t, "starts a control plane of its own")
 	real, err := testbed.Dir()
 	if err != nil {
 		t.Fatal(err)
@@ -285,6 +286,7 @@ func TestPDBRefusesEviction(t *testing.T) {
 }
 
 func TestStopLeavesNothing(t *testing.T) {
+	testbed.Integration(t, "starts a control plane of its own")
 	t.Parallel()
 	began := time.Now()
 	c, err := testbed.Start(t.Context())

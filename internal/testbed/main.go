@@ -62,3 +62,15 @@ func Run(m *testing.M) int {
 	stopAll()
 	return code
 }
+
+// Integration marks a test of the integration lane: one that needs the local
+// control plane, the local Step Functions service or function bootstraps
+// under the Lambda RIE. Under -short (make test-unit) it skips the test,
+// saying why; make test runs it. Tests that only need dynalite or the
+// clouds' HTTP fakes are unit-lane tests and are not marked.
+func Integration(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("integration test (%s): skipped under -short; make test runs it", why)
+	}
+}

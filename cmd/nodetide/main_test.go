@@ -119,6 +119,17 @@ func TestBadInputs(t *testing.T) {
 	badConfig := writeFile(t, "nodetide.yaml", "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 2, kwok: {template: {allocatable: {cpu: 2, memory: 1Gi}}}}]\nscaleDown: {unneededTme: 5m}\n")
 	badCompact := writeFile(t, "compact.json", `{"format": "nodetide.io/snapshot-compact/v1", "capturedAt": "2026-11-30T10:00:00Z", "podShapes": [],
   "pods": [{"name": "a", "shape": 3}]}`)
+	// A pod bound to a node the snapshot lacks, a Pod among the nodes, two
+	// nodes of one machine: each would be planned as something it is not.
+	unbound := writeFile(t, "unbound.json", `{"format": "nodetide.io/snapshot-compact/v1", "capturedAt": "2026-11-30T10:00:00Z",
+  "nodes": [{"metadata": {"name": "a"}}], "podShapes": [{}],
+  "pods": [{"name": "p0", "shape": 0, "nodeName": "a"}, {"name": "p1", "shape": 0}, {"name": "p2", "shape": 0, "nodeName": "a"}, {"name": "p3", "shape": 0, "nodeName": "x"}]}`)
+	podAsNode := writeFile(t, "podnode.json", `{"capturedAt": "2026-11-30T10:00:00Z", "nodes": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}},
+  {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web-0", "namespace": "shop"}, "spec": {"nodeName": "a"}}]}`)
+	oneMachine := writeFile(t, "machine.json", `{"capturedAt": "2026-11-30T10:00:00Z", "nodes": [
+  {"metadata": {"name": "a"}, "spec": {"providerID": "aws:///eu-west-1a/i-0a"}}, {"metadata": {"name": "b"}, "spec": {"providerID": "aws:///eu-west-1a/i-0b"}},
+  {"metadata": {"name": "c"}}, {"metadata": {"name": "d"}}, {"metadata": {"name": "e"}},
+  {"metadata": {"name": "f"}, "spec": {"providerID": "aws:///eu-west-1a/i-0b"}}]}`)
 	good := writeFile(t, "good.json", `{"capturedAt":"2026-11-30T10:00:00Z","nodeGroups":[],"nodes":[],"pods":[],"podDisruptionBudgets":[],"state":{"unneededSince":{},"lastScaleUp":{}}}`)
 
 	cases := []struct {
@@ -133,6 +144,9 @@ func TestBadInputs(t *testing.T) {
 		{"min above max", []string{"plan", "--snapshot", minMax}, "nodeGroups[0]"},
 		{"bad compact pod", []string{"plan", "--snapshot", badCompact}, "pods[0].shape: no podShapes[3]"},
 		{"negative size", []string{"plan", "--snapshot", negative}, "targetSize"},
+		{"pod on a node not in the snapshot", []string{"plan", "--snapshot", unbound}, `pods[3].nodeName: "x" is not a node of the snapshot`},
+		{"a Pod among the nodes", []string{"plan", "--snapshot", podAsNode}, `nodes[2]: kind "Pod" is not a Node`},
+		{"two nodes of one machine", []string{"plan", "--snapshot", oneMachine}, `nodes[5].spec.providerID: "aws:///eu-west-1a/i-0b" is also nodes[1]'s`},
 		{"bad output", []string{"plan", "--snapshot", good, "-o", "xml"}, `--output "xml"`},
 		{"bad config", []string{"plan", "--snapshot", good, "--config", badConfig}, "scaleDown.unneededTme: unknown field"},
 		{"unknown flag", []string{"plan", "--snapshots", good}, "unknown flag: --snapshots"},

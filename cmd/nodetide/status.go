@@ -147,7 +147,7 @@ func writeStatusSummary(w io.Writer, d statusDoc, c statusClock) {
 	} else {
 		fmt.Fprintf(w, "Last error:   none\n")
 	}
-	if !d.GroupsAt.Equal(d.CycleAt) {
+	if groupsNotRead(d.Status) {
 		fmt.Fprintf(w, "Node groups as of %s (the last cycle did not read them)\n", c.at(d.GroupsAt))
 	}
 	fmt.Fprintf(w, "Unschedulable pods: %d\n", d.UnschedulablePods)
@@ -158,6 +158,19 @@ func writeStatusSummary(w io.Writer, d statusDoc, c statusClock) {
 	for _, p := range d.Problems {
 		fmt.Fprintf(w, "Problem:      %s (%d): %s\n", p.Kind, p.Count, p.Detail)
 	}
+}
+
+// groupsNotRead reports whether the last cycle failed before it read the
+// node groups, so they are an earlier cycle's. A cycle reads them during its
+// run: GroupsAt (the snapshot's capture) falls after the cycle began, which
+// is CycleAt (its end) less Duration, not at CycleAt itself. A millisecond
+// covers Duration's rounding.
+func groupsNotRead(st evaluate.Status) bool {
+	took, err := time.ParseDuration(st.Duration)
+	if err != nil {
+		took = 0
+	}
+	return st.GroupsAt.Before(st.CycleAt.Add(-took - time.Millisecond))
 }
 
 // writeGroupsTable writes one row per node group.

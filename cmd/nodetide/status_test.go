@@ -175,3 +175,37 @@ nodeGroups:
 		}
 	}
 }
+
+// TestStatusSaysWhenGroupsWereNotRead: the node groups are said to be an
+// earlier cycle's only when the last cycle did not read them, not whenever
+// their capture time differs from the cycle's end (it always does: the
+// snapshot is taken during the cycle).
+func TestStatusSaysWhenGroupsWereNotRead(t *testing.T) {
+	end := statusNow.Add(-30 * time.Second)
+	cases := []struct {
+		name     string
+		groupsAt time.Time
+		duration string
+		want     bool
+	}{
+		{"read at the cycle's end", end, "1.84s", false},
+		{"read during the cycle", end.Add(-1500 * time.Millisecond), "1.84s", false},
+		{"read as the cycle began", end.Add(-1840 * time.Millisecond), "1.84s", false},
+		{"read at the start, duration rounded", end.Add(-1840*time.Millisecond - 400*time.Microsecond), "1.84s", false},
+		{"an earlier cycle's", end.Add(-time.Minute), "1.84s", true},
+		{"never read", time.Time{}, "120ms", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := sampleStatus()
+			st.CycleAt, st.GroupsAt, st.Duration = end, tc.groupsAt, tc.duration
+			var out bytes.Buffer
+			if err := writeStatusTable(&out, statusDoc{Cluster: "prod", Status: st}, statusNow); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(out.String(), "(the last cycle did not read them)"); got != tc.want {
+				t.Errorf("says the groups were not read: %v, want %v\n%s", got, tc.want, out.String())
+			}
+		})
+	}
+}

@@ -154,6 +154,7 @@ func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers
 	if err != nil {
 		return planner.Snapshot{}, nil, fmt.Errorf("snapshot: load state: %w", err)
 	}
+	e.noteUnplacedPods(objs)
 	return planner.Snapshot{
 		CapturedAt:           now,
 		NodeGroups:           described,
@@ -166,6 +167,24 @@ func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers
 		PersistentVolumes:      objs.PersistentVolumes,
 		StorageClasses:         objs.StorageClasses,
 	}, groups, nil
+}
+
+// noteUnplacedPods logs the pods bound to a node the read did not return.
+// The pods of a deleted Node linger until the pod garbage collector removes
+// them (about a minute), and nodes and pods are read at different versions:
+// such a pod is no reason to fail a cycle. The planner plans as if it were
+// not there (planner.UnplacedPods).
+func (e *Evaluator) noteUnplacedPods(objs k8s.Objects) {
+	gone := planner.UnplacedPods(objs.Nodes, objs.Pods)
+	if len(gone) == 0 {
+		return
+	}
+	names := make([]string, 0, min(len(gone), maxStatusProblems))
+	for _, i := range gone[:cap(names)] {
+		p := &objs.Pods[i]
+		names = append(names, p.Namespace+"/"+p.Name+" on "+p.Spec.NodeName)
+	}
+	e.log().Info("pods bound to a node not read, planned as on no node", "count", len(gone), "pods", names)
 }
 
 func (e *Evaluator) read(ctx context.Context) (k8s.Objects, error) {

@@ -78,7 +78,8 @@ func (m *podEventMemory) mark(uids []types.UID, now time.Time, every time.Durati
 
 // recordEvents writes the cycle's events: TriggeredScaleUp on the pods of
 // every scale-up that the provider took, NotTriggerScaleUp on the pods left
-// pending (each at most once per interval), both within the per-cycle cap,
+// pending, those of a refused scale-up included (each at most once per
+// interval), both within the per-cycle cap,
 // and ScaleDown on every node whose drain was started. It never fails.
 func (e *Evaluator) recordEvents(ctx context.Context, plan planner.Plan, snap planner.Snapshot, actions []Action) {
 	if e.Events == nil {
@@ -121,6 +122,23 @@ func (e *Evaluator) recordEvents(ctx context.Context, plan planner.Plan, snap pl
 	now := snap.CapturedAt
 	uids := podUIDs(snap.Pods, plan)
 	var marked []types.UID
+	// The pods of a scale-up the provider refused are left pending too, and
+	// the group is now backed off: they hear why in this cycle, not the next.
+	for _, up := range plan.ScaleUp {
+		if !failedUp[up.NodeGroup] {
+			continue
+		}
+		msg := NotTriggerScaleUpMessage([]planner.GroupReason{{NodeGroup: up.NodeGroup, Code: planner.ReasonBackedOff}})
+		for _, p := range up.Pods {
+			if len(want) >= budget {
+				break
+			}
+			if uid := uids[p]; e.notTriggered.due(uid, now, set.NotTriggerScaleUpInterval) {
+				want = append(want, podEvent{p, kubeevents.ReasonNotTriggerScaleUp, corev1.EventTypeNormal, msg})
+				marked = append(marked, uid)
+			}
+		}
+	}
 	for _, u := range plan.Unschedulable {
 		if len(want) >= budget {
 			break

@@ -133,6 +133,7 @@ const (
 	maxStatusActions  = 50
 	maxStatusProblems = 20 // names logged for a headroom's missing groups
 	maxStatusMessage  = 300
+	clipHead          = 120 // of a clipped message, the bytes kept from its start
 )
 
 // ReadStatus returns the stored status of the last evaluate cycle.
@@ -255,10 +256,10 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snaps
 func (st *Status) addActions(actions []Action, ok bool, now time.Time) {
 	for _, a := range actions {
 		if a.Error != "" {
-			a.Error = clip(a.Error)
 			if ok {
-				st.LastError = &StatusError{At: now, Message: fmt.Sprintf("%s %s: %s", a.Kind, a.NodeGroup, a.Error)}
+				st.LastError = &StatusError{At: now, Message: clip(fmt.Sprintf("%s %s: %s", a.Kind, a.NodeGroup, a.Error))}
 			}
+			a.Error = clip(a.Error)
 		}
 		if len(st.Actions) < maxStatusActions {
 			st.Actions = append(st.Actions, a)
@@ -417,13 +418,21 @@ func timeOf(m map[string]time.Time, k string) *time.Time {
 	return nil
 }
 
+// clip bounds a message to maxStatusMessage bytes by cutting out its
+// middle: a wrapped error names what failed first and the cloud's own answer
+// (its error code and message) last, and both are what a reader needs.
 func clip(s string) string {
 	if len(s) <= maxStatusMessage {
 		return s
 	}
-	cut := maxStatusMessage
-	for cut > 0 && s[cut]&0xC0 == 0x80 { // not inside a UTF-8 sequence
-		cut--
+	const gap = " ... "
+	head := clipHead
+	for head > 0 && s[head]&0xC0 == 0x80 { // not inside a UTF-8 sequence
+		head--
 	}
-	return s[:cut] + "..."
+	tail := len(s) - (maxStatusMessage - clipHead - len(gap))
+	for tail < len(s) && s[tail]&0xC0 == 0x80 {
+		tail++
+	}
+	return s[:head] + gap + s[tail:]
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nodetide/nodetide/pkg/planner"
 )
@@ -63,3 +64,26 @@ func hasProblem(ps []Problem, kind string, count int, name string) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestClipKeepsTheCloudsAnswer: a long error keeps its start (what failed)
+// and its end (the cloud's code and message), within the bound, and never
+// splits a UTF-8 sequence.
+func TestClipKeepsTheCloudsAnswer(t *testing.T) {
+	group := strings.Repeat("g", 63)
+	aws := "aws group " + group + ": set desired capacity 1: above the node group's maximum size: operation error Auto Scaling: SetDesiredCapacity, https response error StatusCode: 400, RequestID: 5d1c2a9e-0000-4b7e-9f3c-2c1e0a9b8d7f, api error ValidationError: New SetDesiredCapacity value 1 is above max value 0 for the AutoScalingGroup."
+	for _, tc := range []struct{ name, in, head, tail string }{
+		{"short", "scaleUp g: api error Throttling: Rate exceeded", "scaleUp g: api error Throttling: Rate exceeded", ""},
+		{"aws", "scaleUp " + group + ": " + aws, "scaleUp " + group + ": aws group ", "api error ValidationError: New SetDesiredCapacity value 1 is above max value 0 for the AutoScalingGroup."},
+		{"multi-byte", strings.Repeat("é", 400), "éé", "éé"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := clip(tc.in)
+			if len(got) > maxStatusMessage || !utf8.ValidString(got) || !strings.HasPrefix(got, tc.head) || !strings.HasSuffix(got, tc.tail) {
+				t.Errorf("clip = %q (%d bytes), want at most %d valid bytes from %q to %q", got, len(got), maxStatusMessage, tc.head, tc.tail)
+			}
+			if len(tc.in) > maxStatusMessage && !strings.Contains(got, " ... ") {
+				t.Errorf("clip = %q: no mark of what was cut", got)
+			}
+		})
+	}
+}

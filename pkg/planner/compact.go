@@ -90,7 +90,7 @@ type compactSchedule struct {
 // entries are parsed straight from the stream); counts, when given, must
 // match the lists (they let the reader size them up front).
 func WriteCompactSnapshot(w io.Writer, s Snapshot) error {
-	if err := validateSnapshot(&s, ".metadata.name"); err != nil {
+	if err := validateSnapshot(&s, fullPodPaths); err != nil {
 		return err
 	}
 	tr := NewTrimmer()

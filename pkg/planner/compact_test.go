@@ -151,6 +151,7 @@ func TestReadCompactErrors(t *testing.T) {
 		return `, "podShapes": [` + shape + `], "pods": [` + strings.Join(ps, ",\n") + `]`
 	}
 	const ok = `{"name": "ok", "namespace": "d", "shape": 0}`
+	const ok2 = `{"name": "ok2", "namespace": "d", "shape": 0}`
 	cases := []struct{ name, doc, want string }{
 		{"unknown format", `{"format": "nodetide.io/snapshot-compact/v9"}`, `format (line 1:12): unknown format "nodetide.io/snapshot-compact/v9" (this build reads nodetide.io/snapshot-full/v1 and nodetide.io/snapshot-compact/v1)`},
 		{"null format", `{"format": null}`, `format (line 1:12): unknown format ""`},
@@ -189,6 +190,18 @@ func TestReadCompactErrors(t *testing.T) {
 		{"empty zone", doc(`, "nodeGroups": [{"name": "g", "zones": ["a", ""]}]`), "nodeGroups[0].zones[1]: zone must not be empty"},
 		{"zone twice", doc(`, "nodeGroups": [{"name": "g", "zones": ["a", "a"]}]`), `nodeGroups[0].zones[1]: zone "a" listed twice`},
 		{"node with a bad quantity", doc(`, "nodes": [{"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e309"}}}]`), "nodes[0].status.allocatable.cpu: is too large"},
+		// What refers to a node must name one, and each list holds its own kind.
+		{"pod on a node not in the snapshot", doc(`, "nodes": [{"metadata": {"name": "n"}}]` + pods(ok, `{"name": "a", "namespace": "d", "shape": 0, "nodeName": "n"}`, ok2, `{"name": "b", "namespace": "d", "shape": 0, "nodeName": "x"}`)), `pods[3].nodeName: "x" is not a node of the snapshot`},
+		{"two nodes of one machine", doc(`, "nodes": [{"metadata": {"name": "a"}, "spec": {"providerID": "kwok://a"}}, {"metadata": {"name": "b"}, "spec": {"providerID": "kwok://a"}}]`), `nodes[1].spec.providerID: "kwok://a" is also nodes[0]'s`},
+		{"duplicate node", doc(`, "nodes": [{"metadata": {"name": "a"}}, {"metadata": {"name": "a"}}]`), `nodes[1].metadata.name: duplicate node "a" (also nodes[0])`},
+		{"a Pod among the nodes", doc(`, "nodes": [{"metadata": {"name": "a"}}, {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"}}]`), `nodes[1]: kind "Pod" is not a Node`},
+		{"a Pod among the PDBs", doc(`, "podDisruptionBudgets": [{"kind": "Pod", "metadata": {"name": "p"}}]`), `podDisruptionBudgets[0]: kind "Pod" is not a PodDisruptionBudget`},
+		{"duplicate PDB", doc(`, "podDisruptionBudgets": [{"metadata": {"name": "b", "namespace": "a"}}, {"metadata": {"name": "b", "namespace": "a"}}]`), `podDisruptionBudgets[1].metadata.name: duplicate PodDisruptionBudget a/b (also podDisruptionBudgets[0])`},
+		{"a Node among the pods", doc(pods(`{"kind": "Node", "metadata": {"name": "n"}}`)), `pods[0].kind (line 1:221): unknown key (known: name, namespace`},
+		{"a PDB among the pods", doc(pods(ok, `{"metadata": {"name": "b"}, "spec": {"minAvailable": 1}}`)), `pods[1].metadata (line 2:2): unknown key (known: name, namespace`},
+		{"a full-form pod among the compact pods", doc(pods(`{"metadata": {"name": "p"}, "spec": {}}`)), `pods[0].metadata (line 1:221): unknown key`},
+		{"duplicate group name", doc(`, "nodeGroups": [{"name": "a"}, {"name": "a"}]`), `nodeGroups[1].name: duplicate node group name "a" (also nodeGroups[0])`},
+		{"instance in two groups", doc(`, "nodeGroups": [{"name": "a", "instances": ["kwok://n1"]}, {"name": "b", "instances": ["kwok://n1"]}]`), `nodeGroups[1].instances[0]: instance "kwok://n1" is already in node group "a"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

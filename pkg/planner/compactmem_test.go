@@ -19,6 +19,14 @@ func TestCompactPodsReadWithFewAllocations(t *testing.T) {
 	doc := func(pods int) []byte {
 		var b bytes.Buffer
 		b.WriteString(`{"format": "nodetide.io/snapshot-compact/v1", "capturedAt": "2026-11-30T10:00:00Z",
+		  "nodes": [`)
+		for i := range 10 {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"metadata": {"name": "node-%d"}}`, i)
+		}
+		b.WriteString(`],
 		  "podShapes": [{"labels": {"app": "web"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}],
 		  "pods": [`)
 		for i := range pods {

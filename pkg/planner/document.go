@@ -116,8 +116,8 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 				return d.nodeGroup(path, &s.NodeGroups[len(s.NodeGroups)-1])
 			})
 		case "nodes":
-			return decodeObjects(d, path, c.hint(c.counts.Nodes, len(`{},`)), &s.Nodes, func(_ string, n *corev1.Node) (corev1.Node, error) {
-				return d.tr.Node(n), nil
+			return decodeObjects(d, path, c.hint(c.counts.Nodes, len(`{},`)), &s.Nodes, func(path string, n *corev1.Node) (corev1.Node, error) {
+				return d.tr.Node(n), checkKind(path, n.Kind, "Node")
 			})
 		case "pods":
 			if form == FormatCompact {
@@ -125,26 +125,29 @@ func ReadSnapshot(r io.Reader) (Snapshot, error) {
 			}
 			// Limits are checked before trimming drops them.
 			return decodeObjects(d, path, 0, &s.Pods, func(path string, p *corev1.Pod) (corev1.Pod, error) {
+				if err := checkKind(path, p.Kind, "Pod"); err != nil {
+					return corev1.Pod{}, err
+				}
 				if err := checkPodResources(path+".spec", &p.Spec); err != nil {
 					return corev1.Pod{}, err
 				}
 				return d.tr.Pod(p), nil
 			})
 		case "podDisruptionBudgets":
-			return decodeObjects(d, path, c.hint(c.counts.PodDisruptionBudgets, len(`{},`)), &s.PodDisruptionBudgets, func(_ string, b *policyv1.PodDisruptionBudget) (policyv1.PodDisruptionBudget, error) {
-				return d.tr.PDB(b), nil
+			return decodeObjects(d, path, c.hint(c.counts.PodDisruptionBudgets, len(`{},`)), &s.PodDisruptionBudgets, func(path string, b *policyv1.PodDisruptionBudget) (policyv1.PodDisruptionBudget, error) {
+				return d.tr.PDB(b), checkKind(path, b.Kind, "PodDisruptionBudget")
 			})
 		case "persistentVolumeClaims":
-			return decodeObjects(d, path, 0, &s.PersistentVolumeClaims, func(_ string, v *corev1.PersistentVolumeClaim) (corev1.PersistentVolumeClaim, error) {
-				return d.tr.PersistentVolumeClaim(v), nil
+			return decodeObjects(d, path, 0, &s.PersistentVolumeClaims, func(path string, v *corev1.PersistentVolumeClaim) (corev1.PersistentVolumeClaim, error) {
+				return d.tr.PersistentVolumeClaim(v), checkKind(path, v.Kind, "PersistentVolumeClaim")
 			})
 		case "persistentVolumes":
-			return decodeObjects(d, path, 0, &s.PersistentVolumes, func(_ string, v *corev1.PersistentVolume) (corev1.PersistentVolume, error) {
-				return d.tr.PersistentVolume(v), nil
+			return decodeObjects(d, path, 0, &s.PersistentVolumes, func(path string, v *corev1.PersistentVolume) (corev1.PersistentVolume, error) {
+				return d.tr.PersistentVolume(v), checkKind(path, v.Kind, "PersistentVolume")
 			})
 		case "storageClasses":
-			return decodeObjects(d, path, 0, &s.StorageClasses, func(_ string, v *storagev1.StorageClass) (storagev1.StorageClass, error) {
-				return d.tr.StorageClass(v), nil
+			return decodeObjects(d, path, 0, &s.StorageClasses, func(path string, v *storagev1.StorageClass) (storagev1.StorageClass, error) {
+				return d.tr.StorageClass(v), checkKind(path, v.Kind, "StorageClass")
 			})
 		case "podShapes":
 			return c.readShapes(path)
@@ -194,11 +197,11 @@ func finishSnapshot(d *docDecoder, c *compactReader, s *Snapshot, form string, e
 			return err
 		}
 	}
-	podName := ".metadata.name"
+	paths := fullPodPaths
 	if form == FormatCompact {
-		podName = ".name"
+		paths = compactPodPaths
 	}
-	return validateSnapshot(s, podName)
+	return validateSnapshot(s, paths)
 }
 
 // end checks that nothing follows the document.
@@ -232,7 +235,7 @@ func inputSize(r io.Reader) int64 {
 // reads, after the same checks; empty lists are written as [] and maps as {}.
 // It streams: one object is encoded at a time.
 func WriteSnapshot(w io.Writer, s Snapshot) error {
-	if err := validateSnapshot(&s, ".metadata.name"); err != nil {
+	if err := validateSnapshot(&s, fullPodPaths); err != nil {
 		return err
 	}
 	sw := newSnapWriter(w, "  ")
@@ -811,23 +814,47 @@ func (d *docDecoder) state(path string, s *State) error {
 	})
 }
 
+// podPaths are the paths, inside a pod, of the fields validation names: they
+// differ between the forms.
+type podPaths struct{ name, nodeName string }
+
+var (
+	fullPodPaths    = podPaths{name: ".metadata.name", nodeName: ".spec.nodeName"}
+	compactPodPaths = podPaths{name: ".name", nodeName: ".nodeName"}
+)
+
 // validateSnapshot checks what JSON syntax cannot: sizes, names, instances,
-// quantities, taints. ReadSnapshot and WriteSnapshot share it, so a document
+// quantities, taints, and that what refers to a node names one of the
+// snapshot's. ReadSnapshot and WriteSnapshot share it, so a document
 // nodetide writes is one it reads back.
-func validateSnapshot(s *Snapshot, podName string) error {
+func validateSnapshot(s *Snapshot, paths podPaths) error {
 	if s.CapturedAt.IsZero() {
 		return badDoc("capturedAt", "missing: the instant the snapshot was taken is the planner's now")
 	}
 	if err := validateGroups(s.NodeGroups); err != nil {
 		return err
 	}
-	if err := validateNodes(s.Nodes); err != nil {
+	nodeAt, err := validateNodes(s.Nodes)
+	if err != nil {
 		return err
 	}
-	if err := validatePods(s.Pods, podName); err != nil {
+	if err := validatePods(s.Pods, paths, nodeAt); err != nil {
+		return err
+	}
+	if err := validatePDBs(s.PodDisruptionBudgets); err != nil {
 		return err
 	}
 	return validateVolumes(s)
+}
+
+// checkKind refuses an object of another kind in a list (a Pod among the
+// nodes): decoded as the list's kind, it would pass for one. Objects as the
+// API lists them carry no kind, so none is required.
+func checkKind(path, kind, want string) error {
+	if kind == "" || kind == want {
+		return nil
+	}
+	return badDoc(path, "kind %q is not a %s", kind, want)
 }
 
 // badDoc is a DocumentError at path with a formatted message.
@@ -912,33 +939,41 @@ func validateGroup(p string, g *NodeGroup) error {
 	return nil
 }
 
-// validateNodes checks node names are set and unique, and their quantities.
-func validateNodes(nodes []corev1.Node) error {
+// validateNodes checks node names are set and unique, that no two nodes
+// claim one machine (a group would count it twice), and their quantities.
+// It returns each node's index by name.
+func validateNodes(nodes []corev1.Node) (map[string]int, error) {
 	nodeAt := make(map[string]int, len(nodes))
+	machineAt := make(map[string]int, len(nodes))
 	for i := range nodes {
-		name := nodes[i].Name
-		p := "nodes[" + strconv.Itoa(i) + "].metadata.name"
-		if name == "" {
-			return badDoc(p, "must not be empty")
+		n := &nodes[i]
+		np := "nodes[" + strconv.Itoa(i) + "]"
+		if n.Name == "" {
+			return nil, badDoc(np+".metadata.name", "must not be empty")
 		}
-		if j, dup := nodeAt[name]; dup {
-			return badDoc(p, "duplicate node %q (also nodes[%d])", name, j)
+		if j, dup := nodeAt[n.Name]; dup {
+			return nil, badDoc(np+".metadata.name", "duplicate node %q (also nodes[%d])", n.Name, j)
 		}
-		nodeAt[name] = i
-		st := &nodes[i].Status
-		if err := checkResources("nodes["+strconv.Itoa(i)+"].status.allocatable", st.Allocatable); err != nil {
-			return err
+		nodeAt[n.Name] = i
+		if id := n.Spec.ProviderID; id != "" {
+			if j, dup := machineAt[id]; dup {
+				return nil, badDoc(np+".spec.providerID", "%q is also nodes[%d]'s", id, j)
+			}
+			machineAt[id] = i
 		}
-		if err := checkResources("nodes["+strconv.Itoa(i)+"].status.capacity", st.Capacity); err != nil {
-			return err
+		if err := checkResources(np+".status.allocatable", n.Status.Allocatable); err != nil {
+			return nil, err
+		}
+		if err := checkResources(np+".status.capacity", n.Status.Capacity); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return nodeAt, nil
 }
 
-// validatePods checks pod names are set and unique, and their quantities.
-// podName is the name's path inside a pod, which differs between the forms.
-func validatePods(pods []corev1.Pod, podName string) error {
+// validatePods checks pod names are set and unique, that a bound pod's node
+// is one of nodeAt's, and their quantities.
+func validatePods(pods []corev1.Pod, paths podPaths, nodeAt map[string]int) error {
 	dup, also := firstDuplicate(pods)
 	// Pods of one controller share their trimmed spec: its quantities are
 	// checked once, at the first pod that has it.
@@ -946,10 +981,17 @@ func validatePods(pods []corev1.Pod, podName string) error {
 	for i := range pods {
 		p := &pods[i]
 		if p.Name == "" {
-			return badDoc("pods["+strconv.Itoa(i)+"]"+podName, "must not be empty")
+			return badDoc("pods["+strconv.Itoa(i)+"]"+paths.name, "must not be empty")
 		}
 		if i == dup {
-			return badDoc("pods["+strconv.Itoa(i)+"]"+podName, "duplicate pod %s/%s (also pods[%d])", p.Namespace, p.Name, also)
+			return badDoc("pods["+strconv.Itoa(i)+"]"+paths.name, "duplicate pod %s/%s (also pods[%d])", p.Namespace, p.Name, also)
+		}
+		if node := p.Spec.NodeName; node != "" {
+			// The live reader leaves such pods out (DropUnplacedPods): in a
+			// file it is a snapshot put together by hand, or cut short.
+			if _, ok := nodeAt[node]; !ok {
+				return badDoc("pods["+strconv.Itoa(i)+"]"+paths.nodeName, "%q is not a node of the snapshot", node)
+			}
 		}
 		spec := &p.Spec
 		if len(spec.Containers) > 0 {
@@ -961,6 +1003,24 @@ func validatePods(pods []corev1.Pod, podName string) error {
 		if err := checkPodResources("pods["+strconv.Itoa(i)+"].spec", spec); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// validatePDBs checks PDB names are set and unique within their namespace.
+func validatePDBs(pdbs []policyv1.PodDisruptionBudget) error {
+	at := make(map[string]int, len(pdbs))
+	for i := range pdbs {
+		b := &pdbs[i]
+		p := "podDisruptionBudgets[" + strconv.Itoa(i) + "].metadata.name"
+		if b.Name == "" {
+			return badDoc(p, "must not be empty")
+		}
+		key := b.Namespace + "/" + b.Name
+		if j, dup := at[key]; dup {
+			return badDoc(p, "duplicate PodDisruptionBudget %s (also podDisruptionBudgets[%d])", key, j)
+		}
+		at[key] = i
 	}
 	return nil
 }

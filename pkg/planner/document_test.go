@@ -147,6 +147,20 @@ func TestReadSnapshotErrors(t *testing.T) {
 		{"duplicate node", doc(`, "nodes": [{"metadata": {"name": "n"}}, {"metadata": {"name": "n"}}]`), `nodes[1].metadata.name: duplicate node "n" (also nodes[0])`},
 		{"duplicate pod", doc(`, "pods": [{"metadata": {"name": "p", "namespace": "a"}}, {"metadata": {"name": "p", "namespace": "a"}}]`), `pods[1].metadata.name: duplicate pod a/p (also pods[0])`},
 		{"bad state time", doc(`, "state": {"lastScaleUp": {"g": "yesterday"}}`), "state.lastScaleUp"},
+		// What refers to a node must name one, and each list holds its own kind.
+		{"pod on a node not in the snapshot", doc(`, "nodes": [{"metadata": {"name": "n"}}], "pods": [` + pods(3) + `, ` + pod("bound", `"nodeName": "x"`) + `]`), `pods[3].spec.nodeName: "x" is not a node of the snapshot`},
+		{"pod on a node with no nodes", doc(`, "pods": [` + pod("bound", `"nodeName": "n"`) + `]`), `pods[0].spec.nodeName: "n" is not a node of the snapshot`},
+		{"two nodes of one machine", doc(`, "nodes": [{"metadata": {"name": "a"}, "spec": {"providerID": "aws:///eu-west-1a/i-1"}}, {"metadata": {"name": "b"}, "spec": {"providerID": "aws:///eu-west-1a/i-2"}}, {"metadata": {"name": "c"}, "spec": {"providerID": "aws:///eu-west-1a/i-1"}}]`), `nodes[2].spec.providerID: "aws:///eu-west-1a/i-1" is also nodes[0]'s`},
+		{"a Pod among the nodes", doc(`, "nodes": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}, {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"}}]`), `nodes[2]: kind "Pod" is not a Node`},
+		{"a Node among the pods", doc(`, "pods": [{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n"}}]`), `pods[0]: kind "Node" is not a Pod`},
+		{"a PDB among the pods", doc(`, "pods": [` + pods(1) + `, {"kind": "PodDisruptionBudget", "apiVersion": "policy/v1", "metadata": {"name": "b"}}]`), `pods[1]: kind "PodDisruptionBudget" is not a Pod`},
+		{"a Pod among the PDBs", doc(`, "podDisruptionBudgets": [{"kind": "Pod", "metadata": {"name": "p"}}]`), `podDisruptionBudgets[0]: kind "Pod" is not a PodDisruptionBudget`},
+		{"a PV among the claims", doc(`, "persistentVolumeClaims": [{"kind": "PersistentVolume", "metadata": {"name": "v"}}]`), `persistentVolumeClaims[0]: kind "PersistentVolume" is not a PersistentVolumeClaim`},
+		{"a claim among the volumes", doc(`, "persistentVolumes": [{"kind": "PersistentVolumeClaim", "metadata": {"name": "c"}}]`), `persistentVolumes[0]: kind "PersistentVolumeClaim" is not a PersistentVolume`},
+		{"a Node among the classes", doc(`, "storageClasses": [{"kind": "Node", "metadata": {"name": "n"}}]`), `storageClasses[0]: kind "Node" is not a StorageClass`},
+		{"duplicate PDB", doc(`, "podDisruptionBudgets": [{"metadata": {"name": "b", "namespace": "a"}}, {"metadata": {"name": "b", "namespace": "a"}}]`), `podDisruptionBudgets[1].metadata.name: duplicate PodDisruptionBudget a/b (also podDisruptionBudgets[0])`},
+		{"unnamed PDB", doc(`, "podDisruptionBudgets": [{"metadata": {"namespace": "a"}}]`), `podDisruptionBudgets[0].metadata.name: must not be empty`},
+		{"duplicate claim", doc(`, "persistentVolumeClaims": [{"metadata": {"name": "c", "namespace": "a"}}, {"metadata": {"name": "c", "namespace": "a"}}]`), `persistentVolumeClaims[1].metadata.name: duplicate a/c (also persistentVolumeClaims[0])`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -329,7 +329,9 @@ func (m *model) daemonSetOverhead() {
 	var order []string
 	for i := range m.snap.Pods {
 		p := &m.snap.Pods[i]
-		if m.pods[i].terminal {
+		// A pod bound to a node the snapshot lacks (a deleted Node's, not
+		// yet collected) is planned as if it were not there (UnplacedPods).
+		if m.pods[i].terminal || (p.Spec.NodeName != "" && m.pods[i].node < 0) {
 			continue
 		}
 		kind, uid, ok := controllerOf(p)

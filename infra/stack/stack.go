@@ -136,6 +136,9 @@ var ReadOnlyWildcardActions = []string{
 	"ec2:DescribeInstanceTypes",
 	"ec2:DescribeLaunchTemplateVersions",
 	"ec2:GetInstanceTypesFromInstanceRequirements",
+	// What the cloud's events and recovery ask EC2 of a machine.
+	"ec2:DescribeInstances",
+	"ec2:DescribeSpotInstanceRequests",
 }
 
 // StateTableActions are the item operations pkg/state performs.

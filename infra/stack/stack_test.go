@@ -493,7 +493,8 @@ func TestLeastPrivilege(t *testing.T) {
 			"autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeLaunchConfigurations",
 			"autoscaling:DescribeScalingActivities",
 			"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem",
-			"ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplateVersions", "ec2:GetInstanceTypesFromInstanceRequirements",
+			"ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeSpotInstanceRequests",
+			"ec2:GetInstanceTypesFromInstanceRequirements",
 			"eks:DescribeCluster", "eks:DescribeNodegroup", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter",
 			"sqs:SendMessage", // the failed-invocation queue (TestFailureDestinations)
 		}

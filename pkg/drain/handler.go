@@ -92,6 +92,9 @@ func ParseEvent(payload []byte) (Event, error) {
 		if err != nil {
 			return Event{}, err
 		}
+		for i := range ins {
+			ins[i].Replay = env.ReplayName != ""
+		}
 		return Event{interruptions: ins}, nil
 	}
 	var ev Event

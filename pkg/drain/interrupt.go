@@ -67,6 +67,9 @@ type Interruption struct {
 	// Over says the change the event announced is over (AWS Health's
 	// closed status): nothing to drain for.
 	Over bool `json:"over,omitempty"`
+	// Replay: EventBridge replayed the event from an archive (its
+	// envelope's replay-name): it proves nothing about now.
+	Replay bool `json:"replay,omitempty"`
 }
 
 // parseInterruptions reads the EventBridge events nodetide drains for. The
@@ -239,6 +242,9 @@ type InterruptResult struct {
 // lifecycle hook holding it is completed at once; a machine of no managed
 // group is ignored, changing nothing.
 func (h *Handler) Interrupt(ctx context.Context, ins []Interruption) ([]InterruptResult, error) {
+	if err := checkSkew(ins, h.Steps.now()); err != nil {
+		return []InterruptResult{}, err
+	}
 	out := make([]InterruptResult, 0, len(ins))
 	var errs []error
 	for _, in := range ins {
@@ -294,6 +300,14 @@ func (h *Handler) interruptOne(ctx context.Context, in Interruption) (InterruptR
 		return res, nil
 	}
 	res.NodeGroup = g.Name()
+	// The event must prove itself with EC2 before anything changes.
+	if reason, err := h.unproven(ctx, in); err != nil || reason != "" {
+		if err == nil {
+			res.Action, res.Reason = "ignored", reason
+			log.Warn("interruption ignored", "node", node.Name, "reason", reason, "replay", in.Replay)
+		}
+		return res, err
+	}
 	if in.Kind == state.InterruptLifecycle {
 		joined, err := h.joinRunning(ctx, node.Name, in)
 		if err != nil {
@@ -436,8 +450,15 @@ func (st *Starter) Interrupted(ctx context.Context, node, group string, in Inter
 		suffix = shortHash(in.Token)
 	case state.InterruptSpot:
 		// EC2 reclaims it two minutes after its warning, whatever the drain
-		// does: force what is left at the deadline.
+		// does: force what is left at the deadline. A warning past that
+		// deadline, or replayed, forces nothing: the machine is going (the
+		// handler asked EC2), but PodDisruptionBudgets are kept as in any
+		// drain.
 		s.Deadline = in.At.Add(SpotDrainTime)
+		if in.Replay || !s.Deadline.After(st.now()) {
+			s.Policy, s.Deadline = st.Policy, st.now().Add(st.Timeout)
+			s.Reason += " (late: an ordinary drain)"
+		}
 	case state.InterruptRebalance, state.InterruptMaintenance:
 		// Advice, or a change scheduled days ahead: an ordinary drain.
 		s.Policy = st.Policy

@@ -47,8 +47,8 @@ func newCloudBed(t *testing.T, nodes int, withMachine bool, kubeconfig ...func(*
 	}
 	cfg := awssdk.Config{Region: d.Region(), BaseEndpoint: awssdk.String(d.URL()),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "not-a-secret", "")}
-	as, _ := aws.NewClients(cfg)
-	b.steps.Lifecycle = as
+	as, ec2c := aws.NewClients(cfg)
+	b.steps.Lifecycle, b.steps.Machines = as, ec2c
 	cb := &cloudBed{bed: b, d: d, h: &drain.Handler{Steps: b.steps}}
 	if !withMachine {
 		return cb
@@ -260,9 +260,15 @@ func TestMachineLifecycleRollbackCompletesTheAction(t *testing.T) {
 // interrupted machine's removal takes the target back down.
 func TestMachineSpotInterruption(t *testing.T) {
 	cb := newCloudBed(t, 2, true)
+	if err := cb.d.SetSpot(cb.ns); err != nil {
+		t.Fatal(err)
+	}
 	cb.deploy(t, "solo", 1, "")
 	victim := cb.podNode(t, "solo")
 	id := cb.instanceOf(t, victim)
+	if _, err := cb.d.InterruptSpot(id, "terminate"); err != nil {
+		t.Fatal(err)
+	}
 	warned := time.Now()
 	res := cb.handle(t, cb.event(t, "drain-spot-interruption.json", id, ""))[0]
 	if res.Action != "drain" || !res.Replacement {

@@ -28,9 +28,11 @@ type ExecutionAPI interface {
 }
 
 // DefaultRecoveryGrace is how long a drain record whose execution cannot be
-// found is left alone after it began (the execution's own start may not be
-// visible yet).
-const DefaultRecoveryGrace = 2 * time.Minute
+// found is left alone after it began, in case the execution is not visible
+// yet. The record is written by the execution's own Prepare step, after
+// StartExecution returned, so a few seconds would do; the grace is also
+// what a node can stay cordoned beyond one evaluate interval (see Recovery).
+const DefaultRecoveryGrace = 15 * time.Second
 
 // Recovery finishes the drains whose execution is no longer running: failed
 // (RollbackFailed), aborted (StopExecution), timed out, or gone. Such a drain
@@ -39,7 +41,9 @@ const DefaultRecoveryGrace = 2 * time.Minute
 // alone it completes a drain whose machine is already gone, and rolls back
 // every other one. Every evaluate cycle runs it, and so does the drain
 // function when Step Functions reports an execution ended badly, so the
-// bound is about one evaluate interval after the execution ends.
+// bound is one evaluate interval after the execution ends; for a drain whose
+// execution does not exist at all, the grace after the drain began plus one
+// interval.
 type Recovery struct {
 	Steps           *Steps
 	SFN             ExecutionAPI
@@ -241,11 +245,51 @@ func (d *Steps) machineGone(ctx context.Context, rec state.DrainRecord) (bool, e
 	}), nil
 }
 
+// goingMachine handles a cordoned node whose last drain was the cloud's
+// (its rollback kept the cordon, since the machine goes anyway): while the
+// group or EC2 says the machine is going the cordon stays, and once EC2
+// says it is gone the Node is deleted (clusters without a cloud controller
+// keep it). It reports whether it dealt with the node; a node whose machine
+// is not the record's, or whose group is no longer managed, is left to the
+// sweep.
+func (r *Recovery) goingMachine(ctx context.Context, n *corev1.Node, last state.DrainRecord) (bool, error) {
+	d := r.Steps
+	if last.Interruption == nil || last.ProviderID == "" || last.ProviderID != n.Spec.ProviderID {
+		return false, nil
+	}
+	going, gone, err := d.machineFate(ctx, last)
+	if ErrorName(err) == ErrNameNotManaged {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("node %s: machine of drain %s: %w", n.Name, last.ID, err)
+	}
+	switch {
+	case gone:
+		// Only this Node object, as it was read: a Node registered anew
+		// under the name since (another UID) is left alone.
+		err := d.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return true, fmt.Errorf("delete node %s: %w", n.Name, err)
+		}
+		d.log().Warn("node removed: its machine is gone", "node", n.Name, "providerID", last.ProviderID, "drainId", last.ID)
+		d.nodeEvent(ctx, n.Name, corev1.EventTypeNormal, kubeevents.ReasonScaleDown,
+			fmt.Sprintf("node removed: machine %s is gone (the cloud took it; drain %s %s)", last.ProviderID, last.ID, last.Status))
+		metrics.From(ctx).Add(metrics.NodesRemoved, 1, nil)
+		return true, nil
+	case going:
+		d.log().Info("node kept cordoned: its machine is going", "node", n.Name, "providerID", last.ProviderID, "drainId", last.ID)
+		return true, nil
+	}
+	return false, nil
+}
+
 // Untaint takes the draining taint off those of nodes (a list the caller
 // has, e.g. evaluate's snapshot) that no drain holds (a late step of a drain
 // that had already ended) and uncordons them: the taint is nodetide's alone,
 // so it proves the cordon was too, unless the node's last drain found it
-// cordoned already.
+// cordoned already. A node whose machine the cloud is taking keeps its
+// cordon, and is deleted once the machine is gone (goingMachine).
 func (r *Recovery) Untaint(ctx context.Context, nodes []corev1.Node) ([]string, error) {
 	d := r.Steps
 	var out []string
@@ -266,6 +310,10 @@ func (r *Recovery) Untaint(ctx context.Context, nodes []corev1.Node) ([]string, 
 		switch {
 		case err == nil:
 			keepCordon = last.WasUnschedulable
+			if held, err := r.goingMachine(ctx, n, last); err != nil || held {
+				errs = append(errs, err)
+				continue
+			}
 		case !errors.Is(err, state.ErrNoDrain):
 			errs = append(errs, err)
 			continue

@@ -47,6 +47,9 @@ type Steps struct {
 	// Lifecycle completes and heartbeats Auto Scaling lifecycle actions
 	// (drains of machines an ASG terminates); nil without AWS groups.
 	Lifecycle LifecycleAPI
+	// Machines asks EC2 whether what an event or a drain record says of a
+	// machine is so; nil without AWS groups.
+	Machines InstancesAPI
 	// HeartbeatEvery: see DefaultHeartbeatEvery (used when zero).
 	HeartbeatEvery time.Duration
 	// StepWait is how long a step keeps checking for progress it can expect

@@ -579,11 +579,16 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 	}
 	if starter != nil {
 		ev.Drainer = starter
-		ev.Recoverer = &drain.Recovery{
-			Steps:           &drain.Steps{Client: client, Groups: ev.Groups, Store: store, Log: log, Events: ev.Events},
-			SFN:             starter.SFN,
-			StateMachineArn: starter.StateMachineArn,
+		steps := &drain.Steps{Client: client, Groups: ev.Groups, Store: store, Log: log, Events: ev.Events}
+		if usesAWS(cfg) {
+			ac, err := a.Config(ctx)
+			if err != nil {
+				return nil, err
+			}
+			// Recovery asks EC2 whether a cordoned node's machine is going.
+			_, steps.Machines = awsprovider.NewClients(ac)
 		}
+		ev.Recoverer = &drain.Recovery{Steps: steps, SFN: starter.SFN, StateMachineArn: starter.StateMachineArn}
 	}
 	return ev, nil
 }
@@ -633,8 +638,9 @@ func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, l
 			return nil, err
 		}
 		// Completes and heartbeats the lifecycle actions of machines an
-		// Auto Scaling Group terminates.
-		steps.Lifecycle, _ = awsprovider.NewClients(ac)
+		// Auto Scaling Group terminates; asks EC2 what the cloud's events
+		// claim of a machine.
+		steps.Lifecycle, steps.Machines = awsprovider.NewClients(ac)
 	}
 	if starter == nil {
 		h.Starter = &drain.Starter{SFN: noStateMachine{}, Store: store}

@@ -12,8 +12,9 @@
 //     SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
 //     PutLifecycleHook, CompleteLifecycleAction, RecordLifecycleActionHeartbeat,
 //     DescribeScalingActivities and DescribeLaunchConfigurations.
-//   - EC2: DescribeInstanceTypes, DescribeLaunchTemplateVersions and
-//     GetInstanceTypesFromInstanceRequirements.
+//   - EC2: DescribeInstanceTypes, DescribeLaunchTemplateVersions,
+//     GetInstanceTypesFromInstanceRequirements, DescribeInstances and
+//     DescribeSpotInstanceRequests (instances.go).
 //   - EKS: DescribeNodegroup (REST-JSON, GET /clusters/<c>/node-groups/<n>),
 //     for managed node groups a test adds with AddNodegroup; labels, taints
 //     and capacity type only.
@@ -71,6 +72,19 @@
 //     ValidationError of its own wording.
 //   - DescribeLaunchConfigurations, DescribeScalingActivities and
 //     DescribeLaunchTemplateVersions return a single page.
+//   - DescribeInstances and DescribeSpotInstanceRequests take IDs only (no
+//     filters, no pagination) and answer one reservation per instance. The
+//     EC2 state follows the group's lifecycle state (Terminating:Wait is
+//     running, the other Terminating states shutting-down, a reaped machine
+//     terminated and still described, for ever rather than AWS's hour),
+//     unless a test sets it (SetEC2State). Spot instances (Group.Spot,
+//     Instance.Lifecycle) have one-time requests: fulfilled, then what
+//     InterruptSpot marks, then instance-terminated-by-price (marked) or
+//     -by-user once reaped; the request states that go with them (active,
+//     closed) follow AWS's table as far as it was known here. The error
+//     codes (InvalidInstanceID.Malformed / .NotFound,
+//     InvalidSpotInstanceRequestID.Malformed / .NotFound) are AWS's; their
+//     messages are close to, not copied from, what AWS says.
 //   - Response metadata (request IDs, ARNs, timestamps) is made up but well
 //     formed; fields the provider does not read are mostly left out.
 package fakeaws
@@ -111,6 +125,9 @@ type Group struct {
 	LaunchConfigurationName string
 	// Status is AWS's group status; "Delete in progress" marks a group being deleted.
 	Status string
+	// Spot makes the machines it launches Spot instances, each with a
+	// one-time Spot request (see instances.go).
+	Spot bool
 }
 
 // InstanceRequirements is the part of attribute-based instance selection the
@@ -161,6 +178,15 @@ type Instance struct {
 	InstanceType     string
 	LifecycleState   string
 	HealthStatus     string
+	// Lifecycle is EC2's instanceLifecycle: "spot", or "" for on-demand.
+	Lifecycle string
+	// SpotRequestID and SpotStatus are the Spot request behind a Spot
+	// instance and its status code ("fulfilled" until EC2 marks it for
+	// interruption; filled in when empty).
+	SpotRequestID, SpotStatus string
+	// EC2State, when set, is the EC2 instance state DescribeInstances
+	// reports instead of the one its lifecycle state implies.
+	EC2State string
 }
 
 // ProviderID is the Kubernetes provider ID of the machine's Node.
@@ -266,6 +292,9 @@ type Server struct {
 	unsignedCalls int
 	nodegroups    map[string]Nodegroup        // by cluster/name
 	actions       map[string]*LifecycleAction // by token
+	// reaped are machines gone from their group, which EC2 still
+	// describes as terminated.
+	reaped []Instance
 }
 
 // New starts a double with a catalogue of common instance types.
@@ -388,6 +417,10 @@ func (s *Server) AddInstance(groupName string, in Instance) (Instance, error) {
 	if in.HealthStatus == "" {
 		in.HealthStatus = "Healthy"
 	}
+	if g.spec.Spot && in.Lifecycle == "" {
+		in.Lifecycle = LifecycleSpot
+	}
+	s.spotRequestLocked(&in)
 	cp := in
 	g.instances = append(g.instances, &cp)
 	return in, nil
@@ -472,7 +505,8 @@ func (s *Server) Boot(groupName string) []Instance {
 	return out
 }
 
-// Reap removes a group's terminating machines, as AWS does once they are gone.
+// Reap removes a group's terminating machines, as AWS does once they are
+// gone; EC2 goes on describing them as terminated.
 func (s *Server) Reap(groupName string) []Instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -488,6 +522,9 @@ func (s *Server) Reap(groupName string) []Instance {
 		}
 		return false
 	})
+	for _, in := range gone {
+		s.reaped = append(s.reaped, terminated(in))
+	}
 	return gone
 }
 
@@ -612,6 +649,10 @@ func (s *Server) newInstanceLocked(g *group, state string) *Instance {
 		InstanceType:     g.spec.InstanceType,
 		LifecycleState:   state,
 		HealthStatus:     "Healthy",
+	}
+	if g.spec.Spot {
+		in.Lifecycle = LifecycleSpot
+		s.spotRequestLocked(in)
 	}
 	g.instances = append(g.instances, in)
 	return in

@@ -117,6 +117,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		body, err = s.describeLaunchTemplateVersions(form, reqID)
 	case svc == ec2Service && action == "GetInstanceTypesFromInstanceRequirements":
 		body, err = s.getInstanceTypesFromInstanceRequirements(form, reqID)
+	case svc == ec2Service && action == "DescribeInstances":
+		body, err = s.describeInstances(form, reqID)
+	case svc == ec2Service && action == "DescribeSpotInstanceRequests":
+		body, err = s.describeSpotInstanceRequests(form, reqID)
 	default:
 		err = &apiError{status: http.StatusBadRequest, code: "InvalidAction", message: fmt.Sprintf("Could not find operation %s for version %s", action, version)}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/ec2health"
 )
 
 // LifecycleHookName is the termination lifecycle hook nodetide puts on the
@@ -90,7 +91,10 @@ func interruptions(st awscdk.Stack, cfg *config.Config, drainFn awslambda.Functi
 			Detail: &map[string]any{
 				"service":           []string{"EC2"},
 				"eventTypeCategory": []string{"scheduledChange"},
-				"eventTypeCode":     []any{map[string]string{"prefix": "AWS_EC2_INSTANCE_"}},
+				// The codes one by one: a prefix would miss the EBS-backed
+				// retirement (AWS_EC2_PERSISTENT_...) and take in codes that
+				// only share a prefix.
+				"eventTypeCode": ec2health.Codes(),
 			},
 		},
 		Targets: target(),

@@ -36,7 +36,7 @@ func TestInterruptions(t *testing.T) {
 		"health rule": {
 			"source": []any{"aws.health"}, "detail-type": []any{"AWS Health Event"},
 			"detail": map[string]any{"service": []any{"EC2"}, "eventTypeCategory": []any{"scheduledChange"},
-				"eventTypeCode": []any{map[string]any{"prefix": "AWS_EC2_INSTANCE_"}}},
+				"eventTypeCode": healthCodes()},
 		},
 	}
 	for name, p := range patterns {

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/pkg/ec2health"
 	"github.com/nodetide/nodetide/pkg/lambdaevent"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
@@ -54,7 +55,6 @@ var (
 	instanceIDPattern = regexp.MustCompile(`^i-([0-9a-f]{8}|[0-9a-f]{17})$`)
 	tokenPattern      = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	hookNamePattern   = regexp.MustCompile(`^[A-Za-z0-9\-_/]{1,255}$`)
-	healthCodePattern = regexp.MustCompile(`^AWS_EC2_INSTANCE_[A-Z_]+_SCHEDULED$`)
 )
 
 // Interruption is one machine the cloud takes, read from its event.
@@ -169,8 +169,10 @@ func parseLifecycle(str func(string) (string, error), instance func(string) (str
 	return in, nil
 }
 
-// parseHealth reads an AWS Health event scheduling a change to EC2
-// machines (AWS_EC2_INSTANCE_*_SCHEDULED): one interruption per machine.
+// parseHealth reads an AWS Health event scheduling a change that stops,
+// retires or reboots EC2 machines (one of ec2health.Codes, category
+// scheduledChange): one interruption per machine. A reboot is drained too:
+// it kills the node's pods without their graceful shutdown.
 func parseHealth(env *lambdaevent.Envelope, detail map[string]json.RawMessage, str func(string) (string, error)) ([]Interruption, error) {
 	fail := func(err error) ([]Interruption, error) {
 		return nil, fmt.Errorf("EventBridge event %q: %w", env.DetailType, err)
@@ -182,8 +184,11 @@ func parseHealth(env *lambdaevent.Envelope, detail map[string]json.RawMessage, s
 	if err != nil {
 		return fail(err)
 	}
-	if !healthCodePattern.MatchString(code) {
-		return fail(fmt.Errorf("detail.eventTypeCode: %q is not a scheduled EC2 instance event (AWS_EC2_INSTANCE_*_SCHEDULED)", code))
+	if _, ok := ec2health.Of(code); !ok {
+		return fail(fmt.Errorf("detail.eventTypeCode: %q is not a scheduled stop, retirement or reboot of EC2 instances (%s)", code, strings.Join(ec2health.Codes(), ", ")))
+	}
+	if cat, err := str("eventTypeCategory"); err != nil || cat != "scheduledChange" {
+		return fail(fmt.Errorf("detail.eventTypeCategory must be scheduledChange (%q, %v)", cat, err))
 	}
 	var ids []string
 	raw, ok := detail["affectedEntities"]

@@ -633,8 +633,9 @@ func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, l
 			return nil, err
 		}
 		// Completes and heartbeats the lifecycle actions of machines an
-		// Auto Scaling Group terminates.
+		// Auto Scaling Group terminates, of this deployment's hook only.
 		steps.Lifecycle, _ = awsprovider.NewClients(ac)
+		steps.Hook = cfg.LifecycleHookName()
 	}
 	if starter == nil {
 		h.Starter = &drain.Starter{SFN: noStateMachine{}, Store: store}

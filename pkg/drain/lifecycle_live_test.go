@@ -74,7 +74,7 @@ func (cb *cloudBed) manageAlso(t *testing.T, name string) fakeaws.Instance {
 // name), or of another hook on its own group, is ignored, and nothing at
 // all is called on the other deployment's group or action.
 func TestLifecycleActionOfAForeignGroupIsLeftAlone(t *testing.T) {
-	cb := newCloudBed(t, 1, false)
+	cb := newCloudBed(t, 1, true)
 	foreign := cb.ns + "-other"
 	cb.d.AddGroup(fakeaws.Group{Name: foreign, MaxSize: 3, DesiredCapacity: 1})
 	if err := cb.d.PutLifecycleHook(fakeaws.LifecycleHook{Group: foreign, Name: cb.hook, Transition: fakeaws.TransitionTerminating,
@@ -129,7 +129,7 @@ func TestLifecycleActionOfAForeignGroupIsLeftAlone(t *testing.T) {
 // naming the machine's real group and the event's, with nothing called on
 // either action; Prepare refuses the same interruption made by hand.
 func TestLifecycleEventNamingTheWrongGroupIsRefused(t *testing.T) {
-	cb := newCloudBed(t, 2, false)
+	cb := newCloudBed(t, 2, true)
 	second := cb.ns + "-b"
 	theirs := cb.manageAlso(t, second)
 	act, err := cb.d.ScaleIn(second, theirs.ID) // a real action, of the other group's machine
@@ -148,7 +148,7 @@ func TestLifecycleEventNamingTheWrongGroupIsRefused(t *testing.T) {
 	in := &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id, AutoScalingGroup: second, Hook: cb.hook, Token: act.Token}
 	s := cb.start(node, time.Minute, drain.PolicyForce)
 	s.Interruption = in
-	if _, err := cb.steps.Run(context.Background(), "Prepare", s); err == nil || drain.ErrorName(err) != drain.ErrNameNotManaged || !strings.Contains(err.Error(), want) {
+	if _, err := cb.h.Steps.Run(context.Background(), "Prepare", s); err == nil || drain.ErrorName(err) != drain.ErrNameNotManaged || !strings.Contains(err.Error(), want) {
 		t.Errorf("Prepare of a wrong-group interruption: %v, want NotManaged: %s", err, want)
 	}
 	cb.noWrites(t, before)

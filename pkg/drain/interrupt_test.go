@@ -46,7 +46,7 @@ func TestParseInterruptions(t *testing.T) {
 		})
 	}
 	ev, _ := drain.ParseEvent([]byte(sample(t, "drain-lifecycle-terminate.json")))
-	if in := ev.Interruptions()[0]; in.Token != "87654321-4321-4321-4321-210987654321" || in.Hook != "nodetide-drain" || in.AutoScalingGroup != "prod-workers" {
+	if in := ev.Interruptions()[0]; in.Token != "87654321-4321-4321-4321-210987654321" || in.Hook != "nodetide-drain-prod" || in.AutoScalingGroup != "prod-workers" {
 		t.Errorf("lifecycle action read as %+v", in)
 	}
 }
@@ -86,7 +86,7 @@ func TestForgedInterruptionsAreRefused(t *testing.T) {
 		{"instance ID missing", strings.Replace(life, `"EC2InstanceId"`, `"Ec2InstanceId"`, 1), "detail.EC2InstanceId is required"},
 		{"token not a token", strings.Replace(life, "87654321-4321-4321-4321-210987654321", "x", 1), "detail.LifecycleActionToken"},
 		{"token a number", strings.Replace(life, `"87654321-4321-4321-4321-210987654321"`, `7`, 1), "detail.LifecycleActionToken"},
-		{"hook name with a space", strings.Replace(life, `"nodetide-drain"`, `"nodetide drain"`, 1), "detail.LifecycleHookName"},
+		{"hook name with a space", strings.Replace(life, `"nodetide-drain-prod"`, `"nodetide drain"`, 1), "detail.LifecycleHookName"},
 		{"empty group", strings.Replace(life, `"prod-workers"`, `""`, 1), "detail.AutoScalingGroupName"},
 		{"field given twice", strings.Replace(life, `"Origin": "AutoScalingGroup",`, `"EC2InstanceId": "i-0123456789abcdef1", "Origin": "AutoScalingGroup",`, 1), "given twice"},
 		{"no detail", strings.Replace(spot, `"detail": {`, `"detail2": {`, 1), "detail"},

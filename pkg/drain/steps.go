@@ -50,6 +50,10 @@ type Steps struct {
 	// Machines asks EC2 whether what an event or a drain record says of a
 	// machine is so; nil without AWS groups.
 	Machines InstancesAPI
+	// Hook is this deployment's termination lifecycle hook
+	// (config.LifecycleHookName); a lifecycle action of another hook is
+	// not acted on. Empty: any hook of a managed group.
+	Hook string
 	// HeartbeatEvery: see DefaultHeartbeatEvery (used when zero).
 	HeartbeatEvery time.Duration
 	// StepWait is how long a step keeps checking for progress it can expect
@@ -301,6 +305,13 @@ func (d *Steps) nodeToDrain(ctx context.Context, s *State) (*corev1.Node, provid
 	s.NodeGroup, s.ProviderID = g.Name(), node.Spec.ProviderID
 	if in := s.Interruption; in != nil && instanceOf(node.Spec.ProviderID) != in.InstanceID {
 		return nil, nil, stepErr(ErrNameInvalidInput, "node %s (providerID %q) is not machine %s the interruption names", s.Node, node.Spec.ProviderID, in.InstanceID)
+	}
+	if in := s.Interruption; in != nil && in.Kind == state.InterruptLifecycle {
+		// A lifecycle drain skips the do-not-disrupt rules and the
+		// minimum: only for an action proven open, of this node's group.
+		if err := d.proveFor(ctx, in, s.Node, g); err != nil {
+			return nil, nil, err
+		}
 	}
 	return node, g, nil
 }

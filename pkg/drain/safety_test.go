@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/drain"
@@ -470,5 +474,52 @@ func TestEmptySelectorBudgetCoversTheNamespace(t *testing.T) {
 	b.steps1(t, s, "Rollback")
 	if got := b.replicas(t, "web"); got != 2 {
 		t.Errorf("replicas after rollback = %d, want 2", got)
+	}
+}
+
+// roundTripper is a func as an http.RoundTripper.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A person's scale that lands between the drain's read of the count and its
+// write taking the surge back is not overwritten: the write is conditioned
+// on the resourceVersion read, so it is refused, and the drain reads again
+// and leaves the person's count.
+func TestSurgeRestoreLosesARaceToAPerson(t *testing.T) {
+	b := newBed(t, 0, 1)
+	b.steps.StepWait = -1
+	b.deploy(t, "solo", 1, "")
+	victim := b.podNode(t, "solo")
+	var armed atomic.Bool
+	cfg := rest.CopyConfig(b.cp.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/deployments/solo/scale") && armed.CompareAndSwap(true, false) {
+				b.scaleTo(t, "solo", 4) // the person, just before the drain's write arrives
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.steps.Client = client
+	s := b.steps1(t, b.start(victim, 2*time.Minute, drain.PolicyAbort), "Prepare", "Cordon", "Surge")
+	if got := b.replicas(t, "solo"); got != 2 {
+		t.Fatalf("replicas after the first surge round = %d, want 2", got)
+	}
+	armed.Store(true)
+	b.steps1(t, s, "Rollback")
+	if armed.Load() {
+		t.Fatal("the rollback wrote no count: the race never happened")
+	}
+	if got := b.replicas(t, "solo"); got != 4 {
+		t.Fatalf("replicas after the rollback = %d, want the person's 4", got)
+	}
+	rec, err := b.store.GetDrain(context.Background(), victim, s.DrainID)
+	if err != nil || len(rec.Surged) != 1 || !strings.Contains(rec.Surged[0].Left, "replicas are 4") {
+		t.Errorf("drain record %+v (%v), want the surge left, saying why", rec, err)
 	}
 }

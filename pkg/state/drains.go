@@ -38,12 +38,13 @@ type DrainRecord struct {
 	NodeGroup  string           `json:"nodeGroup"`
 	Status     string           `json:"status"`
 	Surged     []SurgedWorkload `json:"surged,omitempty"`
-	// NotSurged are Deployments the surge would have grown but left alone
-	// (one an HPA manages), with why.
-	NotSurged []NotSurged `json:"notSurged,omitempty"`
 	StartedAt  time.Time        `json:"startedAt"`
 	FinishedAt time.Time        `json:"finishedAt,omitzero"`
 	Error      string           `json:"error,omitempty"`
+
+	// NotSurged are Deployments the surge would have grown but left alone
+	// (one an HPA manages), with why.
+	NotSurged []NotSurged `json:"notSurged,omitempty"`
 
 	// What Prepare checked and decided; the later steps trust these, not
 	// the state their event carries, so a hand-made step event cannot

@@ -13,11 +13,13 @@ import (
 
 // Set at link time by make release with
 // -X github.com/nodetide/nodetide/pkg/buildinfo.version=0.1.0 (and commit,
-// date); -X sets only string variables. Empty in any other build.
+// date; modified=true for a check built from a modified tree); -X sets only
+// string variables. Empty in any other build.
 var (
-	version string
-	commit  string
-	date    string
+	version  string
+	commit   string
+	date     string
+	modified string
 )
 
 // Devel is the version of a build that make release did not stamp.
@@ -32,7 +34,8 @@ type Info struct {
 	// Date is the commit's time (RFC 3339, UTC): a release's date comes
 	// from git, never from the clock, so the same commit builds the same bytes.
 	Date string `json:"date,omitempty"`
-	// Modified says a Devel build's tree had uncommitted changes.
+	// Modified says the tree had uncommitted changes: a Devel build's, or
+	// a release check's (a release refuses to build from one).
 	Modified  bool   `json:"modified,omitempty"`
 	GoVersion string `json:"goVersion"`
 	Platform  string `json:"platform"`
@@ -41,21 +44,21 @@ type Info struct {
 // Read returns this binary's build.
 func Read() Info {
 	bi, _ := debug.ReadBuildInfo()
-	return From(version, commit, date, bi)
+	return From(version, commit, date, modified, bi)
 }
 
 // From is the build described by the stamped values, or, when version is
 // empty (an unstamped build), by bi's version control settings; bi may be nil.
-func From(version, commit, date string, bi *debug.BuildInfo) Info {
-	in := Info{Version: version, Commit: commit, Date: date, GoVersion: runtime.Version(),
-		Platform: runtime.GOOS + "/" + runtime.GOARCH}
+func From(version, commit, date, modified string, bi *debug.BuildInfo) Info {
+	in := Info{Version: version, Commit: commit, Date: date, Modified: modified == "true",
+		GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi != nil && bi.GoVersion != "" {
 		in.GoVersion = bi.GoVersion
 	}
 	if version != "" {
 		return in
 	}
-	in.Version, in.Commit, in.Date = Devel, "", ""
+	in.Version, in.Commit, in.Date, in.Modified = Devel, "", "", false
 	if bi == nil {
 		return in
 	}

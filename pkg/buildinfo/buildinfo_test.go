@@ -19,6 +19,7 @@ func TestFrom(t *testing.T) {
 	cases := []struct {
 		name                  string
 		version, commit, date string
+		modified              string
 		bi                    *debug.BuildInfo
 		want                  buildinfo.Info
 		str, short            string
@@ -29,6 +30,12 @@ func TestFrom(t *testing.T) {
 			want:  buildinfo.Info{Version: "0.1.0", Commit: "fedcba9876543210fedcba9876543210fedcba98", Date: "2026-11-30T08:00:00Z", GoVersion: "go1.26.8", Platform: platform},
 			str:   "0.1.0 (commit fedcba987654, 2026-11-30T08:00:00Z, go1.26.8 " + platform + ")",
 			short: "0.1.0 (fedcba987654)",
+		},
+		{
+			name: "stamped check of a modified tree", version: "0.1.0", commit: "fedcba9876543210fedcba9876543210fedcba98", date: "2026-11-30T08:00:00Z", modified: "true",
+			want:  buildinfo.Info{Version: "0.1.0", Commit: "fedcba9876543210fedcba9876543210fedcba98", Date: "2026-11-30T08:00:00Z", Modified: true, GoVersion: runtime.Version(), Platform: platform},
+			str:   "0.1.0 (commit fedcba987654 with uncommitted changes, 2026-11-30T08:00:00Z, " + runtime.Version() + " " + platform + ")",
+			short: "0.1.0 (fedcba987654, modified)",
 		},
 		{
 			name: "unstamped build from a modified tree", bi: vcs,
@@ -50,7 +57,7 @@ func TestFrom(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := buildinfo.From(tc.version, tc.commit, tc.date, tc.bi)
+			got := buildinfo.From(tc.version, tc.commit, tc.date, tc.modified, tc.bi)
 			if got != tc.want {
 				t.Errorf("From = %+v\nwant   %+v", got, tc.want)
 			}

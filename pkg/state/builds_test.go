@@ -24,8 +24,20 @@ func (c *countingStore) PutStatus(ctx context.Context, name string, doc []byte) 
 // A function's build is written when it first starts and when a new build
 // starts, never again for the same build: a warm restart costs a read.
 func TestRecordBuildWritesOnlyWhenTheBuildChanges(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testRecordBuild(t, state.NewMemory("c1")) })
+	t.Run("dynamodb", func(t *testing.T) {
+		client := dynamoClient(t)
+		table := tableName(t)
+		if err := state.CreateTable(t.Context(), client, table); err != nil {
+			t.Fatal(err)
+		}
+		testRecordBuild(t, state.NewDynamoDB(client, table, "c1"))
+	})
+}
+
+func testRecordBuild(t *testing.T, s state.StatusStore) {
 	ctx := context.Background()
-	store := &countingStore{StatusStore: state.NewMemory("c1")}
+	store := &countingStore{StatusStore: s}
 	v1 := buildinfo.Info{Version: "0.1.0", Commit: "aaa", Date: "2026-11-30T08:00:00Z", GoVersion: "go1.26.8", Platform: "linux/arm64"}
 	v2 := v1
 	v2.Version, v2.Commit = "0.2.0", "bbb"

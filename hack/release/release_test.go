@@ -149,3 +149,61 @@ func TestStampedBuildIsReproducible(t *testing.T) {
 		t.Errorf("version -o json of a stamped build: %s", out)
 	}
 }
+
+// The stamp comes from git: HEAD's commit and committer time (not the
+// clock), and a tree with changes or new files, not ignored ones, is marked.
+func TestGitStamp(t *testing.T) {
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_COMMITTER_DATE=2026-11-30T09:00:00+01:00", "GIT_AUTHOR_DATE=2026-11-29T00:00:00Z",
+			"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("init", "-q")
+	write("a.go", "package a\n")
+	write(".gitignore", "/dist/\n")
+	git("add", "a.go", ".gitignore")
+	git("-c", "user.name=n", "-c", "user.email=n@example.com", "commit", "-q", "-m", "a")
+	head := git("rev-parse", "HEAD")
+	stamp := func() Stamp {
+		st, err := gitStamp(context.Background(), dir, "0.1.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := stamp()
+	if st.Commit != head || st.Date != "2026-11-30T08:00:00Z" || st.Modified || !st.Time.Equal(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)) {
+		t.Errorf("clean tree: %+v, want commit %s at the committer time in UTC", st, head)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "dist"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write("dist/SHA256SUMS", "x")
+	if stamp().Modified {
+		t.Error("an ignored file marked the tree modified")
+	}
+	write("b.go", "package a\n")
+	if !stamp().Modified {
+		t.Error("an untracked file did not mark the tree modified")
+	}
+	if err := os.Remove(filepath.Join(dir, "b.go")); err != nil {
+		t.Fatal(err)
+	}
+	write("a.go", "package a // changed\n")
+	if !stamp().Modified {
+		t.Error("a changed file did not mark the tree modified")
+	}
+}

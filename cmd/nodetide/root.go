@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodetide/nodetide/pkg/buildinfo"
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/setup"
@@ -29,14 +30,17 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Keep a Kubernetes cluster's nodes sized to its work, from outside the cluster",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version: the one-line form of nodetide version.
+		Version: buildinfo.Read().String(),
 	}
+	root.SetVersionTemplate("nodetide {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (overrides the config's cluster access)")
 	pf.StringVar(&g.configPath, "config", "nodetide.yaml", "nodetide config file")
 	root.AddCommand(newPlanCmd(g), newSnapshotCmd(g), newRunCmd(g), newAddCmd(g), newConfigCmd(g),
-		newShutdownCmd(g), newEnableCmd(g), newNodesCmd(g), newSchedulesCmd(g), newStatusCmd(g), newWebhookCmd(g))
+		newShutdownCmd(g), newEnableCmd(g), newNodesCmd(g), newSchedulesCmd(g), newStatusCmd(g), newWebhookCmd(g), newVersionCmd(g))
 	return root
 }
 

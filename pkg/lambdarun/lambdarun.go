@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/nodetide/nodetide/pkg/buildinfo"
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/setup"
@@ -37,6 +38,7 @@ func Run(name string, build Build) {
 	// Libraries and providers that log to the default logger (warnings
 	// about a skipped template tag, say) reach CloudWatch as JSON too.
 	slog.SetDefault(log)
+	LogBuild(log, buildinfo.Read())
 	if limit, percent := TuneGC(os.Getenv); limit > 0 || percent > 0 {
 		log.Info("garbage collector", "memoryLimitBytes", limit, "gcPercent", percent)
 	}

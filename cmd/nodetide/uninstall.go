@@ -386,7 +386,7 @@ func keptOnPurpose(cfg *config.Config) []uninstallItem {
 		out = append(out, uninstallItem{Kind: "NodeGroup", Name: g.Name, Detail: string(g.Provider) + ": stays at its current size, its nodes as they are"})
 	}
 	out = append(out, uninstallItem{Kind: "CloudFormationStack", Name: "Nodetide-" + cfg.Cluster.Name,
-		Detail: "the functions, state machine, rules and the named groups' hooks: cdk destroy removes it, after this command"})
+		Detail: "the stack (its default name): functions, state machine, rules and the named groups' hooks; cdk destroy removes it, after this command"})
 	return out
 }
 

@@ -116,7 +116,7 @@ func runUninstall(ctx context.Context, g *globals, f uninstallFlags) error {
 	if !f.yes {
 		return writeUninstallPlan(g.stdout, p, f.force)
 	}
-	if len(p.RunningDrains) > 0 && !f.force {
+	if len(p.RunningDrains) > 0 && !f.force && len(p.Remove) > 0 {
 		return fmt.Errorf("%s: nothing changed; wait for them to end (nodetide status) or pass --force", runningDrainsText(p.RunningDrains))
 	}
 	return applyUninstall(ctx, g.stdout, p)
@@ -411,7 +411,7 @@ func writeUninstallPlan(w io.Writer, p *uninstallPlan, force bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(p.RunningDrains) > 0 && !force {
+	if len(p.RunningDrains) > 0 && !force && len(p.Remove) > 0 {
 		fmt.Fprintf(w, "Refused with --yes: %s; wait for them to end, or pass --force.\n", runningDrainsText(p.RunningDrains))
 	}
 	if len(p.Remove) == 0 {

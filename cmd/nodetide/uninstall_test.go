@@ -179,7 +179,8 @@ func (w *uninstallWorld) state(t *testing.T) string {
 // only), the RBAC objects of deploy/rbac.yaml; it keeps another cluster's
 // hook on the same group, the old shared hook (until --legacy-hook), a
 // group the config does not manage, a person's cordon and ConfigMap, and
-// the table with its records. A second run has nothing to do.
+// the table with its records. A second run has nothing to do; a drain
+// running again is refused, and --force goes on.
 func TestUninstall(t *testing.T) {
 	cp := testbed.Cluster(t)
 	ns := cp.Namespace(t)
@@ -371,9 +372,28 @@ node %s unschedulable=true tainted=false
 		t.Errorf("second uninstall changed things:\n%s\nwas\n%s", got, after)
 	}
 
-	// --legacy-hook takes the old shared hook too, never another cluster's.
-	if out, code = uninstall("--yes", "--legacy-hook"); code != 0 || !strings.Contains(out, "lifecyclehook "+w.disc+"/"+legacyHookName+" deleted") {
-		t.Errorf("uninstall --yes --legacy-hook: exit %d:\n%s", code, out)
+	// A drain starts again on a node: refused, then --force goes on and
+	// frees that node too. --legacy-hook takes the old shared hook, never
+	// another cluster's.
+	if _, err := store.BeginDrain(ctx, state.DrainRecord{Node: w.freed, ID: "d2", NodeGroup: "named", Status: state.DrainRunning, StartedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	n := w.node(t, w.freed)
+	n.Spec.Unschedulable, n.Spec.Taints = true, taint
+	if _, err := cp.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before = w.state(t)
+	if out, code = uninstall("--yes", "--legacy-hook"); code != 1 || w.state(t) != before {
+		t.Errorf("uninstall --yes --legacy-hook with a drain running: exit %d, want 1 and nothing changed:\n%s", code, out)
+	}
+	if out, code = uninstall("--yes", "--legacy-hook", "--force"); code != 0 || !strings.Contains(out, "lifecyclehook "+w.disc+"/"+legacyHookName+" deleted") ||
+		!strings.Contains(out, "node/"+w.freed+" untainted and uncordoned") {
+		t.Errorf("uninstall --yes --legacy-hook --force: exit %d:\n%s", code, out)
+	}
+	// With nothing left, a running drain is no reason to refuse.
+	if out, code = uninstall("--yes"); code != 0 || !strings.Contains(out, "Nothing to remove") {
+		t.Errorf("uninstall --yes with nothing left and a drain running: exit %d:\n%s", code, out)
 	}
 	if got := hookNames(d, w.disc); !slices.Equal(got, []string{"nodetide-drain-staging"}) {
 		t.Errorf("discovered group's hooks %v, want only the other cluster's", got)

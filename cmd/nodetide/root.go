@@ -40,7 +40,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (overrides the config's cluster access)")
 	pf.StringVar(&g.configPath, "config", "nodetide.yaml", "nodetide config file")
 	root.AddCommand(newPlanCmd(g), newSnapshotCmd(g), newRunCmd(g), newAddCmd(g), newConfigCmd(g),
-		newShutdownCmd(g), newEnableCmd(g), newNodesCmd(g), newSchedulesCmd(g), newStatusCmd(g), newWebhookCmd(g), newVersionCmd(g))
+		newShutdownCmd(g), newEnableCmd(g), newNodesCmd(g), newSchedulesCmd(g), newStatusCmd(g), newWebhookCmd(g), newVersionCmd(g),
+		newUninstallCmd(g))
 	return root
 }
 

@@ -56,7 +56,7 @@ func newShutdownCmd(g *globals) *cobra.Command {
 			if exec.AlreadyStarted {
 				verb = "already running"
 			}
-			fmt.Fprintf(g.stdout, "drain of node %s %s: %s\n", exec.Node, verb, exec.ExecutionArn)
+			fmt.Fprintf(g.stdout, "node %s: drain %s (execution %s)\n", exec.Node, verb, exec.ExecutionArn)
 			if !wait {
 				return nil
 			}
@@ -100,7 +100,7 @@ func watchDrain(ctx context.Context, g *globals, h *drain.Handler, exec drain.Ex
 		}
 		switch out.Status {
 		case sfntypes.ExecutionStatusSucceeded:
-			fmt.Fprintf(g.stdout, "node %s drained and removed\n", exec.Node)
+			fmt.Fprintf(g.stdout, "node %s: drained and removed\n", exec.Node)
 			return nil
 		case sfntypes.ExecutionStatusFailed, sfntypes.ExecutionStatusAborted, sfntypes.ExecutionStatusTimedOut:
 			return fmt.Errorf("drain of node %s %s: %s: %s", exec.Node, out.Status, aws.ToString(out.Error), aws.ToString(out.Cause))
@@ -155,11 +155,11 @@ func newEnableCmd(g *globals) *cobra.Command {
 					return ferr
 				}
 				for _, d := range ended.RolledBack {
-					fmt.Fprintf(g.stdout, "drain %s ended and rolled back\n", d)
+					fmt.Fprintf(g.stdout, "drain %s: ended and rolled back\n", d)
 				}
 				if len(ended.Completed) > 0 {
 					// Its machine was gone already: the node is removed, not enabled.
-					fmt.Fprintf(g.stdout, "drain %s completed: its machine was already terminated, the node is removed\n", ended.Completed[0])
+					fmt.Fprintf(g.stdout, "drain %s: completed, its machine was already terminated, the node is removed\n", ended.Completed[0])
 					return nil
 				}
 				res, err = h.Enable(cmd.Context(), args[0])

@@ -77,8 +77,8 @@ func newNodesCmd(g *globals) *cobra.Command {
 				}
 			}
 			doc := buildNodes(objs.Nodes, objs.Pods, groupOf)
-			if g.output == "json" {
-				return writeJSON(g.stdout, doc)
+			if g.output != "table" {
+				return g.printDoc(doc)
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tGROUP\tREADY\tSCHEDULABLE\tDRAINING\tCPU\tMEMORY\tPODS\tCPU%\tMEM%")
@@ -91,7 +91,7 @@ func newNodesCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	addOutputFlag(cmd, g, "table", "table", "json")
+	addOutputFlag(cmd, g, "table", "table", "json", "yaml")
 	return cmd
 }
 

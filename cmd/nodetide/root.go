@@ -18,8 +18,13 @@ type globals struct {
 	kubeconfig string
 	configPath string
 	output     string
-	stdout     io.Writer
-	stderr     io.Writer
+	logFormat  string
+	verbose    bool
+	// jsonLogs is the default of a command whose logs are its output
+	// (run); set before the command runs.
+	jsonLogs bool
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -35,6 +40,14 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (overrides the config's cluster access)")
 	pf.StringVar(&g.configPath, "config", "nodetide.yaml", "nodetide config file")
+	pf.StringVar(&g.logFormat, "log-format", "", "logs on standard error: text (warnings and errors, one plain line each) or json (every log record, as the functions write them); default text, json for run")
+	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log every record as JSON on standard error (same as --log-format json)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if g.logFormat != "" && g.logFormat != logText && g.logFormat != logJSON {
+			return fmt.Errorf("--log-format %q: use text or json", g.logFormat)
+		}
+		return nil
+	}
 	root.AddCommand(newPlanCmd(g), newSnapshotCmd(g), newRunCmd(g), newAddCmd(g), newConfigCmd(g),
 		newShutdownCmd(g), newEnableCmd(g), newNodesCmd(g), newSchedulesCmd(g), newStatusCmd(g), newWebhookCmd(g))
 	return root
@@ -62,8 +75,29 @@ func (g *globals) loadConfig() (*config.Config, error) {
 	return config.LoadFile(g.configPath)
 }
 
+// Values of --log-format.
+const (
+	logText = "text"
+	logJSON = "json"
+)
+
+// logger writes JSON records when asked for (--log-format json, -v, or a
+// command such as run whose log is what an operator reads); otherwise
+// only warnings and errors, as plain lines, so a person's terminal shows
+// the command's own output.
 func (g *globals) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(g.stderr, nil))
+	if g.verbose || g.logFormat == logJSON || (g.logFormat == "" && g.jsonLogs) {
+		return slog.New(slog.NewJSONHandler(g.stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{} // a terminal line needs no timestamp
+			}
+			return a
+		},
+	}))
 }
 
 // evaluator wires an evaluate cycle from the config, as the function does.

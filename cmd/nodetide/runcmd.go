@@ -37,6 +37,8 @@ go run ./hack/localrun [flags] runs this command with the drain state machine ru
 			if cmd.Flags().Changed("interval") && opts.interval < time.Second {
 				return fmt.Errorf("--interval %s: must be at least 1s", opts.interval)
 			}
+			// The loop's log is what an operator follows.
+			g.jsonLogs = true
 			cfg, err := g.loadConfig()
 			if err != nil {
 				return err

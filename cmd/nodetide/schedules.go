@@ -46,7 +46,7 @@ func newSchedulesCreateCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("schedule %q: %w", s.Name, err)
 				}
-				fmt.Fprintf(g.stdout, "schedule %s stored (version %d)\n", s.Name, rec.Version)
+				fmt.Fprintf(g.stdout, "schedule %s: stored (version %d)\n", s.Name, rec.Version)
 			}
 			return nil
 		},
@@ -125,7 +125,7 @@ func newSchedulesDeleteCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "schedule %s deleted\n", args[0])
+			fmt.Fprintf(g.stdout, "schedule %s: deleted\n", args[0])
 			if len(del.ClearedOverrides) > 0 {
 				fmt.Fprintf(g.stdout, "node groups back to their configured bounds: %s\n", strings.Join(del.ClearedOverrides, ", "))
 			}

@@ -35,7 +35,10 @@ func newWebhookCmd(g *globals) *cobra.Command {
 	manifest := &cobra.Command{
 		Use:   "manifest --url URL",
 		Short: "Print the ValidatingWebhookConfiguration (for kubectl apply or GitOps); changes nothing",
-		Args:  cobra.NoArgs,
+		Long: `Print the ValidatingWebhookConfiguration (for kubectl apply or GitOps); changes nothing.
+
+-o is yaml (the default) or json: a manifest is a document to apply, so it has no table form.`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			w, err := build()
 			if err != nil {
@@ -62,7 +65,7 @@ func newWebhookCmd(g *globals) *cobra.Command {
 			if err := trigger.Install(cmd.Context(), client, w); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s installed: FailedScheduling Events go to %s\n", trigger.WebhookConfigName, url)
+			fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s: installed (FailedScheduling Events go to %s)\n", trigger.WebhookConfigName, url)
 			return nil
 		},
 	}
@@ -81,10 +84,10 @@ func newWebhookCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if !found {
-				fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s was not installed\n", trigger.WebhookConfigName)
+				fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s: not installed, nothing to delete\n", trigger.WebhookConfigName)
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s deleted\n", trigger.WebhookConfigName)
+			fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s: deleted\n", trigger.WebhookConfigName)
 			return nil
 		},
 	}

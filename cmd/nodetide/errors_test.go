@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestErrorLine: an error reads once as what failed, on what and why;
+// wrapping that repeats a layer, or a bare leading "error", is dropped.
+func TestErrorLine(t *testing.T) {
+	base := errors.New("open snap.json: no such file or directory")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{base, "open snap.json: no such file or directory"},
+		{fmt.Errorf("read snapshot: %w", fmt.Errorf("read snapshot: %w", base)), "read snapshot: open snap.json: no such file or directory"},
+		{fmt.Errorf("error: %w", base), "open snap.json: no such file or directory"},
+		{errors.New("schedule night: nodeGroups[0].name: error"), "schedule night: nodeGroups[0].name: error"},
+	} {
+		if got := errorLine(tc.err); got != tc.want {
+			t.Errorf("errorLine(%q) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+	// Through the CLI: one prefix, the program's name.
+	_, errOut, code := nodetide(t, "plan", "--snapshot", "/nonexistent/snap.json")
+	if code != 1 || !strings.HasPrefix(errOut, "nodetide: read snapshot: open /nonexistent/snap.json: ") || strings.Contains(errOut, "error:") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestOutputFormats: every command that prints data takes -o table, json
+// and yaml (a manifest has no table); snapshot's -o is its form, and the
+// file it writes is --file.
+func TestOutputFormats(t *testing.T) {
+	snap := "../../pkg/planner/testdata/headroom/snapshot.json"
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"plan", "--snapshot", snap, "-o", "yaml"}, 0, "scaleUp:"},
+		{[]string{"plan", "--snapshot", snap, "-o", "table"}, 0, "NODE GROUP"},
+		{[]string{"plan", "--snapshot", snap, "-o", "xml"}, 1, `--output "xml": use one of [table json yaml]`},
+		{[]string{"nodes", "-o", "xml"}, 1, `--output "xml": use one of [table json yaml]`},
+		{[]string{"webhook", "manifest", "--url", "https://example.com/", "-o", "table"}, 1, `--output "table": use one of [yaml json]`},
+		{[]string{"snapshot", "-o", "snap.json"}, 1, `-o "snap.json": a snapshot's form is compact or full; to write a file use --file snap.json`},
+		{[]string{"snapshot", "--full", "-o", "compact"}, 1, "--full and -o compact: give one form"},
+	} {
+		args := tc.args
+		if tc.code != 0 {
+			// Refused before any config is read.
+			args = append(args, "--config", "/nonexistent/nodetide.yaml")
+		}
+		out, errOut, code := nodetide(t, args...)
+		where := errOut
+		if tc.code == 0 {
+			where = out
+		}
+		if code != tc.code || !strings.Contains(where, tc.want) {
+			t.Errorf("nodetide %s: exit %d, stdout %.200q, stderr %q; want exit %d mentioning %q", strings.Join(tc.args, " "), code, out, errOut, tc.code, tc.want)
+		}
+	}
+}

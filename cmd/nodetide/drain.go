@@ -22,7 +22,10 @@ func newShutdownCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "shutdown NODE",
 		Short: "Drain and remove one node gracefully (a drain state machine execution)",
-		Args:  cobra.ExactArgs(1),
+		Example: `  nodetide shutdown ip-10-0-1-4.eu-west-1.compute.internal --wait --config nodetide.yaml
+  nodetide shutdown NODE --policy force --timeout 10m --config nodetide.yaml
+  nodetide shutdown NODE --below-min --force --config nodetide.yaml`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if policy != "" && policy != drain.PolicyAbort && policy != drain.PolicyForce {
 				return fmt.Errorf("--policy %q: use abort or force", policy)
@@ -118,7 +121,10 @@ func newEnableCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "enable NODE | --all",
 		Short: "Make a node (or, with --all, every cordoned node) schedulable again",
-		Args:  cobra.MaximumNArgs(1),
+		Example: `  nodetide enable NODE --config nodetide.yaml
+  nodetide enable --all --config nodetide.yaml
+  nodetide enable NODE --force --config nodetide.yaml`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// "Every node" is asked for by name, never inferred from a
 			// missing or empty argument.

@@ -47,7 +47,9 @@ func newNodesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nodes",
 		Short: "Per node CPU, memory, pods, utilisation, group, schedulable and draining, with cluster totals",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide nodes --config nodetide.yaml
+  nodetide nodes --config nodetide.yaml -o yaml`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			cfg, err := g.loadConfig()

@@ -20,7 +20,9 @@ func newPlanCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan --snapshot FILE",
 		Short: "Plan offline from a recorded snapshot (what evaluate would decide)",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide plan --snapshot snap.json
+  nodetide plan --snapshot snap.json --config nodetide.yaml -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if snapshotPath == "" {
 				return fmt.Errorf("--snapshot is required (record one with `nodetide snapshot`)")

@@ -30,8 +30,11 @@ type globals struct {
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
-		Use:           "nodetide",
-		Short:         "Keep a Kubernetes cluster's nodes sized to its work, from outside the cluster",
+		Use:   "nodetide",
+		Short: "Keep a Kubernetes cluster's nodes sized to its work, from outside the cluster",
+		Example: `  nodetide config validate --config nodetide.yaml
+  nodetide snapshot --config nodetide.yaml -f snap.json && nodetide plan --snapshot snap.json
+  nodetide status --config nodetide.yaml`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -53,6 +56,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
+// flagValues annotates a flag with the values it takes (checked against
+// the docs' command lines).
+const flagValues = "nodetide.io/values"
+
 // addOutputFlag adds -o for commands that print documents.
 // Each command has a variable of its own: registering a flag writes its
 // default into the variable at once, so one shared variable would take the
@@ -60,6 +67,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 func addOutputFlag(cmd *cobra.Command, g *globals, def string, allowed ...string) {
 	out := new(string)
 	cmd.Flags().StringVarP(out, "output", "o", def, fmt.Sprintf("output format: %v", allowed))
+	_ = cmd.Flags().SetAnnotation("output", flagValues, allowed)
 	cmd.PreRunE = func(*cobra.Command, []string) error {
 		g.output = *out
 		for _, a := range allowed {

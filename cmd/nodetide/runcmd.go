@@ -26,6 +26,8 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer (local or long-running use)",
+		Example: `  nodetide run --config nodetide.yaml --interval 30s
+  nodetide run --config nodetide.yaml --once --status --log-format text`,
 		Long: `Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer.
 
 Removals start drain executions on the state machine NODETIDE_DRAIN_STATE_MACHINE_ARN names

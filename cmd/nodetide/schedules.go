@@ -20,7 +20,8 @@ import (
 )
 
 func newSchedulesCmd(g *globals) *cobra.Command {
-	cmd := groupCmd(&cobra.Command{Use: "schedules", Short: "Create, inspect, check and run scheduled scaling"})
+	cmd := groupCmd(&cobra.Command{Use: "schedules", Short: "Create, inspect, check and run scheduled scaling",
+		Example: "  nodetide schedules validate examples/day-night.json\n  nodetide schedules list --config nodetide.yaml"})
 	cmd.AddCommand(newSchedulesCreateCmd(g), newSchedulesListCmd(g), newSchedulesGetCmd(g), newSchedulesDeleteCmd(g),
 		newSchedulesRunCmd(g), newSchedulesValidateCmd(g), newSchedulesNextCmd(g))
 	return cmd
@@ -29,9 +30,10 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 // newSchedulesCreateCmd stores the schedules of a file.
 func newSchedulesCreateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "create FILE",
-		Short: "Store the schedules of FILE (one document, as scalerd's, or a JSON array); an existing one of the same name is replaced",
-		Args:  cobra.ExactArgs(1),
+		Use:     "create FILE",
+		Short:   "Store the schedules of FILE (one document, as scalerd's, or a JSON array); an existing one of the same name is replaced",
+		Example: `  nodetide schedules create examples/day-night.json --config nodetide.yaml`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			list, err := readSchedules(args[0])
 			if err != nil {
@@ -58,7 +60,9 @@ func newSchedulesListCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the stored schedules (the table also shows the node-group sizes fired schedules hold)",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide schedules list --config nodetide.yaml
+  nodetide schedules list --config nodetide.yaml -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, err := g.scheduleStore(cmd.Context())
 			if err != nil {
@@ -88,9 +92,10 @@ func newSchedulesListCmd(g *globals) *cobra.Command {
 // newSchedulesGetCmd shows one stored schedule.
 func newSchedulesGetCmd(g *globals) *cobra.Command {
 	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show one stored schedule and its fire history",
-		Args:  cobra.ExactArgs(1),
+		Use:     "get NAME",
+		Short:   "Show one stored schedule and its fire history",
+		Example: `  nodetide schedules get night --config nodetide.yaml -o yaml`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := g.scheduleStore(cmd.Context())
 			if err != nil {
@@ -113,9 +118,10 @@ func newSchedulesGetCmd(g *globals) *cobra.Command {
 // newSchedulesDeleteCmd deletes a stored schedule.
 func newSchedulesDeleteCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a stored schedule and the node-group sizes it set",
-		Args:  cobra.ExactArgs(1),
+		Use:     "delete NAME",
+		Short:   "Delete a stored schedule and the node-group sizes it set",
+		Example: `  nodetide schedules delete night --config nodetide.yaml`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := g.scheduleStore(cmd.Context())
 			if err != nil {
@@ -137,9 +143,10 @@ func newSchedulesDeleteCmd(g *globals) *cobra.Command {
 // newSchedulesRunCmd applies a stored schedule now.
 func newSchedulesRunCmd(g *globals) *cobra.Command {
 	runCmd := &cobra.Command{
-		Use:   "run NAME",
-		Short: "Apply a stored schedule now (its next fire time still fires)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "run NAME",
+		Short:   "Apply a stored schedule now (its next fire time still fires)",
+		Example: `  nodetide schedules run night --config nodetide.yaml`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := g.scheduleConfig()
 			if err != nil {
@@ -172,7 +179,9 @@ func newSchedulesValidateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a schedule file; prints every problem and exits non-zero if there are any",
-		Args:  cobra.ExactArgs(1),
+		Example: `  nodetide schedules validate examples/day-night.json
+  nodetide schedules validate examples/day-night.json --config nodetide.yaml`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
@@ -205,7 +214,9 @@ func newSchedulesNextCmd(g *globals) *cobra.Command {
 	next := &cobra.Command{
 		Use:   "next FILE",
 		Short: "Print the next fire times of the schedule in FILE, one RFC 3339 time a line in its time zone",
-		Args:  cobra.ExactArgs(1),
+		Example: `  nodetide schedules next examples/day-night.json --count 3
+  nodetide schedules next examples/day-night.json --from 2027-03-27T00:00:00Z`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if count < 1 {
 				return fmt.Errorf("--count %d: must be at least 1", count)

@@ -95,6 +95,7 @@ reads both.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "file to write; - or none for standard output")
 	cmd.Flags().StringVarP(&form, "output", "o", snapshotCompact, "form of the snapshot: compact or full")
+	_ = cmd.Flags().SetAnnotation("output", flagValues, []string{snapshotCompact, snapshotFull})
 	cmd.Flags().BoolVar(&full, "full", false, "the full form (same as -o full)")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -38,6 +39,20 @@ func newSchedulesCreateCmd(g *globals) *cobra.Command {
 			list, err := readSchedules(args[0])
 			if err != nil {
 				return err
+			}
+			groups, err := g.checkScheduleGroups(cmd, list)
+			if err != nil {
+				return err
+			}
+			for _, n := range groups.notes {
+				fmt.Fprintf(g.stderr, "%s: note: %s\n", args[0], n)
+			}
+			if len(groups.problems) > 0 {
+				// Nothing is stored unless every schedule of the file is valid.
+				for _, p := range groups.problems {
+					fmt.Fprintf(g.stderr, "%s: %s\n", args[0], p)
+				}
+				return fmt.Errorf("%s: %d problem(s), nothing stored", args[0], len(groups.problems))
 			}
 			h, err := g.scheduleStore(cmd.Context())
 			if err != nil {
@@ -182,7 +197,7 @@ func newSchedulesValidateCmd(g *globals) *cobra.Command {
 		Example: `  nodetide schedules validate examples/day-night.json
   nodetide schedules validate examples/day-night.json --config nodetide.yaml`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
 				return err
@@ -191,15 +206,29 @@ func newSchedulesValidateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
+			var problems []string
 			if err := schedule.ValidateList(list, nil); err != nil {
 				var verr *schedule.ValidationError
-				if errors.As(err, &verr) {
-					for _, p := range verr.Problems {
-						fmt.Fprintf(g.stderr, "%s: %s\n", args[0], p)
-					}
-					return fmt.Errorf("%s: %d problem(s)", args[0], len(verr.Problems))
+				if !errors.As(err, &verr) {
+					return fmt.Errorf("%s: %w", args[0], err)
 				}
-				return fmt.Errorf("%s: %w", args[0], err)
+				for _, p := range verr.Problems {
+					problems = append(problems, p.Error())
+				}
+			}
+			groups, err := g.checkScheduleGroups(cmd, list)
+			if err != nil {
+				return err
+			}
+			for _, n := range groups.notes {
+				fmt.Fprintf(g.stderr, "%s: note: %s\n", args[0], n)
+			}
+			problems = append(problems, groups.problems...)
+			if len(problems) > 0 {
+				for _, p := range problems {
+					fmt.Fprintf(g.stderr, "%s: %s\n", args[0], p)
+				}
+				return fmt.Errorf("%s: %d problem(s)", args[0], len(problems))
 			}
 			fmt.Fprintf(g.stdout, "%s: %d schedule(s), valid\n", args[0], len(list))
 			return nil
@@ -272,6 +301,65 @@ func readSchedules(path string) ([]schedule.Schedule, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return list, nil
+}
+
+// groupCheck is what checking a schedule file's group names against the
+// config found.
+type groupCheck struct {
+	problems []string // unknown groups of a config whose groups are all named
+	notes    []string // names a config with discovered groups may still have at run time
+}
+
+// checkScheduleGroups checks the node groups the schedules name against the
+// config's, when there is a config: --config given, or the default file
+// present. Groups discovered at run time (tags, a cluster's pools, a
+// Kamatera INI in a secret) can't be listed offline; a name that is not
+// one of the named groups is then a note, not an error.
+func (g *globals) checkScheduleGroups(cmd *cobra.Command, list []schedule.Schedule) (groupCheck, error) {
+	var res groupCheck
+	if !cmd.Flags().Changed("config") {
+		if _, err := os.Stat(g.configPath); errors.Is(err, os.ErrNotExist) {
+			return res, nil
+		}
+	}
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return res, err
+	}
+	summaries, err := describeGroups(cfg)
+	if err != nil {
+		return res, err
+	}
+	var known, discovered []string
+	for _, gs := range summaries {
+		if strings.HasPrefix(gs.Name, "(") {
+			discovered = append(discovered, gs.Name)
+		} else {
+			known = append(known, gs.Name)
+		}
+	}
+	for i, s := range list {
+		for j, ng := range s.NodeGroups {
+			if slices.Contains(known, ng.Name) || ng.Name == "" {
+				continue
+			}
+			at := fmt.Sprintf("schedule %q: [%d].nodeGroups[%d].name", s.Name, i, j)
+			if len(discovered) > 0 {
+				res.notes = append(res.notes, fmt.Sprintf("%s: %q is not a group %s names; its groups %s are found at run time and can't be checked offline",
+					at, ng.Name, g.configPath, strings.Join(discovered, ", ")))
+				continue
+			}
+			res.problems = append(res.problems, fmt.Sprintf("%s: unknown node group %q (%s defines %s)", at, ng.Name, g.configPath, listOrNone(known)))
+		}
+	}
+	return res, nil
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "no node groups"
+	}
+	return strings.Join(names, ", ")
 }
 
 // scheduleConfig loads the config and refuses in-memory state, which can't

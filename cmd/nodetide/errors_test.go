@@ -24,6 +24,17 @@ func TestErrorLine(t *testing.T) {
 			t.Errorf("errorLine(%q) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
+	// A list of problems: counted, one a line.
+	bad := writeFile(t, "nodetide.yaml", "cluster: {}\nstate: {memory: {}}\nnodeGroups: [{name: g, provider: kwok, minSize: 3, maxSize: 2, kwok: {template: {allocatable: {cpu: 2, memory: 1Gi}}}}]\n")
+	if _, errOut, code := nodetide(t, "config", "validate", "--config", bad); code != 1 ||
+		errOut != "nodetide: 2 problems:\n  "+bad+":1: cluster.name: is required\n  "+bad+":3: nodeGroups[0]: minSize 3 is greater than maxSize 2\n" {
+		t.Errorf("config problems: exit %d, stderr %q", code, errOut)
+	}
+	// A missing config says what to do.
+	if _, errOut, code := nodetide(t, "add", "g", "1", "--config", "/nonexistent/nodetide.yaml"); code != 1 ||
+		errOut != "nodetide: config /nonexistent/nodetide.yaml: no such file (give one with --config FILE; examples/ in the nodetide repository has one per provider)\n" {
+		t.Errorf("missing config: exit %d, stderr %q", code, errOut)
+	}
 	// Through the CLI: one prefix, the program's name.
 	_, errOut, code := nodetide(t, "plan", "--snapshot", "/nonexistent/snap.json")
 	if code != 1 || !strings.HasPrefix(errOut, "nodetide: read snapshot: open /nonexistent/snap.json: ") || strings.Contains(errOut, "error:") || strings.Count(errOut, "\n") != 1 {

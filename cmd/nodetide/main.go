@@ -32,7 +32,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if c != nil && !c.HasSubCommands() && strings.HasPrefix(err.Error(), "unknown command ") {
 			err = fmt.Errorf("%s takes no arguments, got %s", c.CommandPath(), strings.Join(quoted(c.Flags().Args()), " "))
 		}
-		fmt.Fprintf(stderr, "nodetide: %s\n", errorLine(err))
+		msg := errorLine(err)
+		if first, rest, ok := strings.Cut(msg, "\n"); ok {
+			// A list of problems (a config's, a snapshot's): one a line,
+			// under a line that says how many.
+			lines := append([]string{first}, strings.Split(rest, "\n")...)
+			msg = fmt.Sprintf("%d problems:\n  %s", len(lines), strings.Join(lines, "\n  "))
+		}
+		fmt.Fprintf(stderr, "nodetide: %s\n", msg)
 		return 1
 	}
 	return 0

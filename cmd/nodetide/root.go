@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -80,7 +82,11 @@ func addOutputFlag(cmd *cobra.Command, g *globals, def string, allowed ...string
 }
 
 func (g *globals) loadConfig() (*config.Config, error) {
-	return config.LoadFile(g.configPath)
+	cfg, err := config.LoadFile(g.configPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("config %s: no such file (give one with --config FILE; examples/ in the nodetide repository has one per provider)", g.configPath)
+	}
+	return cfg, err
 }
 
 // Values of --log-format.

@@ -24,6 +24,7 @@ func checkCommandLine(line string) error {
 	if err != nil {
 		return err
 	}
+	cmd.InitDefaultHelpFlag()
 	if err := cmd.ParseFlags(rest); err != nil {
 		return fmt.Errorf("%s: %w", cmd.CommandPath(), err)
 	}
@@ -99,6 +100,7 @@ func checkCommandRef(ref string) error {
 	descending := true
 	for _, w := range shellWords(ref) {
 		if m := flag.FindStringSubmatch(w); m != nil {
+			cmd.InitDefaultHelpFlag()
 			fs := cmd.Flags()
 			cmd.InheritedFlags() // merges the persistent flags of its parents into fs
 			if (m[1] == "--" && fs.Lookup(m[2]) == nil) || (m[1] == "-" && (len(m[2]) != 1 || fs.ShorthandLookup(m[2]) == nil)) {
@@ -185,6 +187,7 @@ func TestCheckCommandLine(t *testing.T) {
 		{`webhook install --url "$(aws cloudformation describe-stacks --output text)"   # comment`, true},
 		{"schedules validate day.json | head", true},
 		{"status", true},
+		{"plan --help", true},
 		{"snapshot -o full -f full.json", true},
 		{"snapshot -o snap.json", false},
 		{"plan --snapshot s.json -o yaml", true},
@@ -206,6 +209,7 @@ func TestCheckCommandLine(t *testing.T) {
 		{"schedules list|get NAME|delete NAME --config nodetide.yaml", true},
 		{"status [-o table|json|yaml]", true},
 		{"shutdown", true},
+		{"COMMAND --help", true},
 		{"webhook install --url", true},
 		{"schedules list|gte NAME", false},
 		{"status [--outptu json]", false},

@@ -13,6 +13,7 @@ func TestSchedulesCheckGroups(t *testing.T) {
 	const kwokGroups = "nodeGroups:\n  - {name: workers, provider: kwok, minSize: 0, maxSize: 4, kwok: {template: {allocatable: {cpu: 2, memory: 1Gi}}}}\n  - {name: gpu, provider: kwok, minSize: 0, maxSize: 2, kwok: {template: {allocatable: {cpu: 8, memory: 8Gi}}}}\n"
 	named := writeFile(t, "named.yaml", "cluster: {name: c}\nstate: {memory: {}}\n"+kwokGroups)
 	discovering := writeFile(t, "discover.yaml", "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups:\n  - {name: workers, provider: kwok, minSize: 0, maxSize: 4, kwok: {template: {allocatable: {cpu: 2, memory: 1Gi}}}}\n  - {provider: aws, aws: {autoDiscovery: [\"k8s.io/cluster-autoscaler/enabled\"]}}\n")
+	inSecret := writeFile(t, "kamatera.yaml", "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups: [{provider: kamatera, kamatera: {cloudConfigSecret: \"arn:aws:secretsmanager:eu-west-1:123456789012:secret:kamatera-AbCdEf\"}}]\n")
 	stored := writeFile(t, "dynamo.yaml", "cluster: {name: c}\nstate: {dynamodb: {table: t, endpoint: \"http://127.0.0.1:1\"}}\n"+kwokGroups)
 	good := writeFile(t, "good.json", `{"name": "night", "cron": "0 20 * * *", "nodeGroups": [{"name": "workers", "max": 1}, {"name": "gpu", "max": 0}]}`)
 	typo := writeFile(t, "typo.json", `[{"name": "day", "cron": "0 8 * * *", "desiredCapacity": 2}, {"name": "night", "cron": "0 20 * * *", "nodeGroups": [{"name": "workers", "max": 1}, {"name": "wokers", "max": 0}]}]`)
@@ -28,6 +29,8 @@ func TestSchedulesCheckGroups(t *testing.T) {
 			[]string{`schedule "night": [1].nodeGroups[1].name: unknown node group "wokers" (` + named + ` defines workers, gpu)`, "1 problem(s)"}},
 		{"discovered groups", []string{"schedules", "validate", typo, "--config", discovering}, 0, "2 schedule(s), valid",
 			[]string{`note: schedule "night": [1].nodeGroups[1].name: "wokers" is not a group`, "(discovered by tags [k8s.io/cluster-autoscaler/enabled]) are found at run time and can't be checked offline"}},
+		{"a Kamatera INI in Secrets Manager", []string{"schedules", "validate", good, "--config", inSecret}, 0, "1 schedule(s), valid",
+			[]string{`note: schedule "night": [0].nodeGroups[0].name: "workers" is not a group`, "can't be checked offline"}},
 		{"no config", []string{"schedules", "validate", typo}, 0, "2 schedule(s), valid", nil},
 		{"config named but missing", []string{"schedules", "validate", good, "--config", "/nonexistent/nodetide.yaml"}, 1, "", []string{"/nonexistent/nodetide.yaml"}},
 		// Refused before the store is contacted (its endpoint answers nothing).

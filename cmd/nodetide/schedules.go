@@ -242,9 +242,9 @@ func newSchedulesNextCmd(g *globals) *cobra.Command {
 	var count int
 	next := &cobra.Command{
 		Use:   "next FILE",
-		Short: "Print the next fire times of the schedule in FILE, one RFC 3339 time a line in its time zone",
+		Short: "Print the next fire times of the schedules in FILE, one RFC 3339 time a line in each one's time zone (-o json|yaml: a list per schedule)",
 		Example: `  nodetide schedules next examples/day-night.json --count 3
-  nodetide schedules next examples/day-night.json --from 2027-03-27T00:00:00Z`,
+  nodetide schedules next examples/day-night.json --from 2027-03-27T00:00:00Z -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if count < 1 {
@@ -262,21 +262,35 @@ func newSchedulesNextCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			type fireTimes struct {
+				Schedule string   `json:"schedule"`
+				Next     []string `json:"next"`
+			}
+			var doc []fireTimes
 			for _, s := range list {
 				c, err := s.ParseCron()
 				if err != nil {
 					return fmt.Errorf("schedule %q: %w", s.Name, err)
 				}
-				if len(list) > 1 {
-					fmt.Fprintf(g.stdout, "# %s\n", s.Name)
-				}
+				ft := fireTimes{Schedule: s.Name, Next: []string{}}
 				t := start
 				for range count {
-					t = c.Next(t)
-					if t.IsZero() {
+					if t = c.Next(t); t.IsZero() {
 						break
 					}
-					fmt.Fprintln(g.stdout, t.Format(time.RFC3339))
+					ft.Next = append(ft.Next, t.Format(time.RFC3339))
+				}
+				doc = append(doc, ft)
+			}
+			if g.output != "table" {
+				return g.printDoc(doc)
+			}
+			for _, ft := range doc {
+				if len(doc) > 1 {
+					fmt.Fprintf(g.stdout, "# %s\n", ft.Schedule)
+				}
+				for _, t := range ft.Next {
+					fmt.Fprintln(g.stdout, t)
 				}
 			}
 			return nil
@@ -284,6 +298,7 @@ func newSchedulesNextCmd(g *globals) *cobra.Command {
 	}
 	next.Flags().StringVar(&from, "from", "", "list fire times after this RFC 3339 time (default now)")
 	next.Flags().IntVar(&count, "count", 5, "how many fire times")
+	addOutputFlag(next, g, "table", "table", "json", "yaml")
 	return next
 }
 

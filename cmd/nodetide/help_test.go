@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,6 +55,9 @@ func TestHelpOfEveryCommand(t *testing.T) {
 	if len(paths) < 15 {
 		t.Fatalf("only %d commands found", len(paths))
 	}
+	if !slices.ContainsFunc(paths, func(p []string) bool { return slices.Equal(p, []string{"version"}) }) {
+		t.Error("nodetide version is not in the command tree")
+	}
 	for _, p := range paths {
 		name := strings.Join(append([]string{"nodetide"}, p...), " ")
 		out, errOut, code := nodetide(t, append(p, "--help")...)
@@ -83,6 +87,8 @@ func TestExitCodes(t *testing.T) {
 		want string // in stderr when the code is not 0, in stdout otherwise
 	}{
 		{[]string{"--help"}, 0, "Available Commands"},
+		{[]string{"version"}, 0, "Version:"},
+		{[]string{"--version"}, 0, "nodetide devel"},
 		{[]string{"help", "config"}, 0, "validate"},
 		{[]string{"config"}, 0, "validate"},
 		{[]string{"schedules"}, 0, "validate"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodetide/nodetide/pkg/buildinfo"
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/setup"
@@ -39,7 +40,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
   nodetide status --config nodetide.yaml`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version: the one-line form of nodetide version.
+		Version: buildinfo.Read().String(),
 	}
+	root.SetVersionTemplate("nodetide {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
@@ -54,7 +58,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		return nil
 	}
 	root.AddCommand(newPlanCmd(g), newSnapshotCmd(g), newRunCmd(g), newAddCmd(g), newConfigCmd(g),
-		newShutdownCmd(g), newEnableCmd(g), newNodesCmd(g), newSchedulesCmd(g), newStatusCmd(g), newWebhookCmd(g))
+		newShutdownCmd(g), newEnableCmd(g), newNodesCmd(g), newSchedulesCmd(g), newStatusCmd(g), newWebhookCmd(g), newVersionCmd(g))
 	return root
 }
 

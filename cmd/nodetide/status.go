@@ -26,6 +26,10 @@ type statusDoc struct {
 	// the live read failed (DrainsError says why).
 	DrainsReadAt time.Time `json:"drainsReadAt"`
 	DrainsError  string    `json:"drainsError,omitempty"`
+	// FunctionBuilds are the builds drain and schedule last started with
+	// (evaluate's is the cycle's build).
+	FunctionBuilds      map[string]state.FunctionBuild `json:"functionBuilds,omitempty"`
+	FunctionBuildsError string                         `json:"functionBuildsError,omitempty"`
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -61,6 +65,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			}
 			now := time.Now().UTC()
 			doc := statusDoc{Cluster: cfg.Cluster.Name, Status: st, DrainsReadAt: st.CycleAt}
+			doc.FunctionBuilds, doc.FunctionBuildsError = readBuilds(ctx, ss)
 			if drains, omitted, err := evaluate.RunningDrains(ctx, store, 100); err != nil {
 				doc.DrainsError = err.Error()
 			} else {
@@ -140,6 +145,7 @@ func (c statusClock) atp(t *time.Time) string {
 // writeStatusSummary writes the cycle's outcome, errors and problems.
 func writeStatusSummary(w io.Writer, d statusDoc, c statusClock) {
 	fmt.Fprintf(w, "Cluster:      %s\n", d.Cluster)
+	writeVersions(w, d)
 	fmt.Fprintf(w, "Last cycle:   %s, took %s\n", c.at(d.CycleAt), d.Duration)
 	if d.Error != "" {
 		fmt.Fprintf(w, "Cycle error:  %s\n", d.Error)

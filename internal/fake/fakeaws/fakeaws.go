@@ -49,6 +49,12 @@
 //     test takes out with ScaleIn (the double never scales in by itself
 //     under a hook); a launch hook is stored and never holds a launch.
 //     Timeouts are applied when the double is next called, not on a timer.
+//     A token no open action holds (made up, completed, timed out) gets
+//     AWS's ValidationError "No active Lifecycle Action found with token
+//     <token>", and a held machine is Terminating:Wait, then
+//     Terminating:Proceed, as AWS lists them. A call carrying both a token
+//     and an instance ID is matched by the token alone: what AWS does when
+//     the two disagree is not documented.
 //   - No cooldowns, instance protection, termination
 //     policies (scale-in takes Pending machines first, then the newest), AZ
 //     rebalancing or weighted capacity.

@@ -105,3 +105,76 @@ func TestLifecycleHookHoldsTermination(t *testing.T) {
 		t.Fatalf("at the timeout: %+v, want timeout:CONTINUE", got)
 	}
 }
+
+// What a drain proves an action by: a heartbeat with a token no open action
+// holds (made up, completed or timed out) is AWS's ValidationError naming
+// the token, and DescribeAutoScalingGroups shows the machine
+// Terminating:Wait while the hook holds it, Terminating:Proceed after.
+func TestLifecycleProofAnswers(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	d := fakeaws.New(fakeaws.WithAutoBoot(), fakeaws.WithClock(clk.now))
+	defer d.Close()
+	d.AddGroup(fakeaws.Group{Name: "g", MaxSize: 5, DesiredCapacity: 3})
+	if err := d.PutLifecycleHook(fakeaws.LifecycleHook{Group: "g", Name: "drain", Transition: fakeaws.TransitionTerminating,
+		DefaultResult: fakeaws.ResultContinue, HeartbeatTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	as, _, _ := clients(t, d, d.Region())
+	state := func(id string) string {
+		out, err := as.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"g"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range out.AutoScalingGroups[0].Instances {
+			if awssdk.ToString(in.InstanceId) == id {
+				return string(in.LifecycleState)
+			}
+		}
+		return "absent"
+	}
+	heartbeat := func(token string) error {
+		_, err := as.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
+			AutoScalingGroupName: awssdk.String("g"), LifecycleHookName: awssdk.String("drain"), LifecycleActionToken: awssdk.String(token),
+		})
+		return err
+	}
+	refused := func(what, token string) {
+		t.Helper()
+		err := heartbeat(token)
+		if err == nil {
+			t.Fatalf("%s: heartbeat accepted", what)
+		}
+		if code, msg := apiCode(t, err); code != "ValidationError" || msg != "No active Lifecycle Action found with token "+token {
+			t.Errorf("%s: %s %q", what, code, msg)
+		}
+	}
+	g, _ := d.Group("g")
+	if s := state(g.Instances[0].ID); s != fakeaws.StateInService {
+		t.Fatalf("before scale in: %s", s)
+	}
+	refused("made-up token", "00000000-1111-2222-3333-444444444444")
+	a, _ := d.ScaleIn("g", g.Instances[0].ID)
+	if s := state(a.InstanceID); s != fakeaws.StateTerminatingWait {
+		t.Errorf("held by the hook: %s, want Terminating:Wait", s)
+	}
+	if err := heartbeat(a.Token); err != nil {
+		t.Fatalf("open action: %v", err)
+	}
+	if _, err := as.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName: awssdk.String("g"), LifecycleHookName: awssdk.String("drain"),
+		LifecycleActionToken: awssdk.String(a.Token), LifecycleActionResult: awssdk.String("CONTINUE"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if s := state(a.InstanceID); s != fakeaws.StateTerminatingProceed {
+		t.Errorf("after completion: %s, want Terminating:Proceed", s)
+	}
+	refused("completed action", a.Token)
+	b, _ := d.ScaleIn("g", g.Instances[1].ID)
+	clk.add(time.Minute)
+	refused("timed-out action", b.Token)
+	if s := state(b.InstanceID); s != fakeaws.StateTerminatingProceed {
+		t.Errorf("after the timeout: %s, want Terminating:Proceed", s)
+	}
+}

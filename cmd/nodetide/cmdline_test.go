@@ -25,6 +25,7 @@ func checkCommandLine(line string) error {
 		return err
 	}
 	cmd.InitDefaultHelpFlag()
+	cmd.InitDefaultVersionFlag()
 	if err := cmd.ParseFlags(rest); err != nil {
 		return fmt.Errorf("%s: %w", cmd.CommandPath(), err)
 	}
@@ -101,6 +102,7 @@ func checkCommandRef(ref string) error {
 	for _, w := range shellWords(ref) {
 		if m := flag.FindStringSubmatch(w); m != nil {
 			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
 			fs := cmd.Flags()
 			cmd.InheritedFlags() // merges the persistent flags of its parents into fs
 			if (m[1] == "--" && fs.Lookup(m[2]) == nil) || (m[1] == "-" && (len(m[2]) != 1 || fs.ShorthandLookup(m[2]) == nil)) {

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// TestHelpOfEveryCommand: every command's --help exits 0 and reads as
-// written: no back-quotes (cobra turns a back-quoted word in a flag's usage
+// TestHelpOfEveryCommand: every command's --help exits 0, shows examples
+// that parse as written, and reads as written: no back-quotes (cobra turns a back-quoted word in a flag's usage
 // into the value's name), and no flag with two defaults (its own wording
 // and cobra's "(default ...)").
 func TestHelpOfEveryCommand(t *testing.T) {
@@ -24,6 +24,21 @@ func TestHelpOfEveryCommand(t *testing.T) {
 				t.Errorf("nodetide %s --%s: usage %q has a back-quote (help would show the quoted word as the value's name)", strings.Join(path, " "), f.Name, f.Usage)
 			}
 		})
+		// Examples show a command at work; each one parses as written.
+		var examples []string
+		if strings.TrimSpace(c.Example) == "" {
+			t.Errorf("nodetide %s: no examples in its help (cobra's Example)", strings.Join(path, " "))
+		} else {
+			examples = strings.Split(c.Example, "\n")
+		}
+		for _, l := range examples {
+			m := nodetideLine.FindStringSubmatch(strings.TrimSpace(l))
+			if m == nil {
+				t.Errorf("nodetide %s: example %q does not run nodetide", strings.Join(path, " "), l)
+			} else if err := checkCommandLine(m[1]); err != nil {
+				t.Errorf("nodetide %s: example %q: %v", strings.Join(path, " "), l, err)
+			}
+		}
 		for _, s := range []string{c.Short, c.Long} {
 			if strings.Contains(s, "`") {
 				t.Errorf("nodetide %s: description %q has a back-quote", strings.Join(path, " "), s)

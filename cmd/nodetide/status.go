@@ -36,7 +36,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "The last evaluate cycle: problems, node groups and their health, unneeded nodes, running drains, errors",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide status --config nodetide.yaml
+  nodetide status --config nodetide.yaml -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			cfg, err := g.loadConfig()

@@ -15,7 +15,10 @@ func newVersionCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "This build of nodetide: version, commit, commit date, Go version and platform (devel for a build make release did not stamp)",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide version
+  nodetide version -o json
+  nodetide --version`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			return writeVersion(g.stdout, g.output, buildinfo.Read())
 		},

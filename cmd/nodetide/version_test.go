@@ -33,7 +33,8 @@ func TestVersion(t *testing.T) {
 			t.Errorf("version -o yaml: exit %d\n%s", code, out)
 		}
 	})
-	for _, flag := range []string{"--version", "-v"} {
+	// --version only: -v is --verbose, as kubectl's -v is its log level.
+	for _, flag := range []string{"--version"} {
 		t.Run(flag, func(t *testing.T) {
 			out, errOut, code := nodetide(t, flag)
 			want := "nodetide devel (no commit recorded, " + runtime.Version() + " " + platform + ")\n"

@@ -75,6 +75,10 @@ func newUninstallCmd(g *globals) *cobra.Command {
 			"the draining taint (and nodetide's cordon) on nodes, and the ClusterRoles and ClusterRoleBindings of deploy/rbac.yaml.\n" +
 			"It keeps the state table, the node groups at their size and the stack (cdk destroy removes it, after this).\n" +
 			"It refuses while drains run, unless --force. Run it again: it finds nothing left to do.",
+		Example: `  nodetide uninstall --config nodetide.yaml
+  nodetide uninstall --config nodetide.yaml -o json
+  nodetide uninstall --config nodetide.yaml --yes
+  nodetide uninstall --config nodetide.yaml --yes --legacy-hook`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runUninstall(cmd.Context(), g, f) },
 	}

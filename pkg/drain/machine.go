@@ -148,6 +148,31 @@ func (h *Handler) unproven(ctx context.Context, in Interruption) (string, error)
 	return "", nil
 }
 
+// proveSpot is Prepare's check of a Spot drain, whatever started it: EC2
+// must say the machine is a Spot instance that still exists, and once the
+// drain's deadline has passed (only a forged or replayed input reaches
+// Prepare then: Interrupted gives a late warning an ordinary drain's
+// deadline), that it is really going.
+func (d *Steps) proveSpot(ctx context.Context, in *state.Interruption, deadline time.Time) error {
+	if d.Machines == nil {
+		return stepErr(ErrNameInvalidInput, "step Prepare: a Spot drain of machine %s cannot be checked with EC2 here (no EC2 client): refused, nothing changed", in.InstanceID)
+	}
+	m, err := d.describeMachine(ctx, in.InstanceID)
+	if err != nil {
+		return &StepError{Name: ErrNameTransient, Err: fmt.Errorf("step Prepare: check Spot machine %s with EC2: %w", in.InstanceID, err)}
+	}
+	switch {
+	case !m.known || m.gone():
+		return stepErr(ErrNameInvalidInput, "step Prepare: a Spot drain of machine %s, which EC2 does not know or says is terminated: refused, nothing changed", in.InstanceID)
+	case !m.spot:
+		return stepErr(ErrNameInvalidInput, "step Prepare: a Spot drain of machine %s, which EC2 says is not a Spot instance: refused, nothing changed", in.InstanceID)
+	case !deadline.After(d.now()) && !m.going():
+		return stepErr(ErrNameInvalidInput, "step Prepare: a Spot drain of machine %s past its deadline %s, and EC2 says the machine is not going (state %s, Spot request %s): refused, nothing changed",
+			in.InstanceID, deadline.UTC().Format(time.RFC3339), m.state, m.spotStatus)
+	}
+	return nil
+}
+
 // late: a Spot warning past its deadline, or replayed.
 func (h *Handler) late(in Interruption) bool {
 	return in.Replay || !in.At.Add(SpotDrainTime).After(h.Steps.now())

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda/messages"
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,6 +22,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers/aws"
+	"github.com/nodetide/nodetide/pkg/state"
 )
 
 // stamped is a sample event about a machine stamped at a given time, and
@@ -302,4 +304,54 @@ func (b *bed) pods(t *testing.T, app string) []corev1.Pod {
 		t.Fatal(err)
 	}
 	return list.Items
+}
+
+// A Spot drain whose execution did not come through the drain function's
+// checked event (StartExecution, or a step invoked by hand) is checked again
+// at Prepare: for an on-demand machine, or past its deadline while EC2 says
+// the machine is not going, it is refused before anything moves, so the
+// pod marked safe-to-evict "false" stays and nothing is cordoned.
+func TestForgedSpotExecutionIsRefusedAtPrepare(t *testing.T) {
+	cb := newCloudBed(t, 2, true)
+	ctx := context.Background()
+	node := cb.nodes(t)[0].Name
+	id := cb.instanceOf(t, node)
+	cb.barePod(t, "pinned", node, map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})
+	start := func(at time.Time, suffix string) *sfn.DescribeExecutionOutput {
+		t.Helper()
+		in := drain.Interruption{Interruption: state.Interruption{Kind: state.InterruptSpot, InstanceID: id},
+			At: at, Event: "EC2 Spot Instance Interruption Warning " + suffix}
+		exec, err := cb.m.starter.Interrupted(ctx, node, cb.ns, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cb.m.wait(t, exec.ExecutionArn)
+	}
+	check := func(what, want string, out *sfn.DescribeExecutionOutput) {
+		t.Helper()
+		if out.Status != sfntypes.ExecutionStatusFailed || awssdk.ToString(out.Error) != drain.ErrNameInvalidInput || !strings.Contains(awssdk.ToString(out.Cause), want) {
+			t.Errorf("%s: %s %s %s, want refused at Prepare (%s)", what, out.Status, awssdk.ToString(out.Error), awssdk.ToString(out.Cause), want)
+		}
+		if n := cb.node(t, node); n.Spec.Unschedulable || ours(n) != 0 {
+			t.Errorf("%s: node %s cordoned or tainted", what, node)
+		}
+		if p, err := cb.cp.Client.CoreV1().Pods(cb.ns).Get(ctx, "pinned", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("%s: the safe-to-evict=false pod was evicted (%v)", what, err)
+		}
+	}
+	check("on-demand machine", "not a Spot instance", start(time.Now(), "on-demand"))
+
+	if err := cb.d.SetSpot(cb.ns); err != nil {
+		t.Fatal(err)
+	}
+	// Its deadline (an hour ago plus 90 s) passed: Interrupted itself never
+	// gives a late warning this deadline, so only a forged input has it.
+	in := drain.State{Node: node, NodeGroup: cb.ns, DrainID: "spot-forged-" + cb.ns[len(cb.ns)-5:], Policy: drain.PolicyForce,
+		Deadline: time.Now().Add(-time.Hour), Interruption: &state.Interruption{Kind: state.InterruptSpot, InstanceID: id}}
+	_, err := cb.h.Steps.Prepare(ctx, in)
+	if drain.ErrorName(err) != drain.ErrNameInvalidInput || !strings.Contains(err.Error(), "not going") {
+		t.Errorf("Prepare of a Spot drain past its deadline, machine not going: %v, want refused", err)
+	}
+	check("past its deadline, not going", "", &sfn.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusFailed,
+		Error: awssdk.String(drain.ErrNameInvalidInput)})
 }

@@ -314,6 +314,14 @@ func (d *Steps) nodeToDrain(ctx context.Context, s *State) (*corev1.Node, provid
 			return nil, nil, err
 		}
 	}
+	if in := s.Interruption; in != nil && in.Kind == state.InterruptSpot {
+		// A Spot drain skips the same rules; its execution input may not
+		// come from the drain function's checked event (StartExecution or a
+		// step invoked by hand), so EC2 is asked again.
+		if err := d.proveSpot(ctx, in, s.Deadline); err != nil {
+			return nil, nil, err
+		}
+	}
 	return node, g, nil
 }
 

@@ -1,20 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/internal/testbed"
@@ -46,13 +38,9 @@ nodeGroups:
   - {name: workers, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: {allocatable: {cpu: "2", memory: 8Gi}}}}
 evaluate: {watchFor: 0s}
 `, cp.KubeconfigPath, db.Endpoint)
-	rie, err := sfnlocal.RIEPath()
-	if err != nil {
-		t.Fatal(err)
-	}
 	invoke := map[string]func(payload []byte) map[string]any{}
 	for _, fn := range []string{"evaluate", "drain", "schedule"} {
-		invoke[fn] = startRIE(t, rie, fn, cfg)
+		invoke[fn] = sfnlocal.ServeFunction(t, fn, cfg)
 	}
 	for _, f := range files {
 		name := filepath.Base(f)
@@ -75,71 +63,6 @@ evaluate: {watchFor: 0s}
 				}
 			}
 		})
-	}
-}
-
-// startRIE builds a function for this machine and serves it under the RIE;
-// the returned func posts one event and decodes the response.
-func startRIE(t *testing.T, rie, fn, cfg string) func([]byte) map[string]any {
-	t.Helper()
-	dir := t.TempDir()
-	bootstrap := filepath.Join(dir, "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bootstrap, "./functions/"+fn)
-	build.Dir = ".."
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", fn, err, out)
-	}
-	ports := make([]int, 2)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
-	cmd := exec.Command(rie, "--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), bootstrap)
-	// Any AWS call a sample event leads to (the webhook's self-invocation,
-	// say) goes to a closed loopback port with dummy keys: refused at once,
-	// never out to AWS or the instance metadata service.
-	cmd.Env = []string{"NODETIDE_CONFIG=" + cfg, "AWS_REGION=us-east-1", "AWS_LAMBDA_FUNCTION_TIMEOUT=60", "PATH=" + os.Getenv("PATH"),
-		"AWS_ENDPOINT_URL=http://127.0.0.1:1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_EC2_METADATA_DISABLED=true"}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s under the RIE:\n%s", fn, logs.String())
-		}
-	})
-	url := fmt.Sprintf("http://127.0.0.1:%d/2015-03-31/functions/function/invocations", ports[0])
-	return func(payload []byte) map[string]any {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			resp, err := http.Post(url, "application/json", bytes.NewReader(payload))
-			if err != nil {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: %v", fn, err)
-				}
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			var out map[string]any
-			if err := json.Unmarshal(body, &out); err != nil {
-				// A list result (e.g. schedules) is not an object, and not an error.
-				return map[string]any{}
-			}
-			return out
-		}
 	}
 }
 

@@ -1,20 +1,10 @@
 package lambdarun_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -61,10 +51,6 @@ nodeGroups:
   - {name: %s, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: {allocatable: {cpu: "2", memory: 8Gi}}}}
 evaluate: {watchFor: 0s}
 `, cp.KubeconfigPath, table, db.Endpoint, group)
-	rie, err := sfnlocal.RIEPath()
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := state.NewDynamoDB(db.Client(t), table, "payloads")
 
 	groupNodes := func() int {
@@ -107,9 +93,9 @@ evaluate: {watchFor: 0s}
 	}
 	for _, f := range functions {
 		t.Run(f.fn, func(t *testing.T) {
-			invoke := startRIE(t, rie, f.fn, cfg)
+			invoke := sfnlocal.ServeFunction(t, f.fn, cfg)
 			for _, tc := range malformed(f.valid, f.dupField, f.dupValue) {
-				resp := invoke(tc.payload)
+				resp := invoke([]byte(tc.payload))
 				msg, _ := resp["errorMessage"].(string)
 				if !strings.Contains(msg, tc.want) {
 					t.Errorf("%s %q: answered %v, want an error saying %q", tc.name, tc.payload, resp, tc.want)
@@ -118,75 +104,9 @@ evaluate: {watchFor: 0s}
 					t.Fatalf("%s %q changed the cluster or the state", tc.name, tc.payload)
 				}
 			}
-			if resp := invoke(f.valid); resp["errorMessage"] != nil || !f.changed() {
+			if resp := invoke([]byte(f.valid)); resp["errorMessage"] != nil || !f.changed() {
 				t.Fatalf("the valid request %s: answered %v, changed %v", f.valid, resp, f.changed())
 			}
 		})
-	}
-}
-
-// startRIE builds a function's bootstrap for this machine and serves it
-// under the RIE; the returned func posts one payload and decodes the answer.
-func startRIE(t *testing.T, rie, fn, cfg string) func(string) map[string]any {
-	t.Helper()
-	root, err := testbed.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bootstrap := filepath.Join(t.TempDir(), "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bootstrap, "./functions/"+fn)
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", fn, err, out)
-	}
-	ports := make([]int, 2)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
-	cmd := exec.Command(rie, "--runtime-interface-emulator-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), bootstrap)
-	// AWS calls go to a closed loopback port with dummy keys: refused at
-	// once, never out to AWS or the instance metadata service.
-	cmd.Env = []string{"NODETIDE_CONFIG=" + cfg, "AWS_REGION=us-east-1", "AWS_LAMBDA_FUNCTION_TIMEOUT=60", "PATH=" + os.Getenv("PATH"),
-		"AWS_ENDPOINT_URL=http://127.0.0.1:1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_EC2_METADATA_DISABLED=true"}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s under the RIE:\n%s", fn, logs.String())
-		}
-	})
-	url := fmt.Sprintf("http://127.0.0.1:%d/2015-03-31/functions/function/invocations", ports[0])
-	return func(payload string) map[string]any {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			resp, err := http.Post(url, "application/json", strings.NewReader(payload))
-			if err != nil {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: %v", fn, err)
-				}
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			var out map[string]any
-			if err := json.Unmarshal(body, &out); err != nil {
-				return map[string]any{"answer": string(body)} // a result that is not an object
-			}
-			return out
-		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/statustable"
 )
 
 func newPlanCmd(g *globals) *cobra.Command {
@@ -70,7 +71,7 @@ func writePlanTable(w io.Writer, p planner.Plan) error {
 	for _, g := range p.NodeGroups {
 		room := "-"
 		if h := g.Headroom; h != nil {
-			room = headroomCell(h.Rule, h.Free, h.Met, h.Need, h.Adding, h.Blocked)
+			room = statustable.HeadroomCell(h.Rule, h.Free, h.Met, h.Need, h.Adding, h.Blocked)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f%%\t%.0f%%\t%s\n", g.Name, g.Nodes, g.TargetSize, 100*g.CPUUtilization, 100*g.MemoryUtilization, room)
 	}

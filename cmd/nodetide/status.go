@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
-	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/statustable"
 )
@@ -20,6 +18,7 @@ import (
 type statusDoc = statustable.Doc
 
 func newStatusCmd(g *globals) *cobra.Command {
+	var from string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "The last evaluate cycle: problems, node groups and their health, unneeded nodes, running drains, errors",
@@ -30,30 +29,19 @@ func newStatusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cfg.State.Memory != nil {
-				return errors.New("the status is kept in state.dynamodb: with state.memory it lives only inside the `nodetide run` process, which prints it after each cycle with --status (or use a local DynamoDB such as dynalite)")
-			}
-			store, err := setup.Store(ctx, cfg, &setup.AWS{})
+			src, err := readStatusFrom(ctx, g, cfg, from)
 			if err != nil {
 				return err
 			}
-			ss, ok := store.(state.StatusStore)
-			if !ok {
-				return errors.New("this state store keeps no status")
-			}
-			st, err := evaluate.ReadStatus(ctx, ss)
-			if errors.Is(err, state.ErrNoStatus) {
-				return fmt.Errorf("no evaluate cycle has written a status for cluster %s in table %s yet (is the evaluate function running?)", cfg.Cluster.Name, cfg.State.DynamoDB.Table)
-			}
-			if err != nil {
-				return err
-			}
+			fmt.Fprintln(g.stderr, src.describe(time.Now().UTC()))
 			now := time.Now().UTC()
-			doc := statusDoc{Cluster: cfg.Cluster.Name, Status: st, DrainsReadAt: st.CycleAt}
-			if drains, omitted, err := evaluate.RunningDrains(ctx, store, 100); err != nil {
-				doc.DrainsError = err.Error()
-			} else {
-				doc.Drains, doc.DrainsOmitted, doc.DrainsReadAt = drains, omitted, now
+			doc := statusDoc{Cluster: cfg.Cluster.Name, Status: src.status, DrainsReadAt: src.status.CycleAt}
+			if src.store != nil {
+				if drains, omitted, err := evaluate.RunningDrains(ctx, src.store, 100); err != nil {
+					doc.DrainsError = err.Error()
+				} else {
+					doc.Drains, doc.DrainsOmitted, doc.DrainsReadAt = drains, omitted, now
+				}
 			}
 			switch g.output {
 			case "json":
@@ -70,6 +58,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 		},
 	}
 	addOutputFlag(cmd, g, "table", "table", "json", "yaml")
+	cmd.Flags().StringVar(&from, "from", sourceAuto, "where to read the status: configmap (the status ConfigMap, through the kubeconfig; no AWS credentials), dynamodb (the state table), or auto (the ConfigMap, else the table)")
 	return cmd
 }
 

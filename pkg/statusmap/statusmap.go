@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/statustable"
 )
 
@@ -38,13 +39,18 @@ const (
 	AnnotationDigest = "nodetide.io/status-digest"
 )
 
-// MaxData bounds the ConfigMap's data, far under the API's 1 MiB: the status
-// document is capped at state.MaxStatusSize (380 KiB); the text is cut to
-// what is left, at a line, with CutMarker.
-const MaxData = 768 * 1024
+// MaxData bounds the ConfigMap's data, far under the API's 1 MiB. The
+// status document gets up to MaxJSON (the state table's own bound): longer,
+// its longest lists are halved until it fits, their *Omitted counts saying
+// how many entries were left out. The text gets what is left, cut at a line
+// with CutMarker.
+const (
+	MaxData = 768 * 1024
+	MaxJSON = state.MaxStatusSize
+)
 
 // CutMarker ends a text that was cut to fit.
-const CutMarker = "... the status text was cut here to fit the ConfigMap; status.json holds the whole status\n"
+const CutMarker = "... the status text was cut here to fit the ConfigMap; status.json holds the rest\n"
 
 // DefaultRefresh is how often a status whose only change is its times is
 // written anyway, so the written-at annotation shows a reader how fresh it
@@ -193,17 +199,66 @@ func Digest(st evaluate.Status) (string, error) {
 }
 
 // Data is the ConfigMap's data for st: the status document, and the text
-// `nodetide status` prints with times as of the cycle, cut to fit MaxData.
+// `nodetide status` prints with times as of the cycle, both fitted to MaxData.
 func Data(cluster string, st evaluate.Status) (map[string]string, error) {
-	doc, err := json.Marshal(st)
+	doc, err := fitJSON(&st)
 	if err != nil {
-		return nil, fmt.Errorf("status: %w", err)
+		return nil, err
 	}
 	var text bytes.Buffer
 	if err := statustable.Write(&text, Text(cluster, st), st.CycleAt); err != nil {
 		return nil, fmt.Errorf("status text: %w", err)
 	}
 	return map[string]string{KeyJSON: string(doc), KeyText: cut(text.String(), MaxData-len(doc)-len(KeyJSON)-len(KeyText))}, nil
+}
+
+// fitJSON marshals st, halving its longest list (by bytes) until the
+// document fits MaxJSON; the lists' *Omitted counts grow by what was cut.
+func fitJSON(st *evaluate.Status) ([]byte, error) {
+	for {
+		doc, err := json.Marshal(st)
+		if err != nil {
+			return nil, fmt.Errorf("status: %w", err)
+		}
+		if len(doc) <= MaxJSON {
+			return doc, nil
+		}
+		if !halveLongest(st) {
+			return nil, fmt.Errorf("status: %d bytes with every list cut, over %d", len(doc), MaxJSON)
+		}
+	}
+}
+
+// halveLongest halves the status list that takes the most bytes; false when
+// every list is empty.
+func halveLongest(st *evaluate.Status) bool {
+	type list struct {
+		size    int
+		n       int
+		halve   func(keep int)
+		omitted *int
+	}
+	sizeOf := func(v any) int { b, _ := json.Marshal(v); return len(b) }
+	lists := []list{
+		{sizeOf(st.NodeGroups), len(st.NodeGroups), func(k int) { st.NodeGroups = st.NodeGroups[:k] }, &st.NodeGroupsOmitted},
+		{sizeOf(st.Unneeded), len(st.Unneeded), func(k int) { st.Unneeded = st.Unneeded[:k] }, &st.UnneededOmitted},
+		{sizeOf(st.Drains), len(st.Drains), func(k int) { st.Drains = st.Drains[:k] }, &st.DrainsOmitted},
+		{sizeOf(st.Actions), len(st.Actions), func(k int) { st.Actions = st.Actions[:k] }, &st.ActionsOmitted},
+	}
+	best := -1
+	for i, l := range lists {
+		if l.n > 0 && (best < 0 || l.size > lists[best].size) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	l := lists[best]
+	keep := l.n / 2
+	l.halve(keep)
+	*l.omitted += l.n - keep
+	return true
 }
 
 // Text is the document the ConfigMap's text shows: the status as the cycle

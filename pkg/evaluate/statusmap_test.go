@@ -234,3 +234,33 @@ func impersonate(t *testing.T, f *fixture, group string) kubernetes.Interface {
 	}
 	return client
 }
+
+// TestStatusConfigMapConflict: when someone else updated the ConfigMap since
+// the writer read it, the writer reads it again and writes, keeping what
+// they added.
+func TestStatusConfigMapConflict(t *testing.T) {
+	f := newFixture(t, 0, 3, nil)
+	ctx := context.Background()
+	w := &statusmap.Writer{Client: f.cp.Client, Namespace: f.ns, Name: statusCM, Cluster: "prod"}
+	st := evaluate.Status{CycleAt: time.Now().UTC(), NodeGroups: []evaluate.GroupSummary{}, Problems: []evaluate.Problem{}}
+	if err := w.Write(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	cm := statusMapOf(t, f)
+	cm.Labels["team"] = "platform"
+	if _, err := f.cp.Client.CoreV1().ConfigMaps(f.ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st.UnschedulablePods = 3
+	if err := w.Write(ctx, st); err != nil {
+		t.Fatalf("write after someone else's update: %v", err)
+	}
+	got := statusMapOf(t, f)
+	var back evaluate.Status
+	if err := json.Unmarshal([]byte(got.Data[statusmap.KeyJSON]), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.UnschedulablePods != 3 || got.Labels["team"] != "platform" {
+		t.Errorf("after the conflict: %d unschedulable, labels %v; want 3 and the team label kept", back.UnschedulablePods, got.Labels)
+	}
+}

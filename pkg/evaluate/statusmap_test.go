@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func TestStatusConfigMapRefreshesTimes(t *testing.T) {
 func TestStatusConfigMapRBAC(t *testing.T) {
 	f := newFixture(t, 0, 3, nil)
 	ctx := context.Background()
-	applyStatusRBAC(t, f)
+	applyStatusRBAC(t, f, "ConfigMap", "Role", "RoleBinding")
 	evaluateClient := impersonate(t, f, "nodetide-evaluate")
 	f.cp.WaitFor(t, time.Minute, "the Role to allow reading the status ConfigMap", func(ctx context.Context) (bool, error) {
 		_, err := evaluateClient.CoreV1().ConfigMaps(f.ns).Get(ctx, statusCM, metav1.GetOptions{})
@@ -145,6 +146,19 @@ func TestStatusConfigMapRBAC(t *testing.T) {
 	}
 	if cm := statusMapOf(t, f); cm.Data[statusmap.KeyJSON] == "" || cm.Data[statusmap.KeyText] == "" {
 		t.Errorf("with evaluate's Role the ConfigMap was not written: %v", cm.Data)
+	}
+
+	// Deleted: evaluate may not create it, and says how to.
+	if err := f.cp.Client.CoreV1().ConfigMaps(f.ns).Delete(ctx, statusCM, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := &statusmap.Writer{Client: evaluateClient, Namespace: f.ns, Name: statusCM, Cluster: "prod"}
+	if err := w.Write(ctx, evaluate.Status{}); err == nil || !strings.Contains(err.Error(), "kubectl apply -f deploy/rbac.yaml") {
+		t.Errorf("write of a deleted ConfigMap: %v, want a refusal saying how to make it", err)
+	}
+	applyStatusRBAC(t, f, "ConfigMap")
+	if err := w.Write(ctx, evaluate.Status{}); err != nil {
+		t.Fatalf("write once made again: %v", err)
 	}
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: f.ns}}
 	if _, err := f.cp.Client.CoreV1().ConfigMaps(f.ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
@@ -184,9 +198,10 @@ func TestStatusConfigMapRBAC(t *testing.T) {
 	}
 }
 
-// applyStatusRBAC creates deploy/rbac.yaml's status ConfigMap, Role and
-// RoleBinding in the test's namespace instead of kube-system.
-func applyStatusRBAC(t *testing.T, f *fixture) {
+// applyStatusRBAC creates deploy/rbac.yaml's objects of the kinds given (its
+// status ConfigMap, Role and RoleBinding) in the test's namespace instead of
+// kube-system.
+func applyStatusRBAC(t *testing.T, f *fixture, kinds ...string) {
 	t.Helper()
 	file, err := os.Open("../../deploy/rbac.yaml")
 	if err != nil {
@@ -209,6 +224,9 @@ func applyStatusRBAC(t *testing.T, f *fixture) {
 			t.Fatal(err)
 		}
 		meta := metav1.ObjectMeta{Name: obj.Metadata.Name, Namespace: f.ns, Labels: obj.Metadata.Labels}
+		if !slices.Contains(kinds, obj.Kind) {
+			continue
+		}
 		switch obj.Kind {
 		case "ConfigMap":
 			_, err = f.cp.Client.CoreV1().ConfigMaps(f.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta}, metav1.CreateOptions{})

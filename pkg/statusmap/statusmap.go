@@ -174,6 +174,10 @@ func (w *Writer) put(ctx context.Context, digest string, now time.Time, data map
 	cm.Data = data
 	if w.cm == nil {
 		out, err := w.Client.CoreV1().ConfigMaps(w.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		if apierrors.IsForbidden(err) {
+			// evaluate's Role has no create: the manifest makes it.
+			return nil, fmt.Errorf("create (kubectl apply -f deploy/rbac.yaml makes it): %w", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("create: %w", err)
 		}

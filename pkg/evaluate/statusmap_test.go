@@ -282,3 +282,22 @@ func TestStatusConfigMapConflict(t *testing.T) {
 		t.Errorf("after the conflict: %d unschedulable, labels %v; want 3 and the team label kept", back.UnschedulablePods, got.Labels)
 	}
 }
+
+// TestStatusConfigMapMissingNamespace: a namespace that is not there does
+// not fail the cycle; its status says why.
+func TestStatusConfigMapMissingNamespace(t *testing.T) {
+	f := newFixture(t, 0, 3, nil)
+	ctx := context.Background()
+	ev := f.evaluator("statusmap-nons")
+	ev.StatusMap = &statusmap.Writer{Client: f.cp.Client, Namespace: f.ns + "-gone", Name: statusCM, Cluster: "prod"}
+	if _, err := ev.Run(ctx); err != nil {
+		t.Fatalf("a missing namespace failed the cycle: %v", err)
+	}
+	st, err := evaluate.ReadStatus(ctx, f.store.(state.StatusStore))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(st.Problems); n != 1 || st.Problems[0].Kind != evaluate.ProblemStatusNotPublished || !strings.Contains(st.Problems[0].Detail, "not found") {
+		t.Errorf("problems %+v, want %s saying the namespace is not found", st.Problems, evaluate.ProblemStatusNotPublished)
+	}
+}

@@ -6,7 +6,7 @@ LAMBDA_ENV := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags "-s -w"
 TEST_TIMEOUT ?= 40m
 
-.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo measure vet clean synth deploy invoke up down FORCE
+.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo measure vet clean synth deploy invoke up down release release-check FORCE
 
 ## build: the three Lambda bootstraps (linux/arm64) and bin/nodetide for this machine
 build: functions cli
@@ -131,6 +131,27 @@ invoke:
 		ARCH=$(ARCH) infra/invoke.sh "$(FN)" "$(EVENT)" "$(INVOKE_BUILD)/$(FN)/bootstrap"; \
 	fi
 
+## release: dist/ for VERSION=x.y.z (or x.y.z-pre): the CLI for linux and darwin on amd64 and arm64, the
+##   three functions' zips (linux/arm64, as deployed), the template synthesized for nodetide.example.yaml
+##   and SHA256SUMS. Built from the commit (a tree with uncommitted changes is refused), reproducibly: the
+##   same commit and Go version build the same bytes (go run ./hack/release -h lists its options)
+VERSION ?=
+DIST ?= dist
+release: node-deps
+	GO=$(GO) $(GO) run ./hack/release -version "$(VERSION)" -out $(DIST) -replace
+
+## release-check: the release built twice, into two directories, and their SHA256SUMS compared (the
+##   tree may have uncommitted changes; RELEASE_CHECK_FRESH_CACHE=1 compiles the second from an empty
+##   Go build cache, which takes far longer but proves the compiler's output, not only the link, the
+##   zips and the template, the same)
+RELEASE_CHECK_FRESH_CACHE ?=
+release-check: node-deps
+	@tmp=$$(mktemp -d) && trap 'chmod -R u+w "$$tmp"; rm -rf "$$tmp"' EXIT && \
+	GO=$(GO) $(GO) run ./hack/release -version 0.0.0-check -allow-dirty -out "$$tmp/a" && \
+	$(if $(RELEASE_CHECK_FRESH_CACHE),GOCACHE="$$tmp/gocache") GO=$(GO) $(GO) run ./hack/release -version 0.0.0-check -allow-dirty -out "$$tmp/b" && \
+	diff "$$tmp/a/SHA256SUMS" "$$tmp/b/SHA256SUMS" && \
+	echo "release-check: both builds are the same bytes:" && cat "$$tmp/a/SHA256SUMS"
+
 ## up: a local cluster (control plane, dynalite, the drain state machine) that keeps running in the
 ##   background; writes nodetide.local.yaml and .nodetide-up/env and prints how to use them
 up: testbed node-deps
@@ -141,6 +162,6 @@ down:
 	@hack/up.sh down
 
 clean:
-	rm -rf build bin
+	rm -rf build bin $(DIST)
 
 FORCE:

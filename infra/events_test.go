@@ -116,6 +116,12 @@ func TestEvents(t *testing.T) {
 		"drain-scheduled-maintenance.json": func(t *testing.T, data []byte, _ map[string]any) {
 			interruption(t, data, state.InterruptMaintenance)
 		},
+		"drain-scheduled-retirement.json": func(t *testing.T, data []byte, _ map[string]any) {
+			interruption(t, data, state.InterruptMaintenance)
+		},
+		"drain-scheduled-reboot.json": func(t *testing.T, data []byte, _ map[string]any) {
+			interruption(t, data, state.InterruptMaintenance)
+		},
 		"drain-step.json": func(t *testing.T, data []byte, _ map[string]any) {
 			ev := drainEvent(t, data)
 			if st, ok := asl.States[ev.Step]; !ok || st.Type != "Task" {

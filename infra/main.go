@@ -35,7 +35,12 @@ func build(app awscdk.App) error {
 	if name == "" {
 		name = stack.StackName(opts.Config.Cluster.Name)
 	}
-	_, err = stack.New(app, name, &awscdk.StackProps{StackName: jsii.String(name)}, opts)
+	props := &awscdk.StackProps{StackName: jsii.String(name)}
+	if r := contextOf(app)(stack.CtxRegion); r != "" {
+		// A region given is the stack's: cdk deploys it there.
+		props.Env = &awscdk.Environment{Region: jsii.String(r)}
+	}
+	_, err = stack.New(app, name, props, opts)
 	return err
 }
 

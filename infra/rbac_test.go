@@ -72,7 +72,8 @@ func TestRBAC(t *testing.T) {
 			"/nodes": {"delete", "get", "list", "update"}, "/pods": {"delete", "list", "patch"},
 			"/pods/eviction": {"create"}, "apps/deployments": {"get"}, "apps/replicasets": {"get"},
 			"apps/statefulsets": {"get"}, "apps/deployments/scale": {"get", "update"},
-			"policy/poddisruptionbudgets": {"list"}, "/events": {"create", "patch"},
+			"policy/poddisruptionbudgets": {"list"}, "autoscaling/horizontalpodautoscalers": {"list"},
+			"/events": {"create", "patch"},
 		},
 		"schedule": {
 			"apps/deployments":       {"list"},

@@ -11,9 +11,10 @@ import (
 
 func newAddCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "add GROUP N",
-		Short: "Add N nodes to a node group, within its maximum",
-		Args:  cobra.ExactArgs(2),
+		Use:     "add GROUP N",
+		Short:   "Add N nodes to a node group, within its maximum",
+		Example: `  nodetide add workers 2 --config nodetide.yaml`,
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.Atoi(args[1])
 			if err != nil || n < 1 || n > evaluate.MaxAdd {

@@ -16,11 +16,13 @@ import (
 )
 
 func newConfigCmd(g *globals) *cobra.Command {
-	cmd := groupCmd(&cobra.Command{Use: "config", Short: "Work with nodetide.yaml"})
+	cmd := groupCmd(&cobra.Command{Use: "config", Short: "Work with nodetide.yaml", Example: "  nodetide config validate --config nodetide.yaml"})
 	validate := &cobra.Command{
 		Use:   "validate",
 		Short: "Load the config and print the node groups it defines, or every problem found",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide config validate --config nodetide.yaml
+  nodetide config validate --config nodetide.yaml -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			cfg, err := g.loadConfig()
 			if err != nil {

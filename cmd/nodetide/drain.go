@@ -22,7 +22,10 @@ func newShutdownCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "shutdown NODE",
 		Short: "Drain and remove one node gracefully (a drain state machine execution)",
-		Args:  cobra.ExactArgs(1),
+		Example: `  nodetide shutdown ip-10-0-1-4.eu-west-1.compute.internal --wait --config nodetide.yaml
+  nodetide shutdown NODE --policy force --timeout 10m --config nodetide.yaml
+  nodetide shutdown NODE --below-min --force --config nodetide.yaml`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if policy != "" && policy != drain.PolicyAbort && policy != drain.PolicyForce {
 				return fmt.Errorf("--policy %q: use abort or force", policy)
@@ -56,7 +59,7 @@ func newShutdownCmd(g *globals) *cobra.Command {
 			if exec.AlreadyStarted {
 				verb = "already running"
 			}
-			fmt.Fprintf(g.stdout, "drain of node %s %s: %s\n", exec.Node, verb, exec.ExecutionArn)
+			fmt.Fprintf(g.stdout, "node %s: drain %s (execution %s)\n", exec.Node, verb, exec.ExecutionArn)
 			if !wait {
 				return nil
 			}
@@ -100,7 +103,7 @@ func watchDrain(ctx context.Context, g *globals, h *drain.Handler, exec drain.Ex
 		}
 		switch out.Status {
 		case sfntypes.ExecutionStatusSucceeded:
-			fmt.Fprintf(g.stdout, "node %s drained and removed\n", exec.Node)
+			fmt.Fprintf(g.stdout, "node %s: drained and removed\n", exec.Node)
 			return nil
 		case sfntypes.ExecutionStatusFailed, sfntypes.ExecutionStatusAborted, sfntypes.ExecutionStatusTimedOut:
 			return fmt.Errorf("drain of node %s %s: %s: %s", exec.Node, out.Status, aws.ToString(out.Error), aws.ToString(out.Cause))
@@ -118,7 +121,10 @@ func newEnableCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "enable NODE | --all",
 		Short: "Make a node (or, with --all, every cordoned node) schedulable again",
-		Args:  cobra.MaximumNArgs(1),
+		Example: `  nodetide enable NODE --config nodetide.yaml
+  nodetide enable --all --config nodetide.yaml
+  nodetide enable NODE --force --config nodetide.yaml`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// "Every node" is asked for by name, never inferred from a
 			// missing or empty argument.
@@ -155,11 +161,11 @@ func newEnableCmd(g *globals) *cobra.Command {
 					return ferr
 				}
 				for _, d := range ended.RolledBack {
-					fmt.Fprintf(g.stdout, "drain %s ended and rolled back\n", d)
+					fmt.Fprintf(g.stdout, "drain %s: ended and rolled back\n", d)
 				}
 				if len(ended.Completed) > 0 {
 					// Its machine was gone already: the node is removed, not enabled.
-					fmt.Fprintf(g.stdout, "drain %s completed: its machine was already terminated, the node is removed\n", ended.Completed[0])
+					fmt.Fprintf(g.stdout, "drain %s: completed, its machine was already terminated, the node is removed\n", ended.Completed[0])
 					return nil
 				}
 				res, err = h.Enable(cmd.Context(), args[0])

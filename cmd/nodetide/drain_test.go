@@ -41,8 +41,10 @@ nodeGroups:
 	t.Cleanup(func() {
 		_ = cp.Client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=" + pool})
 	})
-	if _, errOut, code := nodetide(t, "add", pool, "2", "--config", cfg); code != 0 {
-		t.Fatalf("add: %s", errOut)
+	// An acting command says what it did in one line on stdout; the log
+	// (JSON) is on stderr only when asked for.
+	if out, errOut, code := nodetide(t, "add", pool, "2", "--config", cfg); code != 0 || out != "node group "+pool+": 2 node(s) added\n" || errOut != "" {
+		t.Fatalf("add: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	nodes, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=" + pool})
 	if err != nil || len(nodes.Items) != 2 {
@@ -71,7 +73,7 @@ nodeGroups:
 	if code != 0 {
 		t.Fatalf("shutdown: exit %d\n%s\n%s\n%s", code, out, errOut, svc.FunctionLogs("drain"))
 	}
-	if !strings.Contains(out, "drained and removed") || !strings.Contains(out, "SUCCEEDED") {
+	if !strings.HasPrefix(out, "node "+victim+": drain started (execution arn:") || !strings.Contains(out, "node "+victim+": drained and removed") || !strings.Contains(out, "SUCCEEDED") {
 		t.Errorf("shutdown output:\n%s", out)
 	}
 	if _, err := cp.Client.CoreV1().Nodes().Get(ctx, victim, metav1.GetOptions{}); err == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// TestHelpOfEveryCommand: every command's --help exits 0 and reads as
-// written: no back-quotes (cobra turns a back-quoted word in a flag's usage
+// TestHelpOfEveryCommand: every command's --help exits 0, shows examples
+// that parse as written, and reads as written: no back-quotes (cobra turns a back-quoted word in a flag's usage
 // into the value's name), and no flag with two defaults (its own wording
 // and cobra's "(default ...)").
 func TestHelpOfEveryCommand(t *testing.T) {
@@ -23,6 +24,21 @@ func TestHelpOfEveryCommand(t *testing.T) {
 				t.Errorf("nodetide %s --%s: usage %q has a back-quote (help would show the quoted word as the value's name)", strings.Join(path, " "), f.Name, f.Usage)
 			}
 		})
+		// Examples show a command at work; each one parses as written.
+		var examples []string
+		if strings.TrimSpace(c.Example) == "" {
+			t.Errorf("nodetide %s: no examples in its help (cobra's Example)", strings.Join(path, " "))
+		} else {
+			examples = strings.Split(c.Example, "\n")
+		}
+		for _, l := range examples {
+			m := nodetideLine.FindStringSubmatch(strings.TrimSpace(l))
+			if m == nil {
+				t.Errorf("nodetide %s: example %q does not run nodetide", strings.Join(path, " "), l)
+			} else if err := checkCommandLine(m[1]); err != nil {
+				t.Errorf("nodetide %s: example %q: %v", strings.Join(path, " "), l, err)
+			}
+		}
 		for _, s := range []string{c.Short, c.Long} {
 			if strings.Contains(s, "`") {
 				t.Errorf("nodetide %s: description %q has a back-quote", strings.Join(path, " "), s)
@@ -38,6 +54,9 @@ func TestHelpOfEveryCommand(t *testing.T) {
 	walk(newRoot(io.Discard, io.Discard), nil)
 	if len(paths) < 15 {
 		t.Fatalf("only %d commands found", len(paths))
+	}
+	if !slices.ContainsFunc(paths, func(p []string) bool { return slices.Equal(p, []string{"version"}) }) {
+		t.Error("nodetide version is not in the command tree")
 	}
 	for _, p := range paths {
 		name := strings.Join(append([]string{"nodetide"}, p...), " ")
@@ -68,6 +87,8 @@ func TestExitCodes(t *testing.T) {
 		want string // in stderr when the code is not 0, in stdout otherwise
 	}{
 		{[]string{"--help"}, 0, "Available Commands"},
+		{[]string{"version"}, 0, "Version:"},
+		{[]string{"--version"}, 0, "nodetide devel"},
 		{[]string{"help", "config"}, 0, "validate"},
 		{[]string{"config"}, 0, "validate"},
 		{[]string{"schedules"}, 0, "validate"},

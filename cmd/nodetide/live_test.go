@@ -91,10 +91,10 @@ nodeGroups:
 	// back to the same cluster.
 	snapPath := filepath.Join(t.TempDir(), "snap.json")
 	fullPath := filepath.Join(t.TempDir(), "full.json")
-	if _, errOut, code := nodetide(t, "snapshot", "--config", cfg, "--kubeconfig", cp.KubeconfigPath, "-o", snapPath); code != 0 {
+	if _, errOut, code := nodetide(t, "snapshot", "--config", cfg, "--kubeconfig", cp.KubeconfigPath, "-f", snapPath); code != 0 {
 		t.Fatalf("snapshot: exit %d: %s", code, errOut)
 	}
-	if _, errOut, code := nodetide(t, "snapshot", "--full", "--config", cfg, "--kubeconfig", cp.KubeconfigPath, "-o", fullPath); code != 0 {
+	if _, errOut, code := nodetide(t, "snapshot", "--full", "--config", cfg, "--kubeconfig", cp.KubeconfigPath, "-f", fullPath); code != 0 {
 		t.Fatalf("snapshot --full: exit %d: %s", code, errOut)
 	}
 	compactDoc, err := os.ReadFile(snapPath)

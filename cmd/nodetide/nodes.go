@@ -47,7 +47,9 @@ func newNodesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nodes",
 		Short: "Per node CPU, memory, pods, utilisation, group, schedulable and draining, with cluster totals",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide nodes --config nodetide.yaml
+  nodetide nodes --config nodetide.yaml -o yaml`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			cfg, err := g.loadConfig()
@@ -77,8 +79,8 @@ func newNodesCmd(g *globals) *cobra.Command {
 				}
 			}
 			doc := buildNodes(objs.Nodes, objs.Pods, groupOf)
-			if g.output == "json" {
-				return writeJSON(g.stdout, doc)
+			if g.output != "table" {
+				return g.printDoc(doc)
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tGROUP\tREADY\tSCHEDULABLE\tDRAINING\tCPU\tMEMORY\tPODS\tCPU%\tMEM%")
@@ -91,7 +93,7 @@ func newNodesCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	addOutputFlag(cmd, g, "table", "table", "json")
+	addOutputFlag(cmd, g, "table", "table", "json", "yaml")
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/statustable"
@@ -19,7 +21,9 @@ func newPlanCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan --snapshot FILE",
 		Short: "Plan offline from a recorded snapshot (what evaluate would decide)",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide plan --snapshot snap.json
+  nodetide plan --snapshot snap.json --config nodetide.yaml -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if snapshotPath == "" {
 				return fmt.Errorf("--snapshot is required (record one with `nodetide snapshot`)")
@@ -37,14 +41,22 @@ func newPlanCmd(g *globals) *cobra.Command {
 				return err
 			}
 			plan := planner.Decide(snap, settings, snap.CapturedAt)
-			if g.output == "json" {
+			switch g.output {
+			case "json":
 				return planner.WritePlan(g.stdout, plan)
+			case "yaml":
+				// The same document as -o json, keys and all.
+				var b bytes.Buffer
+				if err := planner.WritePlan(&b, plan); err != nil {
+					return err
+				}
+				return writeYAML(g.stdout, b.Bytes())
 			}
 			return writePlanTable(g.stdout, plan)
 		},
 	}
 	cmd.Flags().StringVar(&snapshotPath, "snapshot", "", "snapshot file (JSON, compact or full form, as nodetide snapshot writes it); - for stdin")
-	addOutputFlag(cmd, g, "table", "table", "json")
+	addOutputFlag(cmd, g, "table", "table", "json", "yaml")
 	return cmd
 }
 
@@ -120,6 +132,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// writeYAML prints a JSON document as YAML.
+func writeYAML(w io.Writer, doc []byte) error {
+	out, err := yaml.JSONToYAML(doc)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
 }
 
 // writeJSON prints v as indented JSON.

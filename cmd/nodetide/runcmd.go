@@ -26,6 +26,8 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer (local or long-running use)",
+		Example: `  nodetide run --config nodetide.yaml --interval 30s
+  nodetide run --config nodetide.yaml --once --status --log-format text`,
 		Long: `Run the evaluate cycle, and with DynamoDB state the schedule tick, in this process on a timer.
 
 Removals start drain executions on the state machine NODETIDE_DRAIN_STATE_MACHINE_ARN names
@@ -37,6 +39,8 @@ go run ./hack/localrun [flags] runs this command with the drain state machine ru
 			if cmd.Flags().Changed("interval") && opts.interval < time.Second {
 				return fmt.Errorf("--interval %s: must be at least 1s", opts.interval)
 			}
+			// The loop's log is what an operator follows.
+			g.jsonLogs = true
 			cfg, err := g.loadConfig()
 			if err != nil {
 				return err

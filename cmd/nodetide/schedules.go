@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,7 +21,8 @@ import (
 )
 
 func newSchedulesCmd(g *globals) *cobra.Command {
-	cmd := groupCmd(&cobra.Command{Use: "schedules", Short: "Create, inspect, check and run scheduled scaling"})
+	cmd := groupCmd(&cobra.Command{Use: "schedules", Short: "Create, inspect, check and run scheduled scaling",
+		Example: "  nodetide schedules validate examples/day-night.json\n  nodetide schedules list --config nodetide.yaml"})
 	cmd.AddCommand(newSchedulesCreateCmd(g), newSchedulesListCmd(g), newSchedulesGetCmd(g), newSchedulesDeleteCmd(g),
 		newSchedulesRunCmd(g), newSchedulesValidateCmd(g), newSchedulesNextCmd(g))
 	return cmd
@@ -29,13 +31,28 @@ func newSchedulesCmd(g *globals) *cobra.Command {
 // newSchedulesCreateCmd stores the schedules of a file.
 func newSchedulesCreateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "create FILE",
-		Short: "Store the schedules of FILE (one document, as scalerd's, or a JSON array); an existing one of the same name is replaced",
-		Args:  cobra.ExactArgs(1),
+		Use:     "create FILE",
+		Short:   "Store the schedules of FILE (one document, as scalerd's, or a JSON array); an existing one of the same name is replaced",
+		Example: `  nodetide schedules create examples/day-night.json --config nodetide.yaml`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			list, err := readSchedules(args[0])
 			if err != nil {
 				return err
+			}
+			groups, err := g.checkScheduleGroups(cmd, list)
+			if err != nil {
+				return err
+			}
+			for _, n := range groups.notes {
+				fmt.Fprintf(g.stderr, "%s: note: %s\n", args[0], n)
+			}
+			if len(groups.problems) > 0 {
+				// Nothing is stored unless every schedule of the file is valid.
+				for _, p := range groups.problems {
+					fmt.Fprintf(g.stderr, "%s: %s\n", args[0], p)
+				}
+				return fmt.Errorf("%s: %d problem(s), nothing stored", args[0], len(groups.problems))
 			}
 			h, err := g.scheduleStore(cmd.Context())
 			if err != nil {
@@ -46,7 +63,7 @@ func newSchedulesCreateCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("schedule %q: %w", s.Name, err)
 				}
-				fmt.Fprintf(g.stdout, "schedule %s stored (version %d)\n", s.Name, rec.Version)
+				fmt.Fprintf(g.stdout, "schedule %s: stored (version %d)\n", s.Name, rec.Version)
 			}
 			return nil
 		},
@@ -58,7 +75,9 @@ func newSchedulesListCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the stored schedules (the table also shows the node-group sizes fired schedules hold)",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide schedules list --config nodetide.yaml
+  nodetide schedules list --config nodetide.yaml -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, err := g.scheduleStore(cmd.Context())
 			if err != nil {
@@ -88,9 +107,10 @@ func newSchedulesListCmd(g *globals) *cobra.Command {
 // newSchedulesGetCmd shows one stored schedule.
 func newSchedulesGetCmd(g *globals) *cobra.Command {
 	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show one stored schedule and its fire history",
-		Args:  cobra.ExactArgs(1),
+		Use:     "get NAME",
+		Short:   "Show one stored schedule and its fire history",
+		Example: `  nodetide schedules get night --config nodetide.yaml -o yaml`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := g.scheduleStore(cmd.Context())
 			if err != nil {
@@ -113,9 +133,10 @@ func newSchedulesGetCmd(g *globals) *cobra.Command {
 // newSchedulesDeleteCmd deletes a stored schedule.
 func newSchedulesDeleteCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a stored schedule and the node-group sizes it set",
-		Args:  cobra.ExactArgs(1),
+		Use:     "delete NAME",
+		Short:   "Delete a stored schedule and the node-group sizes it set",
+		Example: `  nodetide schedules delete night --config nodetide.yaml`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := g.scheduleStore(cmd.Context())
 			if err != nil {
@@ -125,7 +146,7 @@ func newSchedulesDeleteCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "schedule %s deleted\n", args[0])
+			fmt.Fprintf(g.stdout, "schedule %s: deleted\n", args[0])
 			if len(del.ClearedOverrides) > 0 {
 				fmt.Fprintf(g.stdout, "node groups back to their configured bounds: %s\n", strings.Join(del.ClearedOverrides, ", "))
 			}
@@ -137,9 +158,10 @@ func newSchedulesDeleteCmd(g *globals) *cobra.Command {
 // newSchedulesRunCmd applies a stored schedule now.
 func newSchedulesRunCmd(g *globals) *cobra.Command {
 	runCmd := &cobra.Command{
-		Use:   "run NAME",
-		Short: "Apply a stored schedule now (its next fire time still fires)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "run NAME",
+		Short:   "Apply a stored schedule now (its next fire time still fires)",
+		Example: `  nodetide schedules run night --config nodetide.yaml`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := g.scheduleConfig()
 			if err != nil {
@@ -172,8 +194,10 @@ func newSchedulesValidateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a schedule file; prints every problem and exits non-zero if there are any",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		Example: `  nodetide schedules validate examples/day-night.json
+  nodetide schedules validate examples/day-night.json --config nodetide.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
 				return err
@@ -182,15 +206,29 @@ func newSchedulesValidateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
+			var problems []string
 			if err := schedule.ValidateList(list, nil); err != nil {
 				var verr *schedule.ValidationError
-				if errors.As(err, &verr) {
-					for _, p := range verr.Problems {
-						fmt.Fprintf(g.stderr, "%s: %s\n", args[0], p)
-					}
-					return fmt.Errorf("%s: %d problem(s)", args[0], len(verr.Problems))
+				if !errors.As(err, &verr) {
+					return fmt.Errorf("%s: %w", args[0], err)
 				}
-				return fmt.Errorf("%s: %w", args[0], err)
+				for _, p := range verr.Problems {
+					problems = append(problems, p.Error())
+				}
+			}
+			groups, err := g.checkScheduleGroups(cmd, list)
+			if err != nil {
+				return err
+			}
+			for _, n := range groups.notes {
+				fmt.Fprintf(g.stderr, "%s: note: %s\n", args[0], n)
+			}
+			problems = append(problems, groups.problems...)
+			if len(problems) > 0 {
+				for _, p := range problems {
+					fmt.Fprintf(g.stderr, "%s: %s\n", args[0], p)
+				}
+				return fmt.Errorf("%s: %d problem(s)", args[0], len(problems))
 			}
 			fmt.Fprintf(g.stdout, "%s: %d schedule(s), valid\n", args[0], len(list))
 			return nil
@@ -204,8 +242,10 @@ func newSchedulesNextCmd(g *globals) *cobra.Command {
 	var count int
 	next := &cobra.Command{
 		Use:   "next FILE",
-		Short: "Print the next fire times of the schedule in FILE, one RFC 3339 time a line in its time zone",
-		Args:  cobra.ExactArgs(1),
+		Short: "Print the next fire times of the schedules in FILE, one RFC 3339 time a line in each one's time zone (-o json|yaml: a list per schedule)",
+		Example: `  nodetide schedules next examples/day-night.json --count 3
+  nodetide schedules next examples/day-night.json --from 2027-03-27T00:00:00Z -o json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if count < 1 {
 				return fmt.Errorf("--count %d: must be at least 1", count)
@@ -222,21 +262,35 @@ func newSchedulesNextCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			type fireTimes struct {
+				Schedule string   `json:"schedule"`
+				Next     []string `json:"next"`
+			}
+			var doc []fireTimes
 			for _, s := range list {
 				c, err := s.ParseCron()
 				if err != nil {
 					return fmt.Errorf("schedule %q: %w", s.Name, err)
 				}
-				if len(list) > 1 {
-					fmt.Fprintf(g.stdout, "# %s\n", s.Name)
-				}
+				ft := fireTimes{Schedule: s.Name, Next: []string{}}
 				t := start
 				for range count {
-					t = c.Next(t)
-					if t.IsZero() {
+					if t = c.Next(t); t.IsZero() {
 						break
 					}
-					fmt.Fprintln(g.stdout, t.Format(time.RFC3339))
+					ft.Next = append(ft.Next, t.Format(time.RFC3339))
+				}
+				doc = append(doc, ft)
+			}
+			if g.output != "table" {
+				return g.printDoc(doc)
+			}
+			for _, ft := range doc {
+				if len(doc) > 1 {
+					fmt.Fprintf(g.stdout, "# %s\n", ft.Schedule)
+				}
+				for _, t := range ft.Next {
+					fmt.Fprintln(g.stdout, t)
 				}
 			}
 			return nil
@@ -244,6 +298,7 @@ func newSchedulesNextCmd(g *globals) *cobra.Command {
 	}
 	next.Flags().StringVar(&from, "from", "", "list fire times after this RFC 3339 time (default now)")
 	next.Flags().IntVar(&count, "count", 5, "how many fire times")
+	addOutputFlag(next, g, "table", "table", "json", "yaml")
 	return next
 }
 
@@ -261,6 +316,65 @@ func readSchedules(path string) ([]schedule.Schedule, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return list, nil
+}
+
+// groupCheck is what checking a schedule file's group names against the
+// config found.
+type groupCheck struct {
+	problems []string // unknown groups of a config whose groups are all named
+	notes    []string // names a config with discovered groups may still have at run time
+}
+
+// checkScheduleGroups checks the node groups the schedules name against the
+// config's, when there is a config: --config given, or the default file
+// present. Groups discovered at run time (tags, a cluster's pools, a
+// Kamatera INI in a secret) can't be listed offline; a name that is not
+// one of the named groups is then a note, not an error.
+func (g *globals) checkScheduleGroups(cmd *cobra.Command, list []schedule.Schedule) (groupCheck, error) {
+	var res groupCheck
+	if !cmd.Flags().Changed("config") {
+		if _, err := os.Stat(g.configPath); errors.Is(err, os.ErrNotExist) {
+			return res, nil
+		}
+	}
+	cfg, err := g.loadConfig()
+	if err != nil {
+		return res, err
+	}
+	summaries, err := describeGroups(cfg)
+	if err != nil {
+		return res, err
+	}
+	var known, discovered []string
+	for _, gs := range summaries {
+		if strings.HasPrefix(gs.Name, "(") {
+			discovered = append(discovered, gs.Name)
+		} else {
+			known = append(known, gs.Name)
+		}
+	}
+	for i, s := range list {
+		for j, ng := range s.NodeGroups {
+			if slices.Contains(known, ng.Name) || ng.Name == "" {
+				continue
+			}
+			at := fmt.Sprintf("schedule %q: [%d].nodeGroups[%d].name", s.Name, i, j)
+			if len(discovered) > 0 {
+				res.notes = append(res.notes, fmt.Sprintf("%s: %q is not a group %s names; its groups %s are found at run time and can't be checked offline",
+					at, ng.Name, g.configPath, strings.Join(discovered, ", ")))
+				continue
+			}
+			res.problems = append(res.problems, fmt.Sprintf("%s: unknown node group %q (%s defines %s)", at, ng.Name, g.configPath, listOrNone(known)))
+		}
+	}
+	return res, nil
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "no node groups"
+	}
+	return strings.Join(names, ", ")
 }
 
 // scheduleConfig loads the config and refuses in-memory state, which can't

@@ -70,7 +70,7 @@ nodeGroups:
     kwok: {template: {allocatable: {cpu: "2", memory: 8Gi}}}
 `, table, db.Endpoint))
 
-	if out, errOut, code := nodetide(t, "schedules", "create", daytimeFile, "--config", cfg); code != 0 || !strings.Contains(out, "daytime stored (version 1)") {
+	if out, errOut, code := nodetide(t, "schedules", "create", daytimeFile, "--config", cfg); code != 0 || !strings.Contains(out, "schedule daytime: stored (version 1)") {
 		t.Fatalf("create: exit %d: %s %s", code, out, errOut)
 	}
 	// Creating again replaces the definition.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,18 +14,33 @@ import (
 )
 
 func newSnapshotCmd(g *globals) *cobra.Command {
-	var out string
+	var file, form string
 	var full bool
 	cmd := &cobra.Command{
-		Use:   "snapshot [-o FILE] [--full]",
+		Use:   "snapshot [-f FILE] [-o compact|full]",
 		Short: "Record a snapshot of the live cluster, its node groups and the stored state",
 		Long: `Record a snapshot of the live cluster, its node groups and the stored state.
 
 The snapshot is written in the compact form (` + planner.FormatCompact + `): only what
 the planner reads, with what the pods of one controller share written once. --full writes
-nodes, pods and PDBs as the API serves them instead. plan --snapshot reads both.`,
+nodes, pods and PDBs as the API serves them instead (-o full says the same). plan --snapshot
+reads both.`,
+		Example: `  nodetide snapshot --config nodetide.yaml -f snap.json
+  nodetide snapshot --config nodetide.yaml -o full -f full.json
+  nodetide snapshot --config nodetide.yaml | nodetide plan --snapshot -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch form {
+			case snapshotCompact:
+			case snapshotFull:
+				full = true
+			default:
+				// -o named the file before it named the form.
+				return fmt.Errorf("-o %q: a snapshot's form is compact or full; to write a file use --file %s", form, form)
+			}
+			if full && cmd.Flags().Changed("output") && form == snapshotCompact {
+				return errors.New("--full and -o compact: give one form")
+			}
 			cfg, err := g.loadConfig()
 			if err != nil {
 				return err
@@ -51,8 +67,8 @@ nodes, pods and PDBs as the API serves them instead. plan --snapshot reads both.
 			}
 			var w io.Writer = g.stdout
 			var f *os.File
-			if out != "" && out != "-" {
-				if f, err = os.Create(out); err != nil {
+			if file != "" && file != "-" {
+				if f, err = os.Create(file); err != nil {
 					return fmt.Errorf("write snapshot: %w", err)
 				}
 				defer f.Close()
@@ -72,12 +88,20 @@ nodes, pods and PDBs as the API serves them instead. plan --snapshot reads both.
 				}
 				fmt.Fprintf(g.stderr, "snapshot: %d node groups, %d nodes, %d pods, %d PDBs, %d claims, %d volumes, %d storage classes written to %s\n",
 					len(snap.NodeGroups), len(snap.Nodes), len(snap.Pods), len(snap.PodDisruptionBudgets),
-					len(snap.PersistentVolumeClaims), len(snap.PersistentVolumes), len(snap.StorageClasses), out)
+					len(snap.PersistentVolumeClaims), len(snap.PersistentVolumes), len(snap.StorageClasses), file)
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: standard output)")
-	cmd.Flags().BoolVar(&full, "full", false, "write nodes, pods and PDBs as the API serves them (the full form) instead of the compact form")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "file to write; - or none for standard output")
+	cmd.Flags().StringVarP(&form, "output", "o", snapshotCompact, "form of the snapshot: compact or full")
+	_ = cmd.Flags().SetAnnotation("output", flagValues, []string{snapshotCompact, snapshotFull})
+	cmd.Flags().BoolVar(&full, "full", false, "the full form (same as -o full)")
 	return cmd
 }
+
+// The forms a snapshot is written in (-o).
+const (
+	snapshotCompact = "compact"
+	snapshotFull    = "full"
+)

@@ -22,7 +22,10 @@ func newStatusCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "The last evaluate cycle: problems, node groups and their health, unneeded nodes, running drains, errors",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide status --config nodetide.yaml
+  nodetide status --config nodetide.yaml -o json
+  nodetide status --config nodetide.yaml --from configmap`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			cfg, err := g.loadConfig()
@@ -37,6 +40,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			now := time.Now().UTC()
 			doc := statusDoc{Cluster: cfg.Cluster.Name, Status: src.status, DrainsReadAt: src.status.CycleAt}
 			if src.store != nil {
+				doc.FunctionBuilds, doc.FunctionBuildsError = readBuilds(ctx, src.statuses)
 				if drains, omitted, err := evaluate.RunningDrains(ctx, src.store, 100); err != nil {
 					doc.DrainsError = err.Error()
 				} else {

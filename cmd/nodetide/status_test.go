@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodetide/nodetide/internal/testbed"
+	"github.com/nodetide/nodetide/pkg/buildinfo"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -57,14 +58,20 @@ func sampleStatus() evaluate.Status {
 		Actions: []evaluate.Action{
 			{Kind: "scaleUp", NodeGroup: "workers", Delta: 2},
 		},
+		Build: &sampleBuild,
 	}
 }
+
+var sampleBuild = buildinfo.Info{Version: "0.1.0", Commit: "fedcba9876543210fedcba9876543210fedcba98", Date: "2026-11-30T08:00:00Z",
+	GoVersion: "go1.26.8", Platform: "linux/arm64"}
 
 func TestStatusTableGolden(t *testing.T) {
 	doc := statusDoc{Cluster: "prod", Status: sampleStatus(), DrainsReadAt: statusNow}
 	doc.Drains = []evaluate.DrainSummary{{Node: "ip-10-0-1-4.eu-west-1.compute.internal", NodeGroup: "workers",
 		ID: "ip-10-0-1-4-1764582000", Phase: state.PhaseEvicted, StartedAt: statusNow.Add(-4 * time.Minute), Deadline: statusNow.Add(6 * time.Minute)}}
 	doc.UnneededOmitted = 12
+	doc.FunctionBuilds = map[string]state.FunctionBuild{"drain": {Build: sampleBuild, Since: statusNow.Add(-26 * time.Hour)},
+		"schedule": {Build: sampleBuild, Since: statusNow.Add(-26 * time.Hour)}}
 	var out bytes.Buffer
 	if err := writeStatusTable(&out, doc, statusNow); err != nil {
 		t.Fatal(err)
@@ -118,6 +125,11 @@ nodeGroups:
 		t.Fatal(err)
 	}
 
+	// Drain has started once with this build; schedule never.
+	if _, err := state.RecordBuild(ctx, store, "drain", sampleBuild, started); err != nil {
+		t.Fatal(err)
+	}
+
 	out, errOut, code := nodetide(t, "status", "--config", cfg, "-o", "json")
 	if code != 0 {
 		t.Fatalf("status -o json: exit %d: %s", code, errOut)
@@ -129,6 +141,10 @@ nodeGroups:
 	wantDrains := []evaluate.DrainSummary{{Node: "n1", NodeGroup: "workers", ID: "d1", Phase: state.PhasePrepared, StartedAt: started}}
 	if !reflect.DeepEqual(got.Drains, wantDrains) || got.DrainsReadAt.Before(got.CycleAt) || got.Cluster != "prod" {
 		t.Errorf("drains %+v read at %s, cluster %q; want %+v read now", got.Drains, got.DrainsReadAt, got.Cluster, wantDrains)
+	}
+	wantBuilds := map[string]state.FunctionBuild{"drain": {Build: sampleBuild, Since: started}}
+	if !reflect.DeepEqual(got.FunctionBuilds, wantBuilds) || got.FunctionBuildsError != "" {
+		t.Errorf("function builds %+v (error %q), want %+v", got.FunctionBuilds, got.FunctionBuildsError, wantBuilds)
 	}
 	got.Drains = stored.Drains
 	if !reflect.DeepEqual(got.Status, stored) {
@@ -142,7 +158,9 @@ nodeGroups:
 	}
 
 	out, errOut, code = nodetide(t, "status", "--config", cfg)
-	if code != 0 || !strings.Contains(out, "NODE GROUP") || !strings.Contains(out, "BackedOff,AtMax,NodesNotReady") || !strings.Contains(out, "n1 ") {
+	versions := "Versions:     evaluate 0.1.0 (fedcba987654), drain 0.1.0 (fedcba987654), schedule not recorded\n"
+	if code != 0 || !strings.Contains(out, "NODE GROUP") || !strings.Contains(out, "BackedOff,AtMax,NodesNotReady") || !strings.Contains(out, "n1 ") ||
+		!strings.Contains(out, versions) {
 		t.Fatalf("status table: exit %d: %s\n%s", code, errOut, out)
 	}
 

@@ -31,9 +31,10 @@ type statusSource struct {
 	at     time.Time // when it was written
 	// fallback says why auto did not read the ConfigMap.
 	fallback string
-	// store reads the running drains now; nil for the ConfigMap, whose
-	// drains are the cycle's.
-	store state.DrainStore
+	// store reads the running drains now, statuses the functions' builds;
+	// nil for the ConfigMap, whose drains are the cycle's.
+	store    state.DrainStore
+	statuses state.StatusStore
 }
 
 // describe says where the status came from and how old it is.
@@ -126,5 +127,5 @@ func statusFromTable(ctx context.Context, cfg *config.Config) (statusSource, err
 	if err != nil {
 		return statusSource{}, err
 	}
-	return statusSource{status: st, from: "DynamoDB table " + cfg.State.DynamoDB.Table, at: st.CycleAt, store: store}, nil
+	return statusSource{status: st, from: "DynamoDB table " + cfg.State.DynamoDB.Table, at: st.CycleAt, store: store, statuses: ss}, nil
 }

@@ -38,6 +38,9 @@ status: {configMap: {namespace: %[1]s, name: nodetide-status}}
 	if _, errOut, code := nodetide(t, "run", "--once", "--config", runCfg); code != 0 {
 		t.Fatalf("run --once: exit %d: %s", code, errOut)
 	}
+	t.Cleanup(func() { // uninstall's test counts every managed ConfigMap
+		_ = cp.Client.CoreV1().ConfigMaps(ns).Delete(context.Background(), "nodetide-status", metav1.DeleteOptions{})
+	})
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "AWS_") {
 			t.Setenv(k, "")

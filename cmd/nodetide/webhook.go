@@ -14,8 +14,9 @@ import (
 
 func newWebhookCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "webhook",
-		Short: "The webhook trigger: the ValidatingWebhookConfiguration " + trigger.WebhookConfigName + " that calls evaluate on pods the scheduler cannot place",
+		Use:     "webhook",
+		Short:   "The webhook trigger: the ValidatingWebhookConfiguration " + trigger.WebhookConfigName + " that calls evaluate on pods the scheduler cannot place",
+		Example: "  nodetide webhook install --url https://abc.lambda-url.eu-west-1.on.aws/\n  nodetide webhook uninstall",
 	}
 	var url, caFile string
 	flags := func(c *cobra.Command) {
@@ -35,7 +36,12 @@ func newWebhookCmd(g *globals) *cobra.Command {
 	manifest := &cobra.Command{
 		Use:   "manifest --url URL",
 		Short: "Print the ValidatingWebhookConfiguration (for kubectl apply or GitOps); changes nothing",
-		Args:  cobra.NoArgs,
+		Example: `  nodetide webhook manifest --url https://abc.lambda-url.eu-west-1.on.aws/ > webhook.yaml
+  nodetide webhook manifest --url URL -o json`,
+		Long: `Print the ValidatingWebhookConfiguration (for kubectl apply or GitOps); changes nothing.
+
+-o is yaml (the default) or json: a manifest is a document to apply, so it has no table form.`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			w, err := build()
 			if err != nil {
@@ -47,9 +53,10 @@ func newWebhookCmd(g *globals) *cobra.Command {
 	flags(manifest)
 	addOutputFlag(manifest, g, "yaml", "yaml", "json")
 	install := &cobra.Command{
-		Use:   "install --url URL",
-		Short: "Create (or update) the ValidatingWebhookConfiguration " + trigger.WebhookConfigName + " in the cluster",
-		Args:  cobra.NoArgs,
+		Use:     "install --url URL",
+		Short:   "Create (or update) the ValidatingWebhookConfiguration " + trigger.WebhookConfigName + " in the cluster",
+		Example: `  nodetide webhook install --url https://abc.lambda-url.eu-west-1.on.aws/`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w, err := build()
 			if err != nil {
@@ -62,15 +69,16 @@ func newWebhookCmd(g *globals) *cobra.Command {
 			if err := trigger.Install(cmd.Context(), client, w); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s installed: FailedScheduling Events go to %s\n", trigger.WebhookConfigName, url)
+			fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s: installed (FailedScheduling Events go to %s)\n", trigger.WebhookConfigName, url)
 			return nil
 		},
 	}
 	flags(install)
 	uninstall := &cobra.Command{
-		Use:   "uninstall",
-		Short: "Delete the ValidatingWebhookConfiguration " + trigger.WebhookConfigName + " (scale-up then waits for the scheduled tick)",
-		Args:  cobra.NoArgs,
+		Use:     "uninstall",
+		Short:   "Delete the ValidatingWebhookConfiguration " + trigger.WebhookConfigName + " (scale-up then waits for the scheduled tick)",
+		Example: `  nodetide webhook uninstall --kubeconfig ~/.kube/config`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, err := g.adminClient()
 			if err != nil {
@@ -81,10 +89,10 @@ func newWebhookCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if !found {
-				fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s was not installed\n", trigger.WebhookConfigName)
+				fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s: not installed, nothing to delete\n", trigger.WebhookConfigName)
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s deleted\n", trigger.WebhookConfigName)
+			fmt.Fprintf(g.stdout, "validatingwebhookconfiguration/%s: deleted\n", trigger.WebhookConfigName)
 			return nil
 		},
 	}

@@ -78,7 +78,7 @@ func TestWebhookInstallUninstall(t *testing.T) {
 	if _, err := api.Get(ctx, trigger.WebhookConfigName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("after uninstall: %v, want not found", err)
 	}
-	if out, _, code := nodetide(t, "webhook", "uninstall", kc); code != 0 || !strings.Contains(out, "was not installed") {
+	if out, _, code := nodetide(t, "webhook", "uninstall", kc); code != 0 || !strings.Contains(out, "not installed") {
 		t.Errorf("second uninstall: exit %d: %s", code, out)
 	}
 

@@ -19,5 +19,6 @@ func build(ctx context.Context, cfg *config.Config, a *setup.AWS, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	lambdarun.RecordBuild(ctx, h.Steps.Store, "drain", log)
 	return h.Handle, nil
 }

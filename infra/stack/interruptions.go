@@ -13,13 +13,33 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/ec2health"
 )
 
 // LifecycleHookName is the termination lifecycle hook nodetide puts on the
 // Auto Scaling Groups the config names, and the one the lifecycle rule
-// listens to: a group found by discovery needs a hook of this name made by
+// listens to: nodetide-drain-<cluster> (config.LifecycleHookName), so that
+// deployments sharing an account and region never take each other's
+// actions. A group found by discovery needs a hook of this name made by
 // hand (see the README).
-const LifecycleHookName = "nodetide-drain"
+func LifecycleHookName(cfg *config.Config) string { return cfg.LifecycleHookName() }
+
+// namedGroups are the Auto Scaling Groups the config names, and whether
+// those are all its AWS groups (no entry discovers groups by tags).
+func namedGroups(cfg *config.Config) (names []string, only bool) {
+	only = true
+	for _, g := range cfg.NodeGroups {
+		if g.Provider != config.ProviderAWS {
+			continue
+		}
+		if g.AWS == nil || g.AWS.AutoScalingGroup == "" {
+			only = false
+			continue
+		}
+		names = append(names, g.AWS.AutoScalingGroup)
+	}
+	return names, only
+}
 
 // LifecycleActions are what the drain function does with a group's
 // lifecycle actions, granted on the same groups as its other writes.
@@ -41,13 +61,12 @@ func interruptions(st awscdk.Stack, cfg *config.Config, drainFn awslambda.Functi
 		return
 	}
 	heartbeat := HookHeartbeatTimeout(cfg)
-	for _, g := range cfg.NodeGroups {
-		if g.Provider != config.ProviderAWS || g.AWS == nil || g.AWS.AutoScalingGroup == "" {
-			continue
-		}
-		awsautoscaling.NewCfnLifecycleHook(st, jsii.String("DrainHook-"+constructName(g.AWS.AutoScalingGroup)), &awsautoscaling.CfnLifecycleHookProps{
-			AutoScalingGroupName: jsii.String(g.AWS.AutoScalingGroup),
-			LifecycleHookName:    jsii.String(LifecycleHookName),
+	hook := LifecycleHookName(cfg)
+	names, onlyNamed := namedGroups(cfg)
+	for _, asg := range names {
+		awsautoscaling.NewCfnLifecycleHook(st, jsii.String("DrainHook-"+constructName(asg)), &awsautoscaling.CfnLifecycleHookProps{
+			AutoScalingGroupName: jsii.String(asg),
+			LifecycleHookName:    jsii.String(hook),
 			LifecycleTransition:  jsii.String("autoscaling:EC2_INSTANCE_TERMINATING"),
 			// The machine goes either way; CONTINUE also lets a launch
 			// hook of another tool run its own course.
@@ -64,12 +83,18 @@ func interruptions(st awscdk.Stack, cfg *config.Config, drainFn awslambda.Functi
 		})}
 	}
 	name := cfg.Cluster.Name
+	// This deployment's hook; and where the config names every group, those
+	// groups only (discovered groups are checked by their tags at run time).
+	lifecycle := map[string]any{"LifecycleHookName": []string{hook}}
+	if onlyNamed && len(names) > 0 {
+		lifecycle["AutoScalingGroupName"] = names
+	}
 	awsevents.NewRule(st, jsii.String("LifecycleHookRule"), &awsevents.RuleProps{
 		Description: jsii.String("nodetide: drain the nodes Auto Scaling Groups terminate (" + name + ")"),
 		EventPattern: &awsevents.EventPattern{
 			Source:     jsii.Strings("aws.autoscaling"),
 			DetailType: jsii.Strings("EC2 Instance-terminate Lifecycle Action"),
-			Detail:     &map[string]any{"LifecycleHookName": []string{LifecycleHookName}},
+			Detail:     &lifecycle,
 		},
 		Targets: target(),
 	})
@@ -90,7 +115,10 @@ func interruptions(st awscdk.Stack, cfg *config.Config, drainFn awslambda.Functi
 			Detail: &map[string]any{
 				"service":           []string{"EC2"},
 				"eventTypeCategory": []string{"scheduledChange"},
-				"eventTypeCode":     []any{map[string]string{"prefix": "AWS_EC2_INSTANCE_"}},
+				// The codes one by one: a prefix would miss the EBS-backed
+				// retirement (AWS_EC2_PERSISTENT_...) and take in codes that
+				// only share a prefix.
+				"eventTypeCode": ec2health.Codes(),
 			},
 		},
 		Targets: target(),

@@ -34,7 +34,13 @@ const (
 	CtxEKSAccessEntries = "eksAccessEntries"         // true: create the EKS access entries
 	CtxMonitoring       = "monitoring"               // full, essential (default) or off: the alarms, dashboard and metrics
 	CtxEvaluateMemory   = "evaluateMemoryMB"         // evaluate's and schedule's memory (default 256; 640 at 5,000 nodes)
+	CtxTrigger          = "trigger"                  // false: no webhook trigger (no function URL)
+	CtxRegion           = "region"                   // the stack's region (its env); default CDK_DEFAULT_REGION
 )
+
+// EnvDefaultRegion is the region the CDK CLI resolved from the profile; an
+// environment-agnostic stack is deployed there.
+const EnvDefaultRegion = "CDK_DEFAULT_REGION"
 
 // DefaultEvaluateMemoryMB fits a cold read of about 20,000 pods with room
 // to spare (infra/README.md, "Sizing"): 76 MiB peak at 4,200 pods, 138 MiB at
@@ -96,6 +102,13 @@ type Options struct {
 	// shrinking schedule runs an evaluate cycle): what a cold read of the
 	// cluster needs grows with its pods.
 	EvaluateMemoryMB int
+	// NoTrigger leaves out the webhook trigger: evaluate's function URL,
+	// its public permission, the self-invocation grant and the TriggerUrl
+	// output. Regions without Lambda function URLs need it.
+	NoTrigger bool
+	// Region is the region the stack is for ("" when unknown: a
+	// region-agnostic synth), checked against what the region offers.
+	Region string
 
 	StackName string
 }
@@ -121,6 +134,10 @@ func LoadOptions(ctx, getenv func(string) string) (Options, error) {
 		StackName:                strings.TrimSpace(ctx(CtxStackName)),
 		Monitoring:               DefaultMonitoring,
 		EvaluateMemoryMB:         DefaultEvaluateMemoryMB,
+		Region:                   strings.TrimSpace(ctx(CtxRegion)),
+	}
+	if o.Region == "" {
+		o.Region = strings.TrimSpace(getenv(EnvDefaultRegion))
 	}
 	if o.ConfigFile == "" {
 		o.ConfigFile = getenv(EnvConfigFile)
@@ -152,6 +169,13 @@ func (o *Options) parseContext(ctx func(string) string) []error {
 			errs = append(errs, fmt.Errorf("context %s: want true or false, got %q", CtxVpcEndpoints, v))
 		}
 		o.NoVpcEndpoints = !b
+	}
+	if v := ctx(CtxTrigger); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("context %s: want true or false, got %q", CtxTrigger, v))
+		}
+		o.NoTrigger = !b
 	}
 	if v := ctx(CtxEKSAccessEntries); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -287,6 +311,10 @@ func (o Options) Check() error {
 	}
 	if o.EKSAccessEntries && cfg.Cluster.Kubernetes.EKS == nil {
 		add("context %s: the config's cluster is not an EKS cluster (cluster.kubernetes.eks)", CtxEKSAccessEntries)
+	}
+	if !o.NoTrigger && slices.Contains(NoFunctionURLRegions, o.Region) {
+		add("region %s has no Lambda function URLs (AWS::Lambda::Url), which the webhook trigger needs: set -c %s=false "+
+			"(scale-up then follows the evaluate schedule alone)", o.Region, CtxTrigger)
 	}
 	if len(o.ConfigYAML) > maxParameterBytes {
 		add("%s: %d bytes; an SSM parameter holds at most %d", src, len(o.ConfigYAML), maxParameterBytes)

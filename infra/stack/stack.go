@@ -180,8 +180,12 @@ func StackName(cluster string) string {
 	return "Nodetide" + n[len("nodetide"):]
 }
 
-// New builds the stack. The options must pass Check.
+// New builds the stack. The options must pass Check; a region in the
+// stack's env is the one checked.
 func New(scope constructs.Construct, id string, props *awscdk.StackProps, o Options) (*Built, error) {
+	if props != nil && props.Env != nil && props.Env.Region != nil && !*awscdk.Token_IsUnresolved(props.Env.Region) {
+		o.Region = *props.Env.Region
+	}
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
@@ -362,7 +366,7 @@ func (bd *builder) function(spec Function) {
 
 	fn := awslambda.NewFunction(st, jsii.String(title+"Function"), fp)
 	b.Functions[spec.Name] = fn
-	if spec.Name == "evaluate" {
+	if spec.Name == "evaluate" && !o.NoTrigger {
 		addTrigger(st, fn, role, bd.prefix+"-"+spec.Name)
 	}
 	onFailure(fn, role, b.FailureQueue)
@@ -735,7 +739,10 @@ var completeSecretArn = regexp.MustCompile(`:secret:.+-[A-Za-z0-9]{6}$`)
 // groups only, and a DynamoDB gateway endpoint on the route tables.
 func vpcEndpoints(st awscdk.Stack, o Options) {
 	cfg := o.Config
-	services := []string{"ssm", "states", "lambda"} // lambda: the trigger's self-invocation
+	services := []string{"ssm", "states"}
+	if !o.NoTrigger {
+		services = append(services, "lambda") // the trigger's self-invocation
+	}
 	for _, g := range cfg.NodeGroups {
 		if g.Provider == config.ProviderAWS {
 			services = append(services, "autoscaling", "ec2")

@@ -770,6 +770,7 @@ func TestNag(t *testing.T) {
 		"default":         {},
 		"monitoring full": {CtxMonitoring: "full"},
 		"monitoring off":  {CtxMonitoring: "off"},
+		"trigger off":     {CtxTrigger: "false"},
 		"vpc and secrets": {
 			CtxSubnetIDs: "subnet-0000000000000000a,subnet-0000000000000000b", CtxSecurityGroupIDs: "sg-00000000000000001", CtxVpcID: "vpc-00000000000000001", CtxRouteTableIDs: "rtb-0000000000000000a",
 			CtxConfig: "secrets",

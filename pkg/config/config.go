@@ -628,6 +628,9 @@ func (c *Config) validateCluster(errs *fieldErrors) {
 	if k.EKS != nil && k.EKS.Name == "" {
 		errs.add(0, "cluster.kubernetes.eks.name", "is required")
 	}
+	if k.EKS != nil {
+		checkRegion(errs, "cluster.kubernetes.eks.region", k.EKS.Region)
+	}
 	if k.Kapsule != nil && k.Kapsule.ClusterID == "" {
 		errs.add(0, "cluster.kubernetes.kapsule.clusterId", "is required")
 	}
@@ -644,6 +647,11 @@ func (c *Config) validateState(errs *fieldErrors) {
 		errs.add(0, "state", "is required: dynamodb: {table: …} (or memory: {} for local runs)")
 	case c.State.DynamoDB != nil && c.State.DynamoDB.Table == "":
 		errs.add(0, "state.dynamodb.table", "is required")
+	}
+	if d := c.State.DynamoDB; d != nil && d.Endpoint == "" {
+		// A DynamoDB-compatible endpoint (dynalite, DynamoDB Local) takes
+		// any region name; AWS's takes only its own.
+		checkRegion(errs, "state.dynamodb.region", d.Region)
 	}
 }
 
@@ -781,6 +789,9 @@ func (g *NodeGroup) validate(path string, errs *fieldErrors) {
 			errs.add(0, path+".aws", "set exactly one of autoScalingGroup, autoDiscovery")
 		case len(a.AutoDiscovery) > 0 && g.Name != "":
 			errs.add(0, path+".name", "discovered groups take their Auto Scaling Group names; drop name")
+		}
+		if a != nil {
+			checkRegion(errs, path+".aws.region", a.Region)
 		}
 	case ProviderScaleway:
 		// Pools may be named or found by their tag; the cloud config is optional
@@ -933,6 +944,17 @@ func (t Template) check(path string, errs *fieldErrors) planner.Template {
 // checkSecretARN reports a value that is not the ARN of a Secrets Manager
 // secret; the value is not repeated, as a secret pasted here by mistake
 // must not reach the logs.
+// checkRegion checks an AWS region the config gives (empty: the
+// environment's, AWS_REGION, as the SDK reads it).
+func checkRegion(errs *fieldErrors, path, v string) {
+	if v == "" {
+		return
+	}
+	if err := CheckAWSRegion(v); err != nil {
+		errs.add(0, path, err.Error())
+	}
+}
+
 func checkSecretARN(errs *fieldErrors, path, v string) {
 	a, err := arn.Parse(v)
 	if err != nil || a.Service != "secretsmanager" || !strings.HasPrefix(a.Resource, "secret:") {

@@ -189,7 +189,7 @@ func TestFaultAPIServerOutageMidDrain(t *testing.T) {
 // A drain stopped by hand (StopExecution) mid-surge leaves the node
 // cordoned and the Deployment grown; recovery, as the next evaluate cycle
 // or the drain function on the status-change event runs it, gives both
-// back, and a person's replica change made meanwhile survives.
+// back, and the count a person set meanwhile is kept as they set it.
 func TestFaultStoppedExecutionIsRecovered(t *testing.T) {
 	b, m, victim, exec := surgeHeld(t)
 	ctx := context.Background()
@@ -214,7 +214,7 @@ func TestFaultStoppedExecutionIsRecovered(t *testing.T) {
 	if len(res.RolledBack) != 1 {
 		t.Errorf("recovered %+v, want the stopped drain rolled back", res)
 	}
-	b.assertRestored(t, m.store, victim, "solo", 2)
+	b.assertRestored(t, m.store, victim, "solo", 3) // the person's count, not the drain's
 	// A new shutdown of the node is possible again.
 	again, err := m.starter.Shutdown(ctx, drain.ShutdownRequest{Node: victim, Timeout: 30 * time.Second})
 	if err != nil || again.AlreadyStarted {

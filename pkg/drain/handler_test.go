@@ -34,6 +34,8 @@ func TestParseEvent(t *testing.T) {
 		{`{"Action":"enable"}`, "Action: unknown field"},
 		{`{"action":"shutdown","Node":"n"}`, "Node: unknown field"},
 		{`{"action":"enable","node":"n"} {"action":"enable"}`, "unexpected data after the document"},
+		{``, "event is empty"},
+		{`{"action":"enable","node":"n"`, "not valid JSON: unexpected end of input"},
 		{`{"step":"Cordon","state":{"node":"n","node":"m"}}`, "state.node: field given twice"},
 		{`{"action":"enable","policy":"force"}`, `takes only "node"`},
 		{`{"action":"reboot","node":"n"}`, `unknown action "reboot"`},

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodetide/nodetide/pkg/ec2health"
 	"github.com/nodetide/nodetide/pkg/lambdaevent"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
@@ -54,7 +55,6 @@ var (
 	instanceIDPattern = regexp.MustCompile(`^i-([0-9a-f]{8}|[0-9a-f]{17})$`)
 	tokenPattern      = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	hookNamePattern   = regexp.MustCompile(`^[A-Za-z0-9\-_/]{1,255}$`)
-	healthCodePattern = regexp.MustCompile(`^AWS_EC2_INSTANCE_[A-Z_]+_SCHEDULED$`)
 )
 
 // Interruption is one machine the cloud takes, read from its event.
@@ -169,8 +169,10 @@ func parseLifecycle(str func(string) (string, error), instance func(string) (str
 	return in, nil
 }
 
-// parseHealth reads an AWS Health event scheduling a change to EC2
-// machines (AWS_EC2_INSTANCE_*_SCHEDULED): one interruption per machine.
+// parseHealth reads an AWS Health event scheduling a change that stops,
+// retires or reboots EC2 machines (one of ec2health.Codes, category
+// scheduledChange): one interruption per machine. A reboot is drained too:
+// it kills the node's pods without their graceful shutdown.
 func parseHealth(env *lambdaevent.Envelope, detail map[string]json.RawMessage, str func(string) (string, error)) ([]Interruption, error) {
 	fail := func(err error) ([]Interruption, error) {
 		return nil, fmt.Errorf("EventBridge event %q: %w", env.DetailType, err)
@@ -182,8 +184,11 @@ func parseHealth(env *lambdaevent.Envelope, detail map[string]json.RawMessage, s
 	if err != nil {
 		return fail(err)
 	}
-	if !healthCodePattern.MatchString(code) {
-		return fail(fmt.Errorf("detail.eventTypeCode: %q is not a scheduled EC2 instance event (AWS_EC2_INSTANCE_*_SCHEDULED)", code))
+	if _, ok := ec2health.Of(code); !ok {
+		return fail(fmt.Errorf("detail.eventTypeCode: %q is not a scheduled stop, retirement or reboot of EC2 instances (%s)", code, strings.Join(ec2health.Codes(), ", ")))
+	}
+	if cat, err := str("eventTypeCategory"); err != nil || cat != "scheduledChange" {
+		return fail(fmt.Errorf("detail.eventTypeCategory must be scheduledChange (%q, %v)", cat, err))
 	}
 	var ids []string
 	raw, ok := detail["affectedEntities"]
@@ -225,9 +230,12 @@ func parseHealth(env *lambdaevent.Envelope, detail map[string]json.RawMessage, s
 type InterruptResult struct {
 	InstanceID string `json:"instanceId"`
 	Event      string `json:"event"`
-	// Action: "drain" (an execution started, or running already), "completed"
-	// (a lifecycle action completed at once: no node has the machine), or
-	// "ignored" (with Reason).
+	// Action: "drain" (an execution started, or running already), "joined"
+	// (a lifecycle action handed to the drain already holding the node),
+	// "completed" (a lifecycle action completed at once: no node has the
+	// machine), "ignored" (with Reason: nothing to do, or not this
+	// deployment's) or "refused" (with Reason: a lifecycle action that did
+	// not prove itself; nothing was changed).
 	Action      string     `json:"action"`
 	Node        string     `json:"node,omitempty"`
 	NodeGroup   string     `json:"nodeGroup,omitempty"`
@@ -240,7 +248,9 @@ type InterruptResult struct {
 // the state machine (one execution per machine and event, so a repeated
 // event finds the running one). A machine no node has is ignored, but a
 // lifecycle hook holding it is completed at once; a machine of no managed
-// group is ignored, changing nothing.
+// group is ignored, changing nothing. A lifecycle action must first prove
+// itself this deployment's and open (see proveAction): a foreign one is
+// ignored and nothing is called on it, an unproven one refused.
 func (h *Handler) Interrupt(ctx context.Context, ins []Interruption) ([]InterruptResult, error) {
 	if err := checkSkew(ins, h.Steps.now()); err != nil {
 		return []InterruptResult{}, err
@@ -269,6 +279,12 @@ func (h *Handler) interruptOne(ctx context.Context, in Interruption) (InterruptR
 		res.Action, res.Reason = "ignored", "rebalance recommendations are not acted on (drain.rebalance: ignore)"
 		log.Info("interruption ignored", "reason", res.Reason)
 		return res, nil
+	}
+	if in.Kind == state.InterruptLifecycle {
+		// Nothing is called for an action before it proves itself ours.
+		if res, done, err := h.proveLifecycle(ctx, &in, res, log); done || err != nil {
+			return res, err
+		}
 	}
 	node, err := h.Steps.nodeOfInstance(ctx, in.InstanceID)
 	if err != nil {
@@ -534,7 +550,9 @@ func (d *Steps) heartbeat(ctx context.Context, s *State) {
 // because there is nothing it may drain (no node has the machine any more,
 // or it is in no managed group), so the machine need not wait for the
 // hook's timeout. It checks that again itself: a step event made by hand
-// cannot release a machine whose node nodetide would drain.
+// cannot release a machine whose node nodetide would drain, nor one of a
+// hook or group this deployment does not manage, nor one its group does
+// not own.
 func (d *Steps) ReleaseHook(ctx context.Context, s State) (State, error) {
 	in := s.Interruption
 	if in == nil || in.Kind != state.InterruptLifecycle {
@@ -544,6 +562,11 @@ func (d *Steps) ReleaseHook(ctx context.Context, s State) (State, error) {
 		return s, stepErr(ErrNameInvalidInput, "step ReleaseHook: drain %s of node %s was prepared: its own steps complete the action", s.DrainID, s.Node)
 	} else if !errors.Is(err, state.ErrNoDrain) {
 		return s, err
+	}
+	// Only an action of this deployment's hook and groups, for a machine
+	// its group owns.
+	if _, _, err := d.lifecycleOwner(ctx, in); err != nil {
+		return s, fmt.Errorf("step ReleaseHook: %w", err)
 	}
 	node, err := d.nodeOfInstance(ctx, in.InstanceID)
 	if err != nil {

@@ -18,12 +18,11 @@ import (
 	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/internal/testbed"
+	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/providers/aws"
 	"github.com/nodetide/nodetide/pkg/state"
 )
-
-const hookName = "nodetide-drain"
 
 // cloudBed is an Auto Scaling Group on the AWS double with a termination
 // lifecycle hook, its machines kwok nodes, and the drain function's handler
@@ -31,9 +30,10 @@ const hookName = "nodetide-drain"
 // (run locally, its steps in the drain function under the Lambda RIE).
 type cloudBed struct {
 	*bed
-	d *fakeaws.Server
-	m *machine
-	h *drain.Handler
+	d    *fakeaws.Server
+	m    *machine
+	h    *drain.Handler
+	hook string // the bed's cluster's own hook (config.LifecycleHookName)
 }
 
 // newCloudBed's drain function reaches the cluster as the admin, or with
@@ -41,6 +41,7 @@ type cloudBed struct {
 func newCloudBed(t *testing.T, nodes int, withMachine bool, kubeconfig ...func(*bed) string) *cloudBed {
 	t.Helper()
 	b, d := newAWSBed(t, nodes)
+	hookName := config.LifecycleHookName(b.ns)
 	if err := d.PutLifecycleHook(fakeaws.LifecycleHook{Group: b.ns, Name: hookName, Transition: fakeaws.TransitionTerminating,
 		DefaultResult: fakeaws.ResultContinue, HeartbeatTimeout: 10 * time.Minute}); err != nil {
 		t.Fatal(err)
@@ -48,8 +49,8 @@ func newCloudBed(t *testing.T, nodes int, withMachine bool, kubeconfig ...func(*
 	cfg := awssdk.Config{Region: d.Region(), BaseEndpoint: awssdk.String(d.URL()),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "not-a-secret", "")}
 	as, ec2c := aws.NewClients(cfg)
-	b.steps.Lifecycle, b.steps.Machines = as, ec2c
-	cb := &cloudBed{bed: b, d: d, h: &drain.Handler{Steps: b.steps}}
+	b.steps.Lifecycle, b.steps.Machines, b.steps.Hook = as, ec2c, hookName
+	cb := &cloudBed{bed: b, d: d, h: &drain.Handler{Steps: b.steps}, hook: hookName}
 	if !withMachine {
 		return cb
 	}
@@ -107,6 +108,7 @@ func (cb *cloudBed) event(t *testing.T, file, instance, token string) []byte {
 	s := sample(t, file)
 	s = strings.ReplaceAll(s, "i-0123456789abcdef0", instance)
 	s = strings.ReplaceAll(s, "87654321-4321-4321-4321-210987654321", token)
+	s = strings.ReplaceAll(s, "nodetide-drain-prod", cb.hook)
 	s = strings.ReplaceAll(s, "prod-workers", cb.ns)
 	s = strings.ReplaceAll(s, "2026-11-30T10:00:00Z", time.Now().UTC().Format(time.RFC3339))
 	return []byte(s)
@@ -226,6 +228,7 @@ func TestMachineLifecycleRollbackCompletesTheAction(t *testing.T) {
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "replicasets", "statefulsets"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments/scale"}, Verbs: []string{"get"}},
 			{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"get", "list", "watch"}},
 		})
 	})
 	cb.deploy(t, "web", 1, "")
@@ -358,7 +361,7 @@ func TestLifecycleHeartbeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id, AutoScalingGroup: cb.ns, Hook: hookName, Token: act.Token}
+	in := &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id, AutoScalingGroup: cb.ns, Hook: cb.hook, Token: act.Token}
 	s := cb.start(victim, time.Minute, drain.PolicyForce)
 	s.Surge, s.Interruption = false, in
 	s = cb.steps1(t, s, "Prepare", "Cordon", "Surge", "Evict", "Evict")
@@ -391,7 +394,7 @@ func TestMachineRefusedLifecycleDrainReleasesTheHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := drain.Interruption{Interruption: state.Interruption{Kind: state.InterruptLifecycle, InstanceID: lone.ID,
-		AutoScalingGroup: cb.ns, Hook: hookName, Token: act.Token}, At: time.Now(), Event: "EC2 Instance-terminate Lifecycle Action"}
+		AutoScalingGroup: cb.ns, Hook: cb.hook, Token: act.Token}, At: time.Now(), Event: "EC2 Instance-terminate Lifecycle Action"}
 	exec, err := cb.m.starter.Interrupted(ctx, "gone-"+cb.ns[len(cb.ns)-5:], cb.ns, in)
 	if err != nil {
 		t.Fatal(err)
@@ -411,7 +414,7 @@ func TestMachineRefusedLifecycleDrainReleasesTheHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := drain.State{Node: nodes[0].Name, DrainID: "forged", Deadline: time.Now().Add(time.Minute), Policy: drain.PolicyForce,
-		Interruption: &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id, AutoScalingGroup: cb.ns, Hook: hookName, Token: held.Token}}
+		Interruption: &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id, AutoScalingGroup: cb.ns, Hook: cb.hook, Token: held.Token}}
 	if _, err := cb.h.Steps.Run(ctx, "ReleaseHook", forged); err == nil || drain.ErrorName(err) != drain.ErrNameInvalidInput {
 		t.Errorf("hand-made ReleaseHook for a drainable node: %v, want InvalidInput", err)
 	}
@@ -435,7 +438,7 @@ func TestLifecycleDrainIsNotCountedTwiceAgainstTheMinimum(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := drain.Interruption{Interruption: state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id,
-		AutoScalingGroup: cb.ns, Hook: hookName, Token: act.Token}}
+		AutoScalingGroup: cb.ns, Hook: cb.hook, Token: act.Token}}
 	life := drain.State{Node: nodes[0].Name, DrainID: "lifecycle-" + id + "-1", Deadline: time.Now().Add(time.Minute),
 		Policy: drain.PolicyForce, Interruption: &in.Interruption}
 	cb.steps1(t, life, "Prepare")
@@ -493,21 +496,21 @@ func TestLifecycleActionJoinsTheRunningDrain(t *testing.T) {
 }
 
 // A lifecycle drain whose action is not the group's (a made-up token: the
-// machine is not terminating) does not end with its node deleted.
+// machine is not terminating) is refused at Prepare, before anything moves:
+// its node is neither cordoned nor deleted.
 func TestLifecycleDrainOfARunningMachineKeepsItsNode(t *testing.T) {
 	cb := newCloudBed(t, 2, false)
 	node := cb.nodes(t)[0].Name
 	id := cb.instanceOf(t, node)
 	s := cb.start(node, time.Minute, drain.PolicyForce)
 	s.DrainID = "lifecycle-" + id + "-forged"
-	s.Interruption = &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id, AutoScalingGroup: cb.ns, Hook: hookName,
+	s.Interruption = &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: id, AutoScalingGroup: cb.ns, Hook: cb.hook,
 		Token: "00000000-0000-0000-0000-000000000000"}
-	s = cb.steps1(t, s, "Prepare", "Cordon", "Surge", "Evict", "WaitReplacements")
-	if _, err := cb.steps.Run(context.Background(), "Terminate", s); err == nil || drain.ErrorName(err) != drain.ErrNameFailed {
-		t.Fatalf("Terminate of a machine its group is not terminating: %v, want StepFailed", err)
+	if _, err := cb.steps.Run(context.Background(), "Prepare", s); err == nil || drain.ErrorName(err) != drain.ErrNameInvalidInput {
+		t.Fatalf("Prepare of a lifecycle drain whose action no group holds: %v, want InvalidInput", err)
 	}
-	if _, err := cb.steps.Run(context.Background(), "RemoveNode", s); err == nil || drain.ErrorName(err) != drain.ErrNameInvalidInput {
-		t.Errorf("RemoveNode after a refused Terminate: %v, want InvalidInput", err)
+	if _, err := cb.steps.Run(context.Background(), "Cordon", s); err == nil || drain.ErrorName(err) != drain.ErrNameInvalidInput {
+		t.Errorf("Cordon after a refused Prepare: %v, want InvalidInput", err)
 	}
-	cb.node(t, node) // still there
+	cb.untouched(t, node)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nodetide/nodetide/pkg/drain"
+	"github.com/nodetide/nodetide/pkg/ec2health"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -29,6 +30,8 @@ func TestParseInterruptions(t *testing.T) {
 		{"drain-spot-interruption.json", state.InterruptSpot},
 		{"drain-rebalance.json", state.InterruptRebalance},
 		{"drain-scheduled-maintenance.json", state.InterruptMaintenance},
+		{"drain-scheduled-retirement.json", state.InterruptMaintenance},
+		{"drain-scheduled-reboot.json", state.InterruptMaintenance},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -43,8 +46,26 @@ func TestParseInterruptions(t *testing.T) {
 		})
 	}
 	ev, _ := drain.ParseEvent([]byte(sample(t, "drain-lifecycle-terminate.json")))
-	if in := ev.Interruptions()[0]; in.Token != "87654321-4321-4321-4321-210987654321" || in.Hook != "nodetide-drain" || in.AutoScalingGroup != "prod-workers" {
+	if in := ev.Interruptions()[0]; in.Token != "87654321-4321-4321-4321-210987654321" || in.Hook != "nodetide-drain-prod" || in.AutoScalingGroup != "prod-workers" {
 		t.Errorf("lifecycle action read as %+v", in)
+	}
+}
+
+// Every code the rule routes is read as a maintenance drain of the
+// machines the event names (the EBS-backed retirement among them).
+func TestHealthCodesParse(t *testing.T) {
+	health := sample(t, "drain-scheduled-maintenance.json")
+	for _, code := range ec2health.Codes() {
+		t.Run(code, func(t *testing.T) {
+			ev, err := drain.ParseEvent([]byte(strings.ReplaceAll(health, "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", code)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins := ev.Interruptions()
+			if len(ins) != 1 || ins[0].Kind != state.InterruptMaintenance || ins[0].Event != code {
+				t.Fatalf("read %+v, want one maintenance interruption for %s", ins, code)
+			}
+		})
 	}
 }
 
@@ -65,7 +86,7 @@ func TestForgedInterruptionsAreRefused(t *testing.T) {
 		{"instance ID missing", strings.Replace(life, `"EC2InstanceId"`, `"Ec2InstanceId"`, 1), "detail.EC2InstanceId is required"},
 		{"token not a token", strings.Replace(life, "87654321-4321-4321-4321-210987654321", "x", 1), "detail.LifecycleActionToken"},
 		{"token a number", strings.Replace(life, `"87654321-4321-4321-4321-210987654321"`, `7`, 1), "detail.LifecycleActionToken"},
-		{"hook name with a space", strings.Replace(life, `"nodetide-drain"`, `"nodetide drain"`, 1), "detail.LifecycleHookName"},
+		{"hook name with a space", strings.Replace(life, `"nodetide-drain-prod"`, `"nodetide drain"`, 1), "detail.LifecycleHookName"},
 		{"empty group", strings.Replace(life, `"prod-workers"`, `""`, 1), "detail.AutoScalingGroupName"},
 		{"field given twice", strings.Replace(life, `"Origin": "AutoScalingGroup",`, `"EC2InstanceId": "i-0123456789abcdef1", "Origin": "AutoScalingGroup",`, 1), "given twice"},
 		{"no detail", strings.Replace(spot, `"detail": {`, `"detail2": {`, 1), "detail"},
@@ -73,6 +94,11 @@ func TestForgedInterruptionsAreRefused(t *testing.T) {
 		{"spot action unknown", strings.Replace(spot, `"terminate"`, `"explode"`, 1), "detail.instance-action"},
 		{"health for another service", strings.Replace(health, `"service": "EC2"`, `"service": "RDS"`, 1), "detail.service"},
 		{"health event not scheduled", strings.Replace(health, `"eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"`, `"eventTypeCode": "AWS_EC2_OPERATIONAL_ISSUE"`, 1), "detail.eventTypeCode"},
+		{"health code sharing the retirement's prefix", strings.Replace(health, `"eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"`, `"eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED_TEST"`, 1), "detail.eventTypeCode"},
+		{"health network maintenance", strings.Replace(health, `"eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"`, `"eventTypeCode": "AWS_EC2_INSTANCE_NETWORK_MAINTENANCE_SCHEDULED"`, 1), "detail.eventTypeCode"},
+		{"health dedicated host", strings.Replace(health, `"eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"`, `"eventTypeCode": "AWS_EC2_DEDICATED_HOST_RETIREMENT_SCHEDULED"`, 1), "detail.eventTypeCode"},
+		{"health issue", strings.Replace(health, `"eventTypeCategory": "scheduledChange"`, `"eventTypeCategory": "issue"`, 1), "detail.eventTypeCategory"},
+		{"health without category", strings.Replace(health, `"eventTypeCategory": "scheduledChange",`, ``, 1), "detail.eventTypeCategory"},
 		{"health entity not an instance", strings.Replace(health, `{"entityValue": "i-0123456789abcdef0"`, `{"entityValue": "vol-0123"`, 1), "affectedEntities[0].entityValue"},
 		{"trailing data", life + "{}", ""},
 	}

@@ -3,8 +3,11 @@ package drain_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,13 +15,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/k8s"
+	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -109,14 +117,24 @@ func TestConcurrentPreparesKeepTheMinimum(t *testing.T) {
 	}
 }
 
-// A person scales the surged Deployment while the drain runs: the drain
-// takes back only its own replica, and never writes over the person's count.
-func TestSurgeChangesReplicasByItsOwnDelta(t *testing.T) {
-	for _, finish := range []string{"surge", "rollback"} {
-		t.Run(finish, func(t *testing.T) {
+// A person scales the surged Deployment while the drain runs (kubectl
+// scale, an HPA and GitOps all write absolute counts): the drain takes
+// nothing back and leaves the person's 4, after a finished surge and after
+// a rollback, saying why in the drain record and an event on the
+// Deployment. Left alone, the count goes back to 1.
+func TestSurgeLeavesACountSomeoneElseChanged(t *testing.T) {
+	for _, tc := range []struct {
+		finish string
+		person int32 // 0: nobody changes the count
+		want   int32
+	}{
+		{"surge", 4, 4}, {"rollback", 4, 4}, {"surge", 0, 1}, {"rollback", 0, 1},
+	} {
+		t.Run(fmt.Sprintf("%s/person %d", tc.finish, tc.person), func(t *testing.T) {
 			// One node: the replacement stays Pending until the test adds
 			// room, so the person's change lands mid-surge.
 			b := newBed(t, 0, 1)
+			b.withEvents()
 			b.steps.StepWait = -1
 			b.deploy(t, "solo", 1, "")
 			victim := b.podNode(t, "solo")
@@ -124,36 +142,65 @@ func TestSurgeChangesReplicasByItsOwnDelta(t *testing.T) {
 			if got := b.replicas(t, "solo"); got != 2 {
 				t.Fatalf("replicas after the first surge round = %d, want 2", got)
 			}
-			b.scaleTo(t, "solo", 4)
-			if finish == "rollback" {
-				b.steps1(t, s, "Rollback")
-				if got := b.replicas(t, "solo"); got != 3 {
-					t.Fatalf("replicas after rollback = %d, want 3 (the person's 4 less the drain's 1)", got)
+			if tc.person > 0 {
+				b.scaleTo(t, "solo", tc.person)
+			}
+			if tc.finish == "surge" {
+				if err := b.group.IncreaseSize(context.Background(), 1); err != nil {
+					t.Fatal(err)
+				}
+				deadline := time.Now().Add(time.Minute)
+				for !s.SurgeDone {
+					s = b.steps1(t, s, "Surge")
+					if got := b.replicas(t, "solo"); tc.person > 0 && got != tc.person {
+						t.Fatalf("replicas during the surge = %d; the drain overwrote the person's %d", got, tc.person)
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("surge not done in a minute")
+					}
+				}
+				if got := b.replicas(t, "solo"); got != tc.want {
+					t.Fatalf("replicas after the surge = %d, want %d", got, tc.want)
+				}
+			}
+			rec, err := b.store.GetDrain(context.Background(), victim, s.DrainID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.steps1(t, s, "Rollback")
+			if got := b.replicas(t, "solo"); got != tc.want {
+				t.Fatalf("replicas after %s and rollback = %d, want %d", tc.finish, got, tc.want)
+			}
+			if rec, err = b.store.GetDrain(context.Background(), victim, s.DrainID); err != nil || len(rec.Surged) != 1 {
+				t.Fatalf("drain record %+v, %v", rec, err)
+			}
+			left, events := rec.Surged[0].Left, b.deploymentEvents(t, "solo")
+			if tc.person == 0 {
+				if left != "" || len(events) != 0 {
+					t.Errorf("an unchanged count was reported left: record %q, events %v", left, events)
 				}
 				return
 			}
-			if err := b.group.IncreaseSize(context.Background(), 1); err != nil {
-				t.Fatal(err)
+			if !strings.Contains(left, fmt.Sprintf("replicas are %d, not the 2 the drain's surge set", tc.person)) {
+				t.Errorf("drain record says %q, want why the count was left", left)
 			}
-			deadline := time.Now().Add(time.Minute)
-			for !s.SurgeDone {
-				s = b.steps1(t, s, "Surge")
-				if got := b.replicas(t, "solo"); got != 4 && got != 3 {
-					t.Fatalf("replicas during the surge = %d; the drain overwrote the person's 4", got)
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("surge not done in a minute")
-				}
-			}
-			if got := b.replicas(t, "solo"); got != 3 {
-				t.Fatalf("replicas after the surge = %d, want 3 (the person's 4 less the drain's 1)", got)
-			}
-			b.steps1(t, s, "Rollback")
-			if got := b.replicas(t, "solo"); got != 3 {
-				t.Fatalf("replicas after a rollback of a finished surge = %d, want 3 (taken back once)", got)
+			if len(events) != 1 || events[0].Reason != "SurgeLeft" || !strings.Contains(events[0].Message, "not taken back: replicas are 4") {
+				t.Errorf("events on the Deployment: %+v, want one SurgeLeft saying why", events)
 			}
 		})
 	}
+}
+
+// deploymentEvents lists nodetide's events on a Deployment of the bed.
+func (b *bed) deploymentEvents(t *testing.T, name string) []corev1.Event {
+	t.Helper()
+	list, err := b.cp.Client.CoreV1().Events(b.ns).List(context.Background(), metav1.ListOptions{
+		FieldSelector: fields.Set{"involvedObject.kind": "Deployment", "involvedObject.name": name, "source": kubeevents.Component}.String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
 }
 
 // A node a person cordoned before asking for its drain stays cordoned when
@@ -427,5 +474,52 @@ func TestEmptySelectorBudgetCoversTheNamespace(t *testing.T) {
 	b.steps1(t, s, "Rollback")
 	if got := b.replicas(t, "web"); got != 2 {
 		t.Errorf("replicas after rollback = %d, want 2", got)
+	}
+}
+
+// roundTripper is a func as an http.RoundTripper.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A person's scale that lands between the drain's read of the count and its
+// write taking the surge back is not overwritten: the write is conditioned
+// on the resourceVersion read, so it is refused, and the drain reads again
+// and leaves the person's count.
+func TestSurgeRestoreLosesARaceToAPerson(t *testing.T) {
+	b := newBed(t, 0, 1)
+	b.steps.StepWait = -1
+	b.deploy(t, "solo", 1, "")
+	victim := b.podNode(t, "solo")
+	var armed atomic.Bool
+	cfg := rest.CopyConfig(b.cp.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/deployments/solo/scale") && armed.CompareAndSwap(true, false) {
+				b.scaleTo(t, "solo", 4) // the person, just before the drain's write arrives
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.steps.Client = client
+	s := b.steps1(t, b.start(victim, 2*time.Minute, drain.PolicyAbort), "Prepare", "Cordon", "Surge")
+	if got := b.replicas(t, "solo"); got != 2 {
+		t.Fatalf("replicas after the first surge round = %d, want 2", got)
+	}
+	armed.Store(true)
+	b.steps1(t, s, "Rollback")
+	if armed.Load() {
+		t.Fatal("the rollback wrote no count: the race never happened")
+	}
+	if got := b.replicas(t, "solo"); got != 4 {
+		t.Fatalf("replicas after the rollback = %d, want the person's 4", got)
+	}
+	rec, err := b.store.GetDrain(context.Background(), victim, s.DrainID)
+	if err != nil || len(rec.Surged) != 1 || !strings.Contains(rec.Surged[0].Left, "replicas are 4") {
+		t.Errorf("drain record %+v (%v), want the surge left, saying why", rec, err)
 	}
 }

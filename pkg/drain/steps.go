@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/smithy-go"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,6 +51,10 @@ type Steps struct {
 	// Machines asks EC2 whether what an event or a drain record says of a
 	// machine is so; nil without AWS groups.
 	Machines InstancesAPI
+	// Hook is this deployment's termination lifecycle hook
+	// (config.LifecycleHookName); a lifecycle action of another hook is
+	// not acted on. Empty: any hook of a managed group.
+	Hook string
 	// HeartbeatEvery: see DefaultHeartbeatEvery (used when zero).
 	HeartbeatEvery time.Duration
 	// StepWait is how long a step keeps checking for progress it can expect
@@ -301,6 +306,13 @@ func (d *Steps) nodeToDrain(ctx context.Context, s *State) (*corev1.Node, provid
 	s.NodeGroup, s.ProviderID = g.Name(), node.Spec.ProviderID
 	if in := s.Interruption; in != nil && instanceOf(node.Spec.ProviderID) != in.InstanceID {
 		return nil, nil, stepErr(ErrNameInvalidInput, "node %s (providerID %q) is not machine %s the interruption names", s.Node, node.Spec.ProviderID, in.InstanceID)
+	}
+	if in := s.Interruption; in != nil && in.Kind == state.InterruptLifecycle {
+		// A lifecycle drain skips the do-not-disrupt rules and the
+		// minimum: only for an action proven open, of this node's group.
+		if err := d.proveFor(ctx, in, s.Node, g); err != nil {
+			return nil, nil, err
+		}
 	}
 	return node, g, nil
 }
@@ -597,11 +609,11 @@ func (d *Steps) SurgeStep(ctx context.Context, s State) (State, error) {
 	if err != nil {
 		return s, err
 	}
-	if len(rec.Surged) == 0 && !s.SurgeDone {
-		if rec.Surged, err = d.surgeCandidates(ctx, s.Node); err != nil {
+	if len(rec.Surged) == 0 && len(rec.NotSurged) == 0 && !s.SurgeDone {
+		if rec.Surged, rec.NotSurged, err = d.surgeCandidates(ctx, s.Node); err != nil {
 			return s, err
 		}
-		if len(rec.Surged) == 0 {
+		if len(rec.Surged) == 0 && len(rec.NotSurged) == 0 {
 			s.SurgeDone = true
 			return s, nil
 		}
@@ -609,6 +621,9 @@ func (d *Steps) SurgeStep(ctx context.Context, s State) (State, error) {
 		// crash restores the right numbers.
 		if err := d.Store.UpdateDrain(ctx, rec); err != nil {
 			return s, err
+		}
+		for _, n := range rec.NotSurged {
+			d.surgeLeft(ctx, s.Node, n.Namespace, n.Name, "not surged: "+n.Reason)
 		}
 	}
 	err = d.settle(ctx, func() (bool, error) {
@@ -669,14 +684,18 @@ func allRestored(ws []state.SurgedWorkload) bool {
 }
 
 // surgeCandidates are the Deployments with pods on the node that cannot
-// lose a pod without losing availability.
-func (d *Steps) surgeCandidates(ctx context.Context, node string) ([]state.SurgedWorkload, error) {
+// lose a pod without losing availability: those to surge, and those an HPA
+// manages, which are not surged (see hpaFor).
+func (d *Steps) surgeCandidates(ctx context.Context, node string) ([]state.SurgedWorkload, []state.NotSurged, error) {
 	pods, err := d.podsOn(ctx, node)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byDep := map[types.NamespacedName]*state.SurgedWorkload{}
+	notSurgedSeen := map[types.NamespacedName]bool{}
 	var order []types.NamespacedName
+	var notSurged []state.NotSurged
+	hpas := map[string][]autoscalingv2.HorizontalPodAutoscaler{}
 	for i := range pods {
 		p := &pods[i]
 		if !movable(p) || p.DeletionTimestamp != nil {
@@ -684,7 +703,7 @@ func (d *Steps) surgeCandidates(ctx context.Context, node string) ([]state.Surge
 		}
 		dep, err := d.deploymentOf(ctx, p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if dep == nil || dep.Spec.Replicas == nil {
 			continue
@@ -694,13 +713,27 @@ func (d *Steps) surgeCandidates(ctx context.Context, node string) ([]state.Surge
 			w.Pods = append(w.Pods, p.Name)
 			continue
 		}
+		if notSurgedSeen[key] {
+			continue
+		}
 		blocked := *dep.Spec.Replicas == 1
 		if !blocked {
 			if blocked, err = d.pdbBlocks(ctx, p); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if !blocked {
+			continue
+		}
+		if _, listed := hpas[dep.Namespace]; !listed {
+			if hpas[dep.Namespace], err = d.hpasIn(ctx, dep.Namespace); err != nil {
+				return nil, nil, err
+			}
+		}
+		if hpa := hpaFor(dep, hpas[dep.Namespace]); hpa != "" {
+			notSurgedSeen[key] = true
+			notSurged = append(notSurged, state.NotSurged{Namespace: dep.Namespace, Name: dep.Name,
+				Reason: fmt.Sprintf("HorizontalPodAutoscaler %s sets its replicas; its pods are evicted under their PodDisruptionBudgets", hpa)})
 			continue
 		}
 		byDep[key] = &state.SurgedWorkload{Namespace: dep.Namespace, Name: dep.Name, OriginalReplicas: *dep.Spec.Replicas, Pods: []string{p.Name}}
@@ -712,7 +745,24 @@ func (d *Steps) surgeCandidates(ctx context.Context, node string) ([]state.Surge
 		w.Delta = int32(len(w.Pods))
 		out = append(out, *w)
 	}
-	return out, nil
+	return out, notSurged, nil
+}
+
+// hpasIn lists the HorizontalPodAutoscalers of a namespace.
+func (d *Steps) hpasIn(ctx context.Context, ns string) ([]autoscalingv2.HorizontalPodAutoscaler, error) {
+	list, err := d.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list HorizontalPodAutoscalers in %s: %w", ns, err)
+	}
+	return list.Items, nil
+}
+
+// surgeLeft says, in the log and as an event on the Deployment, that the
+// drain of node left its replica count as it found it.
+func (d *Steps) surgeLeft(ctx context.Context, node, ns, name, why string) {
+	d.log().Info("surge left replicas as found", "node", node, "deployment", ns+"/"+name, "why", why)
+	d.Events.Record(ctx, kubeevents.Event{Object: kubeevents.Deployment(ns, name, ""), Type: corev1.EventTypeNormal,
+		Reason: kubeevents.ReasonSurgeLeft, Message: fmt.Sprintf("drain of node %s: %s", node, why)})
 }
 
 func (d *Steps) replicas(ctx context.Context, w *state.SurgedWorkload) (int32, error) {
@@ -762,10 +812,11 @@ func (d *Steps) grow(ctx context.Context, rec *state.DrainRecord, i int) error {
 	}
 }
 
-// shrink takes the delta grow added back off, once, by the same rules; a
-// count in doubt (neither the one read nor that less the delta) is taken as
-// done, since removing a replica twice would cost the workload one a person
-// wants.
+// shrink takes the surge back once: the count goes back to what grow found
+// only while it is still the count grow wrote, by a write conditioned on the
+// resourceVersion read with it (a conflict re-reads and decides again). Any
+// other count is someone else's and is left, with why in the record, the
+// log and an event (see decideRestore).
 func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error {
 	w := &rec.Surged[i]
 	if w.Restored {
@@ -790,15 +841,22 @@ func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error
 		if err != nil {
 			return fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
 		}
-		if w.Shrinking && scale.Spec.Replicas != w.ShrinkFrom {
-			w.Restored = true // done, or in doubt: taken as done
-			return d.Store.UpdateDrain(ctx, *rec)
+		dec := decideRestore(addReplicas(w.GrowFrom, w.Delta), w.Delta, scale.Spec.Replicas, w.Shrinking)
+		if !dec.Write {
+			w.Restored, w.Left = true, dec.Left
+			if err := d.Store.UpdateDrain(ctx, *rec); err != nil {
+				return err
+			}
+			if dec.Left != "" {
+				d.surgeLeft(ctx, rec.Node, w.Namespace, w.Name, "not taken back: "+dec.Left)
+			}
+			return nil
 		}
 		w.Shrinking, w.ShrinkFrom = true, scale.Spec.Replicas
 		if err := d.Store.UpdateDrain(ctx, *rec); err != nil {
 			return err
 		}
-		scale.Spec.Replicas = max(scale.Spec.Replicas-w.Delta, 0)
+		scale.Spec.Replicas = dec.To
 		_, err = deps.UpdateScale(ctx, w.Name, scale, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && attempt < 5 {
 			w.Shrinking = false // refused: nothing changed

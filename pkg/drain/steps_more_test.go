@@ -3,11 +3,13 @@ package drain_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -200,4 +202,51 @@ func TestForceDeleteDeletesThePod(t *testing.T) {
 	if _, err := b.steps.Run(ctx, "Rollback", s); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A Deployment an HPA scales is not surged, since the HPA owns its count
+// (see the README's "The drain"): the drain writes no replica count,
+// records why, says so on the Deployment, and evicts its pod like any
+// other.
+func TestSurgeLeavesHPAManagedDeployments(t *testing.T) {
+	b := newBed(t, 0, 2)
+	b.withEvents()
+	ctx := context.Background()
+	b.deploy(t, "scaled", 1, "")
+	victim := b.podNode(t, "scaled")
+	minReplicas := int32(1)
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaled-hpa", Namespace: b.ns},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "scaled"},
+			MinReplicas:    &minReplicas, MaxReplicas: 3,
+		},
+	}
+	if _, err := b.cp.Client.AutoscalingV2().HorizontalPodAutoscalers(b.ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := b.cp.Client.AppsV1().Deployments(b.ns).Get(ctx, "scaled", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.runSteps(t, b.start(victim, 2*time.Minute, drain.PolicyAbort))
+	if err != nil {
+		t.Fatalf("drain: %v (state %+v)", err, s)
+	}
+	after, err := b.cp.Client.AppsV1().Deployments(b.ns).Get(ctx, "scaled", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *after.Spec.Replicas != 1 || after.Generation != before.Generation {
+		t.Errorf("replicas %d at generation %d (was %d): the drain wrote the count an HPA owns", *after.Spec.Replicas, after.Generation, before.Generation)
+	}
+	rec, err := b.store.GetDrain(ctx, victim, s.DrainID)
+	if err != nil || rec.Status != state.DrainSucceeded || len(rec.Surged) != 0 || len(rec.NotSurged) != 1 ||
+		rec.NotSurged[0].Name != "scaled" || !strings.Contains(rec.NotSurged[0].Reason, "HorizontalPodAutoscaler scaled-hpa sets its replicas") {
+		t.Errorf("drain record %+v (%v), want succeeded with scaled not surged, saying why", rec, err)
+	}
+	if evs := b.deploymentEvents(t, "scaled"); len(evs) != 1 || evs[0].InvolvedObject.APIVersion != "apps/v1" || !strings.Contains(evs[0].Message, "not surged: HorizontalPodAutoscaler scaled-hpa") {
+		t.Errorf("events on the Deployment: %+v, want one saying it was not surged", evs)
+	}
+	b.cp.WaitPodsRunning(t, b.ns, "app=scaled", 1, time.Minute)
 }

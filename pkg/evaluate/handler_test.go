@@ -46,7 +46,9 @@ func TestParseEvent(t *testing.T) {
 		{`{"actoin":"plan"}`, "", `actoin: unknown field`},
 		{`{"detail-type":"Scheduled Event","source":"custom.app"}`, "", `source "custom.app"`},
 		{`{"action":`, "", "not valid JSON"},
-		{``, "", "must be a JSON object"},
+		{``, "", "event is empty"},
+		{" \n\t", "", "event is empty"},
+		{`{"action":"add","nodeGroup":"g","count":1`, "", "not valid JSON: unexpected end of input"},
 		{`"plan"`, "", "must be a JSON object"},
 	}
 	for _, tc := range cases {

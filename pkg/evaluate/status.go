@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodetide/nodetide/pkg/buildinfo"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -47,6 +48,9 @@ type Status struct {
 	// Problems is what the cycle found wrong: what the essential
 	// monitoring level's alarm fires on (see Problem).
 	Problems []Problem `json:"problems"`
+	// Build is the build that ran the cycle (the function's, or the CLI's
+	// for nodetide run); nil in a status an earlier version wrote.
+	Build *buildinfo.Info `json:"build,omitempty"`
 }
 
 // StatusError is an error and when it happened.
@@ -190,6 +194,8 @@ func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planne
 		prev = p
 	}
 	st := e.buildStatus(prev, began, snap, res, cycleErr)
+	build := buildinfo.Read()
+	st.Build = &build
 	if ds, ok := e.Store.(state.DrainStore); ok {
 		var err error
 		if st.Drains, st.DrainsOmitted, err = RunningDrains(ctx, ds, maxStatusDrains); err != nil {

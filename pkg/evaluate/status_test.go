@@ -3,10 +3,12 @@ package evaluate_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/nodetide/nodetide/internal/testbed"
+	"github.com/nodetide/nodetide/pkg/buildinfo"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
@@ -54,6 +56,10 @@ func TestCycleWritesStatus(t *testing.T) {
 	if st.CycleAt.IsZero() || st.Duration == "" || st.Error != "" || st.LastError != nil {
 		t.Errorf("cycle at %s took %q, error %q, last error %+v", st.CycleAt, st.Duration, st.Error, st.LastError)
 	}
+	// The build that ran the cycle: a test binary is not stamped.
+	if st.Build == nil || st.Build.Version != buildinfo.Devel || st.Build.GoVersion != runtime.Version() {
+		t.Errorf("build = %+v, want devel built with %s", st.Build, runtime.Version())
+	}
 	if len(st.Actions) != 1 || st.Actions[0].Kind != "scaleUp" {
 		t.Errorf("actions = %+v, want the scale-up", st.Actions)
 	}
@@ -71,6 +77,9 @@ func TestCycleWritesStatus(t *testing.T) {
 	}
 	if failed.Error == "" || failed.LastError == nil || failed.LastError.Message != failed.Error {
 		t.Errorf("failed cycle: error %q, last error %+v", failed.Error, failed.LastError)
+	}
+	if failed.Build == nil || *failed.Build != *st.Build {
+		t.Errorf("failed cycle: build %+v, want %+v", failed.Build, st.Build)
 	}
 	if len(failed.NodeGroups) != 1 || !failed.GroupsAt.Equal(st.GroupsAt) || failed.CycleAt.Before(st.CycleAt) {
 		t.Errorf("failed cycle: groups %+v as of %s, want the previous ones as of %s", failed.NodeGroups, failed.GroupsAt, st.GroupsAt)

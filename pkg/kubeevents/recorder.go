@@ -15,6 +15,7 @@
 package kubeevents
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,6 +42,9 @@ const (
 	ReasonDrainStarted      = "DrainStarted"
 	ReasonDrainRolledBack   = "DrainRolledBack"
 	ReasonDrainFailed       = "DrainFailed"
+	// ReasonSurgeLeft: a drain left a Deployment's replica count as it
+	// found it, not surged or not taken back (someone else sets it).
+	ReasonSurgeLeft = "SurgeLeft"
 )
 
 // maxMessage is events.k8s.io's limit on an event's note (in bytes); core/v1
@@ -49,15 +53,22 @@ const maxMessage = 1024
 
 // Object is what an event is about.
 type Object struct {
-	Kind      string // Pod or Node
+	Kind      string // Pod, Node or Deployment
 	Namespace string // empty for a Node
 	Name      string
 	UID       types.UID
+	// APIVersion is the object's group and version; empty for v1.
+	APIVersion string
 }
 
 // Pod names a pod.
 func Pod(namespace, name string, uid types.UID) Object {
 	return Object{Kind: "Pod", Namespace: namespace, Name: name, UID: uid}
+}
+
+// Deployment names a Deployment.
+func Deployment(namespace, name string, uid types.UID) Object {
+	return Object{Kind: "Deployment", Namespace: namespace, Name: name, UID: uid, APIVersion: "apps/v1"}
 }
 
 // Node names a node; the UID is optional (kubectl matches node events by
@@ -165,7 +176,7 @@ func (r *Recorder) write(ctx context.Context, ev Event) error {
 		_, err := events.Create(ctx, &corev1.Event{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			InvolvedObject: corev1.ObjectReference{
-				Kind: ev.Object.Kind, APIVersion: "v1", Namespace: ev.Object.Namespace,
+				Kind: ev.Object.Kind, APIVersion: cmp.Or(ev.Object.APIVersion, "v1"), Namespace: ev.Object.Namespace,
 				Name: ev.Object.Name, UID: ev.Object.UID,
 			},
 			Reason: ev.Reason, Message: msg, Type: ev.Type,

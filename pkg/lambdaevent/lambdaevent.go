@@ -17,7 +17,10 @@ import (
 // Object returns the payload trimmed, or an error if it is not a JSON object.
 func Object(payload []byte) ([]byte, error) {
 	trimmed := bytes.TrimSpace(payload)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
+	if len(trimmed) == 0 {
+		return nil, errors.New("event is empty: it must be a JSON object")
+	}
+	if trimmed[0] != '{' {
 		return nil, errors.New("event must be a JSON object")
 	}
 	return trimmed, nil

@@ -7,6 +7,7 @@
 package lambdarun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/nodetide/nodetide/pkg/buildinfo"
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/setup"
@@ -36,6 +38,7 @@ func Run(name string, build Build) {
 	// Libraries and providers that log to the default logger (warnings
 	// about a skipped template tag, say) reach CloudWatch as JSON too.
 	slog.SetDefault(log)
+	LogBuild(log, buildinfo.Read())
 	if limit, percent := TuneGC(os.Getenv); limit > 0 || percent > 0 {
 		log.Info("garbage collector", "memoryLimitBytes", limit, "gcPercent", percent)
 	}
@@ -51,7 +54,31 @@ func Run(name string, build Build) {
 		log.Error("start", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(Instrument(h, cfg.Cluster.Name, level, os.Stdout, log))
+	lambda.Start(Raw(Instrument(h, cfg.Cluster.Name, level, os.Stdout, log)))
+}
+
+// Raw is a Handler as the Lambda runtime's lambda.Handler: Invoke gets the
+// payload's bytes exactly as they came. A handler func given to lambda.Start
+// gets its argument through aws-lambda-go's own decoder instead, which reads
+// only the first JSON value (`{"action":"plan"} {...}` would run the plan)
+// and answers an empty or cut-short payload with a bare EOF: the strict
+// parsing in each function's ParseEvent must see all of it.
+type Raw Handler
+
+// Invoke serves one invocation and encodes its result as aws-lambda-go
+// encodes a handler func's (no HTML escaping, no newline after).
+func (h Raw) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	out, err := h(ctx, json.RawMessage(payload))
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return nil, fmt.Errorf("encode the result: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // EnvMetrics sets what the functions publish: full (the default), essential

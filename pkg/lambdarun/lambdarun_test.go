@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/nodetide/nodetide/internal/metricstest"
 	"github.com/nodetide/nodetide/pkg/config"
@@ -211,5 +214,34 @@ func TestMetricsLevelRefusesUnknown(t *testing.T) {
 	_, err := lambdarun.MetricsLevel(func(string) string { return "none" })
 	if err == nil || !strings.Contains(err.Error(), `NODETIDE_METRICS: want full, essential or off, got "none"`) {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// Raw hands the handler the payload exactly as it came, trailing data and
+// emptiness included, and encodes the result as aws-lambda-go encodes a
+// handler func's.
+func TestRawPassesThePayloadAsItCame(t *testing.T) {
+	var got []string
+	h := lambdarun.Raw(func(_ context.Context, payload json.RawMessage) (any, error) {
+		got = append(got, string(payload))
+		return map[string]string{"html": "<a&b>"}, nil
+	})
+	payloads := []string{`{"action":"plan"} {"action":"add"}`, ``, `{"action":`, `{"a":1,"a":2}`}
+	for _, p := range payloads {
+		out, err := h.Invoke(t.Context(), []byte(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := lambda.NewHandler(func() (any, error) { return map[string]string{"html": "<a&b>"}, nil }).Invoke(t.Context(), nil)
+		if string(out) != string(want) {
+			t.Errorf("result %q, want %q as aws-lambda-go encodes it", out, want)
+		}
+	}
+	if !slices.Equal(got, payloads) {
+		t.Errorf("the handler saw %q, want %q", got, payloads)
+	}
+	failing := errors.New("boom")
+	if _, err := lambdarun.Raw(func(context.Context, json.RawMessage) (any, error) { return nil, failing }).Invoke(t.Context(), nil); !errors.Is(err, failing) {
+		t.Errorf("error %v, want the handler's", err)
 	}
 }

@@ -642,9 +642,10 @@ func Drain(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, l
 			return nil, err
 		}
 		// Completes and heartbeats the lifecycle actions of machines an
-		// Auto Scaling Group terminates; asks EC2 what the cloud's events
-		// claim of a machine.
+		// Auto Scaling Group terminates, of this deployment's hook only;
+		// asks EC2 what the cloud's events claim of a machine.
 		steps.Lifecycle, steps.Machines = awsprovider.NewClients(ac)
+		steps.Hook = cfg.LifecycleHookName()
 	}
 	if starter == nil {
 		h.Starter = &drain.Starter{SFN: noStateMachine{}, Store: store}

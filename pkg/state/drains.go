@@ -42,6 +42,10 @@ type DrainRecord struct {
 	FinishedAt time.Time        `json:"finishedAt,omitzero"`
 	Error      string           `json:"error,omitempty"`
 
+	// NotSurged are Deployments the surge would have grown but left alone
+	// (one an HPA manages), with why.
+	NotSurged []NotSurged `json:"notSurged,omitempty"`
+
 	// What Prepare checked and decided; the later steps trust these, not
 	// the state their event carries, so a hand-made step event cannot
 	// redirect a drain to another machine or policy.
@@ -120,8 +124,8 @@ type SurgedWorkload struct {
 	OriginalReplicas int32    `json:"originalReplicas"`
 	Pods             []string `json:"pods"`
 	// Delta is what the drain adds: one replica per pod on the node. The
-	// surge and its undo change the Deployment by Delta alone, so a
-	// replica count a person sets meanwhile is kept.
+	// undo writes the count back only while it is still the one the surge
+	// wrote, so a replica count a person sets meanwhile is kept (see Left).
 	Delta int32 `json:"delta,omitempty"`
 	// Grown and Restored say the delta was added and taken back. Growing /
 	// GrowFrom (and Shrinking / ShrinkFrom) record the count read just
@@ -133,6 +137,17 @@ type SurgedWorkload struct {
 	Shrinking  bool  `json:"shrinking,omitempty"`
 	ShrinkFrom int32 `json:"shrinkFrom,omitempty"`
 	Restored   bool  `json:"restored,omitempty"`
+	// Left says why the surge was not taken back: the count was no longer
+	// the one the drain wrote (a person, an HPA or GitOps set another),
+	// and theirs wins.
+	Left string `json:"left,omitempty"`
+}
+
+// NotSurged is a Deployment a drain did not surge, and why.
+type NotSurged struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Reason    string `json:"reason"`
 }
 
 // DrainStore keeps the drains of a cluster: which node is being drained by

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/state"
 )
 
 // Doc is what `nodetide status` prints: the last evaluate cycle's status,
@@ -22,7 +23,15 @@ type Doc struct {
 	// the live read failed (DrainsError says why).
 	DrainsReadAt time.Time `json:"drainsReadAt"`
 	DrainsError  string    `json:"drainsError,omitempty"`
+	// FunctionBuilds are the builds drain and schedule last started with
+	// (evaluate's is the cycle's build).
+	FunctionBuilds      map[string]state.FunctionBuild `json:"functionBuilds,omitempty"`
+	FunctionBuildsError string                         `json:"functionBuildsError,omitempty"`
 }
+
+// RecordedBuilds are the functions that record the build they start with
+// (evaluate's is in its cycle status).
+var RecordedBuilds = []string{"drain", "schedule"}
 
 // Write prints the status for a person; times are absolute
 // (UTC) with how long ago they were, as of now.
@@ -63,6 +72,7 @@ func (c statusClock) atp(t *time.Time) string {
 // writeStatusSummary writes the cycle's outcome, errors and problems.
 func writeStatusSummary(w io.Writer, d Doc, c statusClock) {
 	fmt.Fprintf(w, "Cluster:      %s\n", d.Cluster)
+	writeVersions(w, d)
 	fmt.Fprintf(w, "Last cycle:   %s, took %s\n", c.at(d.CycleAt), d.Duration)
 	if d.Error != "" {
 		fmt.Fprintf(w, "Cycle error:  %s\n", d.Error)
@@ -227,4 +237,30 @@ func orNone(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writeVersions writes the version each function last ran: evaluate's from
+// the cycle, drain's and schedule's from their records (when read).
+func writeVersions(w io.Writer, d Doc) {
+	parts := []string{"evaluate " + orNone(buildShort(d))}
+	if d.FunctionBuilds != nil {
+		for _, fn := range RecordedBuilds {
+			if b, ok := d.FunctionBuilds[fn]; ok {
+				parts = append(parts, fn+" "+b.Build.Short())
+			} else {
+				parts = append(parts, fn+" not recorded")
+			}
+		}
+	}
+	fmt.Fprintf(w, "Versions:     %s\n", strings.Join(parts, ", "))
+	if d.FunctionBuildsError != "" {
+		fmt.Fprintf(w, "Versions error: %s\n", d.FunctionBuildsError)
+	}
+}
+
+func buildShort(d Doc) string {
+	if d.Build == nil {
+		return "" // a status written before builds were recorded
+	}
+	return d.Build.Short()
 }

@@ -62,9 +62,10 @@ func Decode(data []byte, v any) error {
 	if err := checkValue(dec, "", schemaOf(rv.Type().Elem())); err != nil {
 		return err
 	}
+	end := dec.InputOffset()
 	if _, err := dec.Token(); err != io.EOF {
 		if err == nil {
-			return &Error{Msg: fmt.Sprintf("unexpected data after the document at offset %d", dec.InputOffset()), Err: ErrSyntax}
+			return &Error{Msg: fmt.Sprintf("unexpected data after the document, which ends at offset %d", end), Err: ErrSyntax}
 		}
 		return &Error{Msg: "after the document: " + strings.TrimPrefix(err.Error(), "json: "), Err: ErrSyntax}
 	}

@@ -76,7 +76,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"skipped field", `{"Skipped":"x"}`, "Skipped: unknown field", false},
 		{"unexported field", `{"hidden":"x"}`, "hidden: unknown field", false},
 		{"untagged in lower case", `{"untagged":"x"}`, "untagged: unknown field", false},
-		{"trailing object", `{"action":"plan"} {"action":"add"}`, "unexpected data after the document", true},
+		{"trailing object", `{"action":"plan"} {"action":"add"}`, "unexpected data after the document, which ends at offset 17", true},
 		{"trailing garbage", `{"action":"plan"} x`, "after the document", true},
 		{"cut short", `{"action":`, "action: unexpected end of input", true},
 		{"bad syntax", `{"action" "plan"}`, "invalid character", true},

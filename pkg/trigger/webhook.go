@@ -20,9 +20,11 @@ const (
 	WebhookConfigName = "nodetide-trigger"
 	// WebhookName names the one webhook in it.
 	WebhookName = "failedscheduling.trigger.nodetide.io"
-	// TimeoutSeconds bounds the API server's wait for the endpoint. The
-	// scheduler writes Events in the background, so even a hanging
-	// endpoint does not delay scheduling.
+	// TimeoutSeconds bounds the API server's wait for the endpoint: a
+	// hanging endpoint holds each FailedScheduling Event write that long
+	// (then the write goes ahead: failurePolicy Ignore). The scheduler
+	// writes Events from goroutines apart from its scheduling loop, so
+	// scheduling does not wait.
 	TimeoutSeconds = 2
 	managedByLabel = "app.kubernetes.io/managed-by"
 )

@@ -10,7 +10,8 @@
 //   - Auto Scaling: DescribeAutoScalingGroups (AutoScalingGroupNames, Filters
 //     tag-key / tag-value / tag:<key>, MaxRecords + NextToken, IncludeInstances),
 //     SetDesiredCapacity, TerminateInstanceInAutoScalingGroup,
-//     PutLifecycleHook, CompleteLifecycleAction, RecordLifecycleActionHeartbeat,
+//     PutLifecycleHook, DescribeLifecycleHooks, DeleteLifecycleHook,
+//     CompleteLifecycleAction, RecordLifecycleActionHeartbeat,
 //     DescribeScalingActivities and DescribeLaunchConfigurations.
 //   - EC2: DescribeInstanceTypes, DescribeLaunchTemplateVersions,
 //     GetInstanceTypesFromInstanceRequirements, DescribeInstances and
@@ -49,6 +50,19 @@
 //     test takes out with ScaleIn (the double never scales in by itself
 //     under a hook); a launch hook is stored and never holds a launch.
 //     Timeouts are applied when the double is next called, not on a timer.
+//     A token no open action holds (made up, completed, timed out) gets
+//     AWS's ValidationError "No active Lifecycle Action found with token
+//     <token>", and a held machine is Terminating:Wait, then
+//     Terminating:Proceed, as AWS lists them. A call carrying both a token
+//     and an instance ID is matched by the token alone: what AWS does when
+//     the two disagree is not documented. DeleteLifecycleHook first
+//     completes the actions waiting on the hook with CONTINUE, as AWS
+//     documents; deleting a hook the group does not have is a
+//     ValidationError "No Lifecycle Hook found with name <hook> for group
+//     <group>" (AWS's wording for this case is not documented).
+//     DescribeLifecycleHooks answers in one page. A machine taken out with
+//     ScaleIn waits on one termination hook only (AWS makes an action per
+//     hook): tests with two hooks on a group take no machine out of it.
 //   - No cooldowns, instance protection, termination
 //     policies (scale-in takes Pending machines first, then the newest), AZ
 //     rebalancing or weighted capacity.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -261,4 +262,96 @@ func (s *Server) recordHeartbeat(form map[string][]string, reqID string) (any, *
 		return nil, err
 	}
 	return s.empty("RecordLifecycleActionHeartbeat", reqID), nil
+}
+
+// Hooks returns a group's lifecycle hooks by name, for assertions.
+func (s *Server) Hooks(groupName string) []LifecycleHook {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.groups[groupName]
+	if !ok {
+		return nil
+	}
+	out := make([]LifecycleHook, 0, len(g.hooks))
+	for _, h := range g.hooks {
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b LifecycleHook) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+type xmlLifecycleHook struct {
+	Name             string `xml:"LifecycleHookName"`
+	Group            string `xml:"AutoScalingGroupName"`
+	Transition       string `xml:"LifecycleTransition"`
+	HeartbeatTimeout int    `xml:"HeartbeatTimeout"`
+	GlobalTimeout    int    `xml:"GlobalTimeout"`
+	DefaultResult    string `xml:"DefaultResult"`
+}
+
+type describeLifecycleHooksResponse struct {
+	XMLName  xml.Name           `xml:"DescribeLifecycleHooksResponse"`
+	NS       string             `xml:"xmlns,attr"`
+	Hooks    []xmlLifecycleHook `xml:"DescribeLifecycleHooksResult>LifecycleHooks>member"`
+	Metadata responseMetadata   `xml:"ResponseMetadata"`
+}
+
+// describeLifecycleHooks lists a group's hooks (those named in
+// LifecycleHookNames only, when given; a name no hook has is left out, not
+// an error), sorted by name.
+func (s *Server) describeLifecycleHooks(form map[string][]string, reqID string) (any, *apiError) {
+	group := first(form, "AutoScalingGroupName")
+	names := list(form, "LifecycleHookNames", "member")
+	s.mu.Lock()
+	_, ok := s.groups[group]
+	s.mu.Unlock()
+	if !ok {
+		return nil, validation("AutoScalingGroup name not found - AutoScalingGroup %s not found", group)
+	}
+	resp := describeLifecycleHooksResponse{NS: autoScalingNS, Metadata: responseMetadata{reqID}}
+	for _, h := range s.Hooks(group) {
+		if len(names) > 0 && !slices.Contains(names, h.Name) {
+			continue
+		}
+		hb := int(h.HeartbeatTimeout.Seconds())
+		resp.Hooks = append(resp.Hooks, xmlLifecycleHook{Name: h.Name, Group: h.Group, Transition: h.Transition,
+			HeartbeatTimeout: hb, GlobalTimeout: int(min(100*h.HeartbeatTimeout, maxGlobalTimeout).Seconds()), DefaultResult: h.DefaultResult})
+	}
+	return resp, nil
+}
+
+// deleteLifecycleHook removes a hook. As AWS documents, the actions still
+// waiting on it are completed first: CONTINUE for terminating machines
+// (which then go).
+func (s *Server) deleteLifecycleHook(form map[string][]string, reqID string) (any, *apiError) {
+	group, hook := first(form, "AutoScalingGroupName"), first(form, "LifecycleHookName")
+	s.mu.Lock()
+	expired := s.expireLocked()
+	g, ok := s.groups[group]
+	var err *apiError
+	var events []Event
+	switch {
+	case !ok:
+		err = validation("AutoScalingGroup name not found - AutoScalingGroup %s not found", group)
+	case g.hooks[hook] == (LifecycleHook{}):
+		err = validation("No Lifecycle Hook found with name %s for group %s", hook, group)
+	default:
+		for _, a := range s.actions {
+			if a.Result != "" || a.Group != group || a.Hook != hook {
+				continue
+			}
+			a.Result = ResultContinue
+			if _, in := s.findInstanceLocked(a.InstanceID); in != nil {
+				events = append(events, s.proceedLocked(g, in))
+			}
+		}
+		delete(g.hooks, hook)
+	}
+	onTerminate := slices.Clone(s.onTerminate)
+	s.mu.Unlock()
+	notify(onTerminate, append(expired, events...))
+	if err != nil {
+		return nil, err
+	}
+	return s.empty("DeleteLifecycleHook", reqID), nil
 }

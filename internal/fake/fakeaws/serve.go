@@ -103,6 +103,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		body, err = s.terminateInstance(form, reqID)
 	case svc == autoScaling && action == "PutLifecycleHook":
 		body, err = s.putLifecycleHook(form, reqID)
+	case svc == autoScaling && action == "DescribeLifecycleHooks":
+		body, err = s.describeLifecycleHooks(form, reqID)
+	case svc == autoScaling && action == "DeleteLifecycleHook":
+		body, err = s.deleteLifecycleHook(form, reqID)
 	case svc == autoScaling && action == "CompleteLifecycleAction":
 		body, err = s.completeLifecycleAction(form, reqID)
 	case svc == autoScaling && action == "RecordLifecycleActionHeartbeat":

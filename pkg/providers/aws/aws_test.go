@@ -827,3 +827,27 @@ func TestZones(t *testing.T) {
 		}
 	}
 }
+
+// A group reports each machine's lifecycle state as described: a drain
+// proves a termination hook holds the machine by Terminating:Wait.
+func TestLifecycleState(t *testing.T) {
+	d, as, ec2c := newDouble(t)
+	d.AddGroup(fakeaws.Group{Name: "held", MaxSize: 3, DesiredCapacity: 2})
+	if err := d.PutLifecycleHook(fakeaws.LifecycleHook{Group: "held", Name: "drain", Transition: fakeaws.TransitionTerminating}); err != nil {
+		t.Fatal(err)
+	}
+	g0, _ := d.Group("held")
+	if _, err := d.ScaleIn("held", g0.Instances[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "held"}).(*ngaws.Group)
+	if lc, ok := g.LifecycleState(g0.Instances[0].ID); !ok || lc != fakeaws.StateTerminatingWait {
+		t.Errorf("held machine: %q %t, want Terminating:Wait", lc, ok)
+	}
+	if lc, ok := g.LifecycleState(g0.Instances[1].ID); !ok || lc != fakeaws.StateInService {
+		t.Errorf("other machine: %q %t, want InService", lc, ok)
+	}
+	if _, ok := g.LifecycleState("i-0000000000000dead"); ok {
+		t.Error("a machine the group does not list has a state")
+	}
+}

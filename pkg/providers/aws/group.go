@@ -178,6 +178,18 @@ func existing(asg astypes.AutoScalingGroup) int {
 	return n
 }
 
+// LifecycleState is the ASG's lifecycle state of one of its machines, as
+// last described (Terminating:Wait while a termination lifecycle hook holds
+// it); false when the ASG does not list the machine, warm pool included.
+func (g *Group) LifecycleState(instanceID string) (string, bool) {
+	for _, in := range g.snapshot().Instances {
+		if awssdk.ToString(in.InstanceId) == instanceID {
+			return string(in.LifecycleState), true
+		}
+	}
+	return "", false
+}
+
 // Instances implements providers.NodeGroup. When the group is short of its
 // desired capacity and the newest launch activity failed (no capacity, a
 // bad launch template, a quota), the missing machines are reported as

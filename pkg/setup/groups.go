@@ -1,0 +1,61 @@
+package setup
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+
+	"github.com/nodetide/nodetide/pkg/config"
+	awsprovider "github.com/nodetide/nodetide/pkg/providers/aws"
+)
+
+// AutoScalingGroup is one Auto Scaling Group the config manages, with a
+// client for its region.
+type AutoScalingGroup struct {
+	// Entry is the config entry that names or discovers it
+	// (nodeGroups[i]).
+	Entry string
+	Name  string
+	// Discovered: found by the entry's tags, not named by it.
+	Discovered bool
+	Client     *autoscaling.Client
+}
+
+// AutoScalingGroups lists the Auto Scaling Groups of the config's aws
+// entries as evaluate finds them: named groups by name, discovered ones by
+// their tags (autoscaling:DescribeAutoScalingGroups only).
+func AutoScalingGroups(ctx context.Context, cfg *config.Config, a *AWS) ([]AutoScalingGroup, error) {
+	var out []AutoScalingGroup
+	for i, g := range cfg.NodeGroups {
+		if g.Provider != config.ProviderAWS {
+			continue
+		}
+		path := fmt.Sprintf("nodeGroups[%d]", i)
+		ac, err := a.Config(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if g.AWS.Region != "" {
+			ac.Region = g.AWS.Region
+		}
+		as, ec := awsprovider.NewClients(ac)
+		p, err := awsprovider.New(as, ec, awsprovider.Options{ClusterName: cfg.Cluster.Name,
+			AutoScalingGroup: g.AWS.AutoScalingGroup, AutoDiscovery: g.AWS.AutoDiscovery, MinSize: g.MinSize, MaxSize: g.MaxSize})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		groups, err := p.NodeGroups(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		for _, ng := range groups {
+			asg, ok := ng.(*awsprovider.Group)
+			if !ok {
+				return nil, fmt.Errorf("%s: node group %s is not an Auto Scaling group", path, ng.Name())
+			}
+			out = append(out, AutoScalingGroup{Entry: path, Name: asg.AutoScalingGroupName(), Discovered: g.AWS.AutoScalingGroup == "", Client: as})
+		}
+	}
+	return out, nil
+}

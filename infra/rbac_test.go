@@ -26,6 +26,9 @@ func TestRBAC(t *testing.T) {
 	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
 	roles := map[string]rbacv1.ClusterRole{}
 	bindings := map[string]rbacv1.ClusterRoleBinding{}
+	nsRoles := map[string]rbacv1.Role{}
+	nsBindings := map[string]rbacv1.RoleBinding{}
+	configMaps := map[string]bool{}
 	for {
 		var obj struct {
 			Kind string `json:"kind"`
@@ -47,6 +50,12 @@ func TestRBAC(t *testing.T) {
 			roles[obj.Name] = obj.ClusterRole
 		case "ClusterRoleBinding":
 			bindings[obj.Name] = rbacv1.ClusterRoleBinding{ObjectMeta: obj.ObjectMeta, Subjects: obj.Subjects, RoleRef: obj.RoleRef}
+		case "Role":
+			nsRoles[obj.Namespace+"/"+obj.Name] = rbacv1.Role{ObjectMeta: obj.ObjectMeta, Rules: obj.Rules}
+		case "RoleBinding":
+			nsBindings[obj.Namespace+"/"+obj.Name] = rbacv1.RoleBinding{ObjectMeta: obj.ObjectMeta, Subjects: obj.Subjects, RoleRef: obj.RoleRef}
+		case "ConfigMap":
+			configMaps[obj.Namespace+"/"+obj.Name] = true
 		default:
 			t.Errorf("unexpected kind %s", obj.Kind)
 		}
@@ -125,5 +134,28 @@ func TestRBAC(t *testing.T) {
 		if len(b.Subjects) != 1 || b.Subjects[0].Kind != "Group" || b.Subjects[0].Name != stack.KubernetesGroup(fn) {
 			t.Errorf("binding %s: subjects %+v, want the group %s", name, b.Subjects, stack.KubernetesGroup(fn))
 		}
+	}
+	checkStatusRole(t, nsRoles, nsBindings, configMaps)
+}
+
+// checkStatusRole: evaluate gets and updates the one status ConfigMap, which
+// the manifest creates (create cannot be scoped to a name), in its namespace
+// only.
+func checkStatusRole(t *testing.T, roles map[string]rbacv1.Role, bindings map[string]rbacv1.RoleBinding, configMaps map[string]bool) {
+	t.Helper()
+	const name = "kube-system/nodetide-evaluate-status"
+	if len(roles) != 1 || len(bindings) != 1 || len(configMaps) != 1 || !configMaps["kube-system/nodetide-status"] {
+		t.Fatalf("Roles %v, RoleBindings %v, ConfigMaps %v: want only %s and the ConfigMap kube-system/nodetide-status", roles, bindings, configMaps, name)
+	}
+	role, ok := roles[name]
+	want := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"nodetide-status"}, Verbs: []string{"get", "update"}}
+	if !ok || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, want.APIGroups) || !slices.Equal(role.Rules[0].Resources, want.Resources) ||
+		!slices.Equal(role.Rules[0].ResourceNames, want.ResourceNames) || !slices.Equal(role.Rules[0].Verbs, want.Verbs) {
+		t.Errorf("Role %s: %+v, want the one rule %+v", name, role.Rules, want)
+	}
+	b, ok := bindings[name]
+	if !ok || b.RoleRef.Kind != "Role" || b.RoleRef.Name != "nodetide-evaluate-status" ||
+		len(b.Subjects) != 1 || b.Subjects[0].Kind != "Group" || b.Subjects[0].Name != stack.KubernetesGroup("evaluate") {
+		t.Errorf("RoleBinding %s: %+v", name, b)
 	}
 }

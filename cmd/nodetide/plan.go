@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/statustable"
 )
 
 func newPlanCmd(g *globals) *cobra.Command {
@@ -82,7 +83,7 @@ func writePlanTable(w io.Writer, p planner.Plan) error {
 	for _, g := range p.NodeGroups {
 		room := "-"
 		if h := g.Headroom; h != nil {
-			room = headroomCell(h.Rule, h.Free, h.Met, h.Need, h.Adding, h.Blocked)
+			room = statustable.HeadroomCell(h.Rule, h.Free, h.Met, h.Need, h.Adding, h.Blocked)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f%%\t%.0f%%\t%s\n", g.Name, g.Nodes, g.TargetSize, 100*g.CPUUtilization, 100*g.MemoryUtilization, room)
 	}

@@ -72,7 +72,7 @@ func newUninstallCmd(g *globals) *cobra.Command {
 		Short: "Remove what nodetide put in the cluster and on its Auto Scaling groups (prints the plan; --yes acts)",
 		Long: "Lists, then with --yes removes, this cluster's lifecycle hooks " + config.LifecycleHookPrefix + "<cluster> on every Auto Scaling group\n" +
 			"the config names or discovers, the webhook configuration " + trigger.WebhookConfigName + ", ConfigMaps labelled " + managedByLabel + "=nodetide,\n" +
-			"the draining taint (and nodetide's cordon) on nodes, and the ClusterRoles and ClusterRoleBindings of deploy/rbac.yaml.\n" +
+			"the draining taint (and nodetide's cordon) on nodes, and the ClusterRoles, ClusterRoleBindings, Role and RoleBinding of deploy/rbac.yaml.\n" +
 			"It keeps the state table, the node groups at their size and the stack (cdk destroy removes it, after this).\n" +
 			"It refuses while drains run, unless --force. Run it again: it finds nothing left to do.",
 		Example: `  nodetide uninstall --config nodetide.yaml
@@ -142,6 +142,7 @@ func planUninstall(ctx context.Context, cfg *config.Config, client kubernetes.In
 		func(ctx context.Context, p *uninstallPlan) error { return planNodes(ctx, client, store, p) },
 		func(ctx context.Context, p *uninstallPlan) error { return planConfigMaps(ctx, client, p) },
 		func(ctx context.Context, p *uninstallPlan) error { return planRBAC(ctx, client, p) },
+		func(ctx context.Context, p *uninstallPlan) error { return planStatusRBAC(ctx, client, p) },
 	}
 	for _, step := range steps {
 		if err := step(ctx, p); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -50,7 +51,7 @@ func rbacManifest(t *testing.T) (roles []rbacv1.ClusterRole, bindings []rbacv1.C
 				t.Fatal(err)
 			}
 			bindings = append(bindings, r)
-		case "":
+		case "", "Role", "RoleBinding", "ConfigMap": // TestUninstallKnowsTheStatusRBAC
 		default:
 			t.Fatalf("deploy/rbac.yaml: kind %s, which uninstall does not know", head.Kind)
 		}
@@ -78,6 +79,44 @@ func TestUninstallKnowsTheRBACManifest(t *testing.T) {
 	var want []string
 	for _, o := range rbacObjects {
 		want = append(want, o.Kind+"/"+o.Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("deploy/rbac.yaml holds %v, uninstall removes %v", got, want)
+	}
+}
+
+// TestUninstallKnowsTheStatusRBAC: uninstall removes deploy/rbac.yaml's
+// namespaced objects: its Role and RoleBinding by name and label, its status
+// ConfigMap by the managed-by label.
+func TestUninstallKnowsTheStatusRBAC(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var obj struct {
+			metav1.TypeMeta   `json:",inline"`
+			metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		switch obj.Kind {
+		case "Role", "RoleBinding":
+			got = append(got, obj.Kind+"/"+obj.Namespace+"/"+obj.Name)
+			if obj.Labels[nameLabel] != "nodetide" {
+				t.Errorf("%s %s lacks the label %s=nodetide uninstall checks", obj.Kind, obj.Name, nameLabel)
+			}
+		case "ConfigMap":
+			if obj.Labels[managedByLabel] != "nodetide" {
+				t.Errorf("ConfigMap %s lacks the label %s=nodetide uninstall removes it by", obj.Name, managedByLabel)
+			}
+		}
+	}
+	var want []string
+	for _, o := range statusRBACObjects {
+		want = append(want, o.Kind+"/"+o.Namespace+"/"+o.Name)
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("deploy/rbac.yaml holds %v, uninstall removes %v", got, want)
@@ -241,6 +280,10 @@ nodeGroups:
 	}
 	t.Cleanup(func() { _, _ = trigger.Uninstall(context.Background(), cp.Client) })
 	status := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "nodetide-status", Namespace: "kube-system", Labels: map[string]string{managedByLabel: "nodetide"}}}
+	// An earlier test's `nodetide run` may have written one already.
+	if err := cp.Client.CoreV1().ConfigMaps("kube-system").Delete(ctx, status.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
 	if _, err := cp.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, status, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

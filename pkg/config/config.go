@@ -7,6 +7,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,7 @@ type Config struct {
 	Drain     Drain           `yaml:"drain"`
 	Evaluate  Evaluate        `yaml:"evaluate"`
 	Events    Events          `yaml:"events"`
+	Status    Status          `yaml:"status"`
 
 	// Dir is the directory relative paths in the config resolve against.
 	Dir string `yaml:"-"`
@@ -392,6 +394,65 @@ func (c *Config) EventSettings() EventSettings {
 	return e
 }
 
+// Status is where evaluate publishes its status besides the state store.
+type Status struct {
+	// ConfigMap is the status ConfigMap; `configMap: false` turns it off.
+	ConfigMap *StatusConfigMap `yaml:"configMap"`
+}
+
+// StatusConfigMap names the status ConfigMap, or turns it off.
+type StatusConfigMap struct {
+	Off       bool   `yaml:"-"`
+	Namespace string `yaml:"namespace"`
+	Name      string `yaml:"name"`
+}
+
+// UnmarshalYAML reads `false` (off), `true` (the defaults) or the mapping.
+func (s *StatusConfigMap) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" {
+		var on bool
+		if err := n.Decode(&on); err != nil {
+			return err
+		}
+		*s = StatusConfigMap{Off: !on}
+		return nil
+	}
+	type plain StatusConfigMap
+	return n.Decode((*plain)(s))
+}
+
+// Defaults of the status ConfigMap.
+const (
+	DefaultStatusNamespace = "kube-system"
+	DefaultStatusName      = "nodetide-status"
+)
+
+// StatusConfigMapRef is the status ConfigMap's namespace and name, defaults
+// filled in; ok is false when it is off.
+func (c *Config) StatusConfigMapRef() (namespace, name string, ok bool) {
+	cm := c.Status.ConfigMap
+	if cm == nil {
+		return DefaultStatusNamespace, DefaultStatusName, true
+	}
+	if cm.Off {
+		return "", "", false
+	}
+	return cmp.Or(cm.Namespace, DefaultStatusNamespace), cmp.Or(cm.Name, DefaultStatusName), true
+}
+
+func (c *Config) validateStatus(errs *fieldErrors) {
+	ns, name, ok := c.StatusConfigMapRef()
+	if !ok {
+		return
+	}
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		errs.add(0, "status.configMap.namespace", fmt.Sprintf("%q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		errs.add(0, "status.configMap.name", fmt.Sprintf("%q is not a ConfigMap name: %s", name, strings.Join(msgs, "; ")))
+	}
+}
+
 // EvaluateSettings are the evaluate timings with defaults.
 type EvaluateSettings struct {
 	Interval time.Duration
@@ -547,6 +608,7 @@ func (c *Config) validate(errs *fieldErrors) {
 	c.validateScaling(names, errs)
 	c.validateTiming(errs)
 	c.validateDrain(errs)
+	c.validateStatus(errs)
 }
 
 func (c *Config) validateCluster(errs *fieldErrors) {

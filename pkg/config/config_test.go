@@ -73,6 +73,34 @@ nodeGroups: [{name: g, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: 
 	}
 }
 
+// TestStatusConfigMap: on by default in kube-system/nodetide-status; false
+// turns it off; a mapping names it.
+func TestStatusConfigMap(t *testing.T) {
+	base := "cluster: {name: c}\nstate: {memory: {}}\nnodeGroups: [{name: g, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}}}}]\n"
+	cases := []struct {
+		name, doc, ns, cm string
+		on                bool
+	}{
+		{"default", "", "kube-system", "nodetide-status", true},
+		{"off", "status: {configMap: false}\n", "", "", false},
+		{"true", "status: {configMap: true}\n", "kube-system", "nodetide-status", true},
+		{"named", "status: {configMap: {namespace: nodetide, name: status}}\n", "nodetide", "status", true},
+		{"name only", "status: {configMap: {name: status}}\n", "kube-system", "status", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(base+tc.doc), "x.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns, name, on := cfg.StatusConfigMapRef()
+			if ns != tc.ns || name != tc.cm || on != tc.on {
+				t.Errorf("got %q %q %v, want %q %q %v", ns, name, on, tc.ns, tc.cm, tc.on)
+			}
+		})
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	base := "cluster: {name: c}\nstate: {memory: {}}\n"
 	kwok := "nodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 3, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}}}}]\n"
@@ -110,6 +138,10 @@ func TestParseErrors(t *testing.T) {
 		{"no pod events", base + kwok + "events: {maxPodEventsPerCycle: 0}\n", []string{"events.maxPodEventsPerCycle: must be from 1 to 10000, got 0"}},
 		{"event interval too short", base + kwok + "events: {notTriggerScaleUpInterval: 10ms}\n", []string{"events.notTriggerScaleUpInterval: must be at least 1s"}},
 		{"unknown events key", base + kwok + "events: {maxPodEvents: 5}\n", []string{"events.maxPodEvents: unknown field"}},
+		{"status ConfigMap not a bool or mapping", base + kwok + "status: {configMap: off}\n", []string{"x.yaml:4: status.configMap: must be a mapping"}},
+		{"status ConfigMap unknown key", base + kwok + "status: {configMap: {namespce: x}}\n", []string{"x.yaml:4: status.configMap.namespce: unknown field"}},
+		{"status ConfigMap bad name", base + kwok + "status: {configMap: {name: Not_A_Name}}\n", []string{`x.yaml:4: status.configMap.name: "Not_A_Name" is not a ConfigMap name`}},
+		{"status ConfigMap bad namespace", base + kwok + "status:\n  configMap:\n    namespace: kube.system\n", []string{`x.yaml:6: status.configMap.namespace: "kube.system" is not a namespace name`}},
 		{"list expected", base + "nodeGroups: {name: g}\n", []string{"nodeGroups: must be a list"}},
 		{"kamatera without INI", base + "nodeGroups: [{provider: kamatera, kamatera: {}}]\n", []string{"nodeGroups[0].kamatera.cloudConfig: is required for provider kamatera (or cloudConfigSecret)"}},
 		{"kamatera INI twice", base + "nodeGroups: [{provider: kamatera, kamatera: {cloudConfig: k.ini, cloudConfigSecret: arn:aws:secretsmanager:eu-west-1:1:secret:k}}]\n", []string{"nodeGroups[0].kamatera: set cloudConfig (a file) or cloudConfigSecret"}},

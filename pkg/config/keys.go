@@ -135,6 +135,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 			checkDuration(n, path, errs)
 			return
 		}
+		if t == typeOf[StatusConfigMap]() && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" {
+			return // false turns it off, true keeps the defaults
+		}
 		checkStruct(n, t, path, errs)
 	case reflect.Slice:
 		checkList(n, t, path, errs)

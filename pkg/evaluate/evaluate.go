@@ -77,8 +77,17 @@ type Evaluator struct {
 	// PendingAlarm is how long a pod may stay unschedulable before it is a
 	// problem (Status.Problems, metrics.Problems); 0: DefaultPendingAlarm.
 	PendingAlarm time.Duration
+	// StatusMap, when set, also publishes each cycle's status where kubectl
+	// reads it (statusmap.Writer: the status ConfigMap).
+	StatusMap StatusPublisher
 
 	notTriggered podEventMemory
+}
+
+// StatusPublisher publishes a cycle's status beside the stored one. Its
+// refusal is the cycle's problem, never its error.
+type StatusPublisher interface {
+	Write(ctx context.Context, st Status) error
 }
 
 // Action is one thing a run did, or tried to do.

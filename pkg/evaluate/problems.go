@@ -33,6 +33,11 @@ const (
 	// did not find. Reported, not alarmed on: a discovered group may come
 	// and go, and the config is the operator's to fix.
 	ProblemHeadroomGroupNotFound = "HeadroomGroupNotFound"
+	// ProblemStatusNotPublished is a status the cluster refused to store
+	// (the status ConfigMap: RBAC, a missing namespace). Reported, not
+	// alarmed on: the cycle's work is done, and `nodetide status` still reads
+	// the stored status.
+	ProblemStatusNotPublished = "StatusNotPublished"
 )
 
 // Problem is one kind of problem the cycle found, how many, and which.

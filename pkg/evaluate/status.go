@@ -209,6 +209,11 @@ func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planne
 	if st.Problems == nil {
 		st.Problems = []Problem{}
 	}
+	if e.StatusMap != nil {
+		if err := e.StatusMap.Write(ctx, st); err != nil {
+			st.Problems = append(st.Problems, Problem{Kind: ProblemStatusNotPublished, Count: 1, Detail: clip(err.Error())})
+		}
+	}
 	doc, err := json.Marshal(st)
 	if err == nil {
 		err = store.PutStatus(ctx, StatusName, doc)

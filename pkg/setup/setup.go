@@ -39,6 +39,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/providers/scaleway"
 	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/state"
+	"github.com/nodetide/nodetide/pkg/statusmap"
 )
 
 // Environment variables the functions read their config from (first set wins).
@@ -568,6 +569,9 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 		Log:      log,
 		Holder:   holder,
 		LeaseTTL: 2 * time.Minute,
+	}
+	if ns, name, ok := cfg.StatusConfigMapRef(); ok {
+		ev.StatusMap = &statusmap.Writer{Client: client, Namespace: ns, Name: name, Cluster: cfg.Cluster.Name, Log: log}
 	}
 	if es := cfg.EventSettings(); es.Enabled {
 		ev.Events = &kubeevents.Recorder{Client: client, Instance: holder, Log: log}

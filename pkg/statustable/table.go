@@ -1,0 +1,266 @@
+// Package statustable is the status of the last evaluate cycle as a person
+// reads it: the table `nodetide status` prints and the status ConfigMap's
+// text holds.
+package statustable
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/state"
+)
+
+// Doc is what `nodetide status` prints: the last evaluate cycle's status,
+// its running drains replaced by the ones read now when that works.
+type Doc struct {
+	Cluster string `json:"cluster"`
+	evaluate.Status
+	// DrainsReadAt is when Drains were read: now, or the cycle's time when
+	// the live read failed (DrainsError says why).
+	DrainsReadAt time.Time `json:"drainsReadAt"`
+	DrainsError  string    `json:"drainsError,omitempty"`
+	// FunctionBuilds are the builds drain and schedule last started with
+	// (evaluate's is the cycle's build).
+	FunctionBuilds      map[string]state.FunctionBuild `json:"functionBuilds,omitempty"`
+	FunctionBuildsError string                         `json:"functionBuildsError,omitempty"`
+}
+
+// RecordedBuilds are the functions that record the build they start with
+// (evaluate's is in its cycle status).
+var RecordedBuilds = []string{"drain", "schedule"}
+
+// Write prints the status for a person; times are absolute
+// (UTC) with how long ago they were, as of now.
+func Write(w io.Writer, d Doc, now time.Time) error {
+	c := statusClock{now: now}
+	writeStatusSummary(w, d, c)
+	for _, section := range []func(io.Writer, Doc, statusClock) error{
+		writeGroupsTable, writeUnneededTable, writeDrainsTable, writeActionsTable,
+	} {
+		if err := section(w, d, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// statusClock writes instants as RFC 3339 with their distance from now, so a
+// reader sees at a glance how stale each one is.
+type statusClock struct{ now time.Time }
+
+func (c statusClock) at(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	if d := c.now.Sub(t); d < 0 {
+		return t.UTC().Format(time.RFC3339) + " (in " + age(-d) + ")"
+	}
+	return t.UTC().Format(time.RFC3339) + " (" + age(c.now.Sub(t)) + " ago)"
+}
+
+func (c statusClock) atp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return c.at(*t)
+}
+
+// writeStatusSummary writes the cycle's outcome, errors and problems.
+func writeStatusSummary(w io.Writer, d Doc, c statusClock) {
+	fmt.Fprintf(w, "Cluster:      %s\n", d.Cluster)
+	writeVersions(w, d)
+	fmt.Fprintf(w, "Last cycle:   %s, took %s\n", c.at(d.CycleAt), d.Duration)
+	if d.Error != "" {
+		fmt.Fprintf(w, "Cycle error:  %s\n", d.Error)
+	}
+	if d.LastError != nil {
+		fmt.Fprintf(w, "Last error:   %s: %s\n", c.at(d.LastError.At), d.LastError.Message)
+	} else {
+		fmt.Fprintf(w, "Last error:   none\n")
+	}
+	if groupsNotRead(d.Status) {
+		fmt.Fprintf(w, "Node groups as of %s (the last cycle did not read them)\n", c.at(d.GroupsAt))
+	}
+	fmt.Fprintf(w, "Unschedulable pods: %d\n", d.UnschedulablePods)
+	// What the essential monitoring level's alarm fires on.
+	if len(d.Problems) == 0 {
+		fmt.Fprintln(w, "Problems:     none")
+	}
+	for _, p := range d.Problems {
+		fmt.Fprintf(w, "Problem:      %s (%d): %s\n", p.Kind, p.Count, p.Detail)
+	}
+}
+
+// groupsNotRead reports whether the last cycle failed before it read the
+// node groups, so they are an earlier cycle's. A cycle reads them during its
+// run: GroupsAt (the snapshot's capture) falls after the cycle began, which
+// is CycleAt (its end) less Duration, not at CycleAt itself. A millisecond
+// covers Duration's rounding.
+func groupsNotRead(st evaluate.Status) bool {
+	took, err := time.ParseDuration(st.Duration)
+	if err != nil {
+		took = 0
+	}
+	return st.GroupsAt.Before(st.CycleAt.Add(-took - time.Millisecond))
+}
+
+// writeGroupsTable writes one row per node group.
+func writeGroupsTable(w io.Writer, d Doc, c statusClock) error {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE GROUP\tPROVIDER\tMIN\tMAX\tTARGET\tREGISTERED\tREADY\tHEALTH\tBACKOFF UNTIL\tLAST SCALE-UP\tLAST SCALE-DOWN\tCPU\tMEM\tHEADROOM")
+	for _, g := range d.NodeGroups {
+		health := "Healthy"
+		if len(g.Health) > 0 {
+			health = strings.Join(g.Health, ",")
+		}
+		room := "-"
+		if h := g.Headroom; h != nil {
+			room = HeadroomCell(h.Rule, h.Free, h.Met, h.Need, h.Adding, h.Blocked)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\n", g.Name, g.Provider, g.MinSize, g.MaxSize,
+			g.TargetSize, g.Registered, g.Ready, health, c.atp(g.BackoffUntil), c.atp(g.LastScaleUp), c.atp(g.LastScaleDown),
+			100*g.CPUUtilization, 100*g.MemoryUtilization, room)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	more(w, d.NodeGroupsOmitted, "node groups")
+	return nil
+}
+
+// writeUnneededTable writes the nodes scale-down is counting down on.
+func writeUnneededTable(w io.Writer, d Doc, c statusClock) error {
+	fmt.Fprintln(w)
+	if len(d.Unneeded) == 0 {
+		fmt.Fprintln(w, "No unneeded nodes.")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "UNNEEDED NODE\tNODE GROUP\tSINCE")
+		for _, u := range d.Unneeded {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Node, orNone(u.NodeGroup), c.at(u.Since))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	more(w, d.UnneededOmitted, "unneeded nodes")
+	return nil
+}
+
+// writeDrainsTable writes the running drains, saying so when they are the
+// last cycle's because reading them now failed.
+func writeDrainsTable(w io.Writer, d Doc, c statusClock) error {
+	fmt.Fprintln(w)
+	switch {
+	case d.DrainsError != "":
+		fmt.Fprintf(w, "Running drains as of the last cycle (reading them now failed: %s):\n", d.DrainsError)
+	case len(d.Drains) == 0:
+		fmt.Fprintln(w, "No running drains.")
+	}
+	if len(d.Drains) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DRAINING NODE\tNODE GROUP\tPHASE\tSTARTED\tDEADLINE\tDRAIN")
+		for _, dr := range d.Drains {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dr.Node, dr.NodeGroup, orNone(dr.Phase), c.at(dr.StartedAt), c.at(dr.Deadline), dr.ID)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	more(w, d.DrainsOmitted, "running drains")
+	return nil
+}
+
+// writeActionsTable writes what the last cycle did, if anything.
+func writeActionsTable(w io.Writer, d Doc, _ statusClock) error {
+	if len(d.Actions) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LAST CYCLE'S ACTION\tNODE GROUP\tNODE\tDELTA\tERROR")
+	for _, a := range d.Actions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", a.Kind, a.NodeGroup, orNone(a.Node), a.Delta, orNone(a.Error))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	more(w, d.ActionsOmitted, "actions")
+	return nil
+}
+
+// HeadroomCell is a group's headroom for a table: the rule, what the group
+// has, and what is done about it ("2 spare nodes (1 free, scaling up +1)").
+func HeadroomCell(rule, free string, met bool, need, adding int, blocked string) string {
+	var now string
+	switch {
+	case met:
+		now = "met"
+	case adding > 0 && adding < need:
+		now = fmt.Sprintf("scaling up +%d of %d: %s", adding, need, blocked)
+	case adding > 0:
+		now = fmt.Sprintf("scaling up +%d", adding)
+	case blocked != "":
+		now = "short: " + blocked
+	default:
+		now = "short"
+	}
+	return fmt.Sprintf("%s (%s, %s)", rule, free, now)
+}
+
+func more(w io.Writer, n int, what string) {
+	if n > 0 {
+		fmt.Fprintf(w, "... and %d more %s, not shown\n", n, what)
+	}
+}
+
+// age is a duration as kubectl prints ages: 45s, 12m, 3h, 2d.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// writeVersions writes the version each function last ran: evaluate's from
+// the cycle, drain's and schedule's from their records (when read).
+func writeVersions(w io.Writer, d Doc) {
+	parts := []string{"evaluate " + orNone(buildShort(d))}
+	if d.FunctionBuilds != nil {
+		for _, fn := range RecordedBuilds {
+			if b, ok := d.FunctionBuilds[fn]; ok {
+				parts = append(parts, fn+" "+b.Build.Short())
+			} else {
+				parts = append(parts, fn+" not recorded")
+			}
+		}
+	}
+	fmt.Fprintf(w, "Versions:     %s\n", strings.Join(parts, ", "))
+	if d.FunctionBuildsError != "" {
+		fmt.Fprintf(w, "Versions error: %s\n", d.FunctionBuildsError)
+	}
+}
+
+func buildShort(d Doc) string {
+	if d.Build == nil {
+		return "" // a status written before builds were recorded
+	}
+	return d.Build.Short()
+}

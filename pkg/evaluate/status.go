@@ -126,9 +126,9 @@ type RecoveredCounts struct {
 	Untainted  int `json:"untainted"`
 }
 
-// Caps of the status lists and messages. At them the document stays under
-// state.MaxStatusSize: about 250 KB with every name and message at its
-// longest (TestStatusFitsOneItemAt5000Nodes). The *Omitted counts say what
+// Caps of the status lists and messages. At them the document stays well
+// within one DynamoDB item: about 490 KB with every name and message at its
+// longest, a tenth of that gzipped as stored (TestStatusFitsOneItemAt5000Nodes). The *Omitted counts say what
 // was left out.
 const (
 	maxStatusGroups   = 300

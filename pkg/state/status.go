@@ -22,9 +22,15 @@ type StatusStore interface {
 	GetStatus(ctx context.Context, name string) ([]byte, error)
 }
 
-// MaxStatusSize is the largest status document stored: DynamoDB's item
-// limit is 400 KB, keys and attribute names included.
+// MaxStatusSize bounds a status item as DynamoDB stores it (the gzipped
+// document): its item limit is 400 KB, keys and attribute names included.
+// Readers such as the status ConfigMap use it as their budget too.
 const MaxStatusSize = 380 * 1024
+
+// MaxStatusDocument bounds a status document before compression: at the
+// status's caps with every name at the longest Kubernetes allows it is
+// about 500 KB of JSON, which gzips to a tenth of that.
+const MaxStatusDocument = 4 << 20
 
 // ErrNoStatus means no status document has been written yet.
 var ErrNoStatus = errors.New("no status written yet")
@@ -41,8 +47,8 @@ func checkStatus(name string, doc []byte) error {
 	if name == "" {
 		return errors.New("put status: empty name")
 	}
-	if len(doc) > MaxStatusSize {
-		return fmt.Errorf("put status %s: document of %d bytes is over the %d-byte limit", name, len(doc), MaxStatusSize)
+	if len(doc) > MaxStatusDocument {
+		return fmt.Errorf("put status %s: document of %d bytes is over the %d-byte limit", name, len(doc), MaxStatusDocument)
 	}
 	return nil
 }
@@ -52,6 +58,7 @@ func (m *Memory) PutStatus(_ context.Context, name string, doc []byte) error {
 	if err := checkStatus(name, doc); err != nil {
 		return err
 	}
+
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.statuses == nil {
@@ -88,6 +95,9 @@ func (s *DynamoDB) PutStatus(ctx context.Context, name string, doc []byte) error
 	if err := zw.Close(); err != nil {
 		return fmt.Errorf("put status %s: compress: %w", name, err)
 	}
+	if z.Len() > MaxStatusSize {
+		return fmt.Errorf("put status %s: document of %d bytes is %d gzipped, over the %d-byte item limit", name, len(doc), z.Len(), MaxStatusSize)
+	}
 	item := s.key(statusPrefix + name)
 	item[attrDocGzip] = &types.AttributeValueMemberB{Value: z.Bytes()}
 	if _, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item}); err != nil {
@@ -123,18 +133,18 @@ func (s *DynamoDB) GetStatus(ctx context.Context, name string) ([]byte, error) {
 }
 
 // gunzip reads a stored document, refusing one that inflates past
-// MaxStatusSize (no writer makes one).
+// MaxStatusDocument (no writer makes one).
 func gunzip(z []byte) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(z))
 	if err != nil {
 		return nil, fmt.Errorf("not gzip: %w", err)
 	}
-	doc, err := io.ReadAll(io.LimitReader(zr, MaxStatusSize+1))
+	doc, err := io.ReadAll(io.LimitReader(zr, MaxStatusDocument+1))
 	if err != nil {
 		return nil, fmt.Errorf("decompress: %w", err)
 	}
-	if len(doc) > MaxStatusSize {
-		return nil, fmt.Errorf("inflates past %d bytes", MaxStatusSize)
+	if len(doc) > MaxStatusDocument {
+		return nil, fmt.Errorf("inflates past %d bytes", MaxStatusDocument)
 	}
 	return doc, nil
 }

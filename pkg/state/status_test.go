@@ -2,6 +2,8 @@ package state_test
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,9 +24,10 @@ func TestStatusRoundTrip(t *testing.T) {
 		if _, err := a.GetStatus(ctx, "evaluate"); !errors.Is(err, state.ErrNoStatus) {
 			t.Fatalf("GetStatus before any write = %v, want ErrNoStatus", err)
 		}
-		// The largest document accepted is stored whole (dynalite enforces
-		// DynamoDB's 400 KB item limit).
-		big := []byte(`{"x":"` + strings.Repeat("y", state.MaxStatusSize-8) + `"}`)
+		// The largest document accepted is stored whole: DynamoDB holds it
+		// gzipped, so the item (dynalite enforces DynamoDB's 400 KB limit)
+		// is far smaller than the document.
+		big := []byte(`{"x":"` + strings.Repeat("y", state.MaxStatusDocument-8) + `"}`)
 		for _, doc := range [][]byte{[]byte(`{"cycle":1}`), big} {
 			if err := a.PutStatus(ctx, "evaluate", doc); err != nil {
 				t.Fatalf("PutStatus of %d bytes: %v", len(doc), err)
@@ -47,6 +50,34 @@ func TestStatusRoundTrip(t *testing.T) {
 			t.Fatalf("other cluster's GetStatus = %v, want ErrNoStatus", err)
 		}
 	})
+}
+
+// A document whose gzip would not fit one DynamoDB item is refused before
+// the write, naming both sizes, and the stored one stays.
+func TestStatusOverTheItemLimitGzipped(t *testing.T) {
+	ctx := t.Context()
+	client := dynamoClient(t)
+	table := tableName(t)
+	if err := state.CreateTable(ctx, client, table); err != nil {
+		t.Fatal(err)
+	}
+	store := state.NewDynamoDB(client, table, "prod")
+	if err := store.PutStatus(ctx, "evaluate", []byte(`{"cycle":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	// Random bytes do not compress: their hex is about half its size gzipped.
+	noise := make([]byte, state.MaxStatusSize)
+	if _, err := rand.Read(noise); err != nil {
+		t.Fatal(err)
+	}
+	doc := []byte(`{"x":"` + hex.EncodeToString(noise) + `"}`)
+	err := store.PutStatus(ctx, "evaluate", doc)
+	if err == nil || !strings.Contains(err.Error(), "gzipped, over the") {
+		t.Fatalf("PutStatus of %d incompressible bytes = %v, want refused by its gzipped size", len(doc), err)
+	}
+	if got, err := store.GetStatus(ctx, "evaluate"); err != nil || string(got) != `{"cycle":1}` {
+		t.Fatalf("after the refusal GetStatus = %q, %v; want the earlier status", got, err)
+	}
 }
 
 // In DynamoDB the status is stored gzipped, so a cycle's write costs a

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestDocsNameRealTests: every test the READMEs name as proof (`TestXxx`,
+// `FuzzXxx`, `BenchmarkXxx`) is a function of some test file in the
+// repository, so a renamed or removed test cannot leave a claim behind.
+func TestDocsNameRealTests(t *testing.T) {
+	root := "../.."
+	defined := map[string]bool{}
+	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]+)\(`)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "cdk.out" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+			defined[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile("`((?:Test|Fuzz|Benchmark)[A-Z][A-Za-z0-9_]*)`")
+	for _, doc := range []string{"README.md", "infra/README.md"} {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range named.FindAllStringSubmatch(string(b), -1) {
+			n++
+			if !defined[m[1]] {
+				t.Errorf("%s names %s, which no test file defines", doc, m[1])
+			}
+		}
+		if doc == "README.md" && n < 50 {
+			t.Errorf("%s names %d tests; the safety tables alone name more", doc, n)
+		}
+	}
+}

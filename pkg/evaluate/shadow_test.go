@@ -161,6 +161,13 @@ func TestShadowCycleChangesNothing(t *testing.T) {
 	if got := f.target(t); got != 0 {
 		t.Errorf("refused add changed the target to %d", got)
 	}
+	// A schedule's shrink would start drains: refused too.
+	if _, err := ev.Shrink(ctx, map[string]int{other.Name(): 0}, "schedule night"); !errors.Is(err, evaluate.ErrShadow) {
+		t.Errorf("shrink in shadow mode: %v, want ErrShadow", err)
+	}
+	if got := drainer.started(); len(got) != 0 {
+		t.Errorf("refused shrink started drains of %v", got)
+	}
 
 	// The same cluster, shadow off: it acts.
 	ev.Shadow = false

@@ -361,6 +361,10 @@ type Evaluate struct {
 	// after its tick; 0 (the default) turns the watch off: the webhook
 	// trigger reacts to pending pods without billing an idle watch.
 	WatchFor *Duration `yaml:"watchFor"`
+	// Shadow plans and reports every cycle and changes nothing (no
+	// scale-up, drain, recovery or Event): for running beside another
+	// autoscaler before taking over from it.
+	Shadow *bool `yaml:"shadow"`
 }
 
 // Events tunes the Kubernetes Events nodetide records.
@@ -457,6 +461,7 @@ func (c *Config) validateStatus(errs *fieldErrors) {
 type EvaluateSettings struct {
 	Interval time.Duration
 	WatchFor time.Duration
+	Shadow   bool
 }
 
 // EvaluateSettings returns the evaluate timings, defaults filled in.
@@ -464,6 +469,9 @@ func (c *Config) EvaluateSettings() EvaluateSettings {
 	e := EvaluateSettings{Interval: time.Minute}
 	setDur(&e.Interval, c.Evaluate.Interval)
 	setDur(&e.WatchFor, c.Evaluate.WatchFor)
+	if c.Evaluate.Shadow != nil {
+		e.Shadow = *c.Evaluate.Shadow
+	}
 	return e
 }
 

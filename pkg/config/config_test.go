@@ -101,6 +101,41 @@ func TestStatusConfigMap(t *testing.T) {
 	}
 }
 
+// evaluate.shadow is off unless set true, and only a bool is taken, refused
+// with its path and line.
+func TestEvaluateShadow(t *testing.T) {
+	cases := []struct {
+		name, extra string
+		want        bool
+		err         string
+	}{
+		{"default off", "", false, ""},
+		{"on", "evaluate: {shadow: true}\n", true, ""},
+		{"off", "evaluate: {shadow: false}\n", false, ""},
+		{"with interval", "evaluate:\n  interval: 2m\n  shadow: true\n", true, ""},
+		{"not a bool", "evaluate: {shadow: sometimes}\n", false, `x.yaml:10: evaluate.shadow: must be true or false, got "sometimes"`},
+		{"a number", "evaluate:\n  shadow: 1\n", false, `x.yaml:11: evaluate.shadow: must be true or false, got "1"`},
+		{"misspelt", "evaluate: {shadowMode: true}\n", false, "x.yaml:10: evaluate.shadowMode: unknown field"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(kwokDoc(okTemplate, tc.extra)), "x.yaml")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got error %v, want one with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.EvaluateSettings().Shadow; got != tc.want {
+				t.Errorf("shadow %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	base := "cluster: {name: c}\nstate: {memory: {}}\n"
 	kwok := "nodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 3, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}}}}]\n"

@@ -80,6 +80,11 @@ type Evaluator struct {
 	// StatusMap, when set, also publishes each cycle's status where kubectl
 	// reads it (statusmap.Writer: the status ConfigMap).
 	StatusMap StatusPublisher
+	// Shadow plans and reports each cycle and changes nothing in the cloud
+	// or the cluster: no scale-up or decrease, no drain, no recovery, no
+	// Event. The status (and its ConfigMap) lists what the cycle would have
+	// done as shadow actions; Add is refused.
+	Shadow bool
 
 	notTriggered podEventMemory
 }
@@ -92,7 +97,10 @@ type StatusPublisher interface {
 
 // Action is one thing a run did, or tried to do.
 type Action struct {
-	Kind      string `json:"kind"` // scaleUp, decreaseTarget, drain, add
+	Kind string `json:"kind"` // scaleUp, decreaseTarget, drain, add, shadow
+	// Would is what a shadow action would have been (scaleUp,
+	// decreaseTarget, drain); set only when Kind is shadow.
+	Would     string `json:"would,omitempty"`
 	NodeGroup string `json:"nodeGroup"`
 	Node      string `json:"node,omitempty"`
 	Delta     int    `json:"delta,omitempty"`
@@ -263,7 +271,7 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 	res, snap, err := e.cycle(ctx)
 	problems := e.saveStatus(ctx, began, snap, res, err)
 	if err == nil && res.Plan != nil {
-		recordCycle(ctx, snap, *res.Plan, res.Actions, time.Since(start))
+		recordCycle(ctx, snap, *res.Plan, res.Actions, time.Since(start), e.Shadow)
 	}
 	recordProblems(ctx, problems)
 	return res, err
@@ -273,7 +281,7 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 // read (empty when reading failed), for the status.
 func (e *Evaluator) cycle(ctx context.Context) (Result, planner.Snapshot, error) {
 	var rec drain.Recovered
-	if e.Recoverer != nil {
+	if e.Recoverer != nil && !e.Shadow {
 		// Before the snapshot, so the plan sees the nodes it gave back.
 		var err error
 		if rec, err = e.Recoverer.Drains(ctx); err != nil {
@@ -282,7 +290,7 @@ func (e *Evaluator) cycle(ctx context.Context) (Result, planner.Snapshot, error)
 	}
 
 	snap, groups, err := e.Snapshot(ctx)
-	if err == nil && e.Recoverer != nil {
+	if err == nil && e.Recoverer != nil && !e.Shadow {
 		// The snapshot's nodes, not a list of its own: no second read of
 		// every Node per cycle. A node freed here is seen by the next cycle.
 		var uerr error
@@ -301,8 +309,13 @@ func (e *Evaluator) cycle(ctx context.Context) (Result, planner.Snapshot, error)
 	e.log().Info("plan", "plan", plan)
 
 	next := plan.State
-	actions := e.act(ctx, plan, groups, snap, &next)
-	e.recordEvents(ctx, plan, snap, actions)
+	var actions []Action
+	if e.Shadow {
+		actions, next = shadowActions(plan), shadowState(plan.State, snap.State)
+	} else {
+		actions = e.act(ctx, plan, groups, snap, &next)
+		e.recordEvents(ctx, plan, snap, actions)
+	}
 	if err := e.Store.SaveState(ctx, snap.State, next); err != nil {
 		return Result{Plan: &plan, Actions: actions, Recovered: recovered}, snap, fmt.Errorf("save state: %w", err)
 	}
@@ -387,6 +400,36 @@ func (e *Evaluator) act(ctx context.Context, plan planner.Plan, groups []provide
 	return actions
 }
 
+// shadowActions lists what act would have done with the plan, doing none of it.
+func shadowActions(plan planner.Plan) []Action {
+	actions := []Action{}
+	for _, d := range plan.DecreaseTarget {
+		actions = append(actions, Action{Kind: KindShadow, Would: "decreaseTarget", NodeGroup: d.NodeGroup, Delta: -d.Delta})
+	}
+	for _, up := range plan.ScaleUp {
+		actions = append(actions, Action{Kind: KindShadow, Would: "scaleUp", NodeGroup: up.NodeGroup, Delta: up.Delta})
+	}
+	for _, down := range plan.ScaleDown {
+		actions = append(actions, Action{Kind: KindShadow, Would: "drain", NodeGroup: down.NodeGroup, Node: down.Node})
+	}
+	return actions
+}
+
+// KindShadow is the kind of an action a shadow cycle would have taken.
+const KindShadow = "shadow"
+
+// shadowState is the state a shadow cycle saves: the plan's unneeded timers,
+// so planned removals come due as they would, but no scale-up or back-off:
+// none happened, and recording one would hold back the next plans.
+func shadowState(planned, prev planner.State) planner.State {
+	kept := copyState(prev)
+	kept.UnneededSince = planned.UnneededSince
+	return kept
+}
+
+// ErrShadow refuses what would change the cloud in shadow mode.
+var ErrShadow = errors.New("evaluate.shadow is on: nodetide changes nothing (turn evaluate.shadow off to act)")
+
 // MaxAdd is the most nodes one add may ask for; more is taken for a mistake
 // (no group is that large) and refused before anything is read.
 const MaxAdd = 1000
@@ -396,6 +439,9 @@ const MaxAdd = 1000
 func (e *Evaluator) Add(ctx context.Context, group string, count int) (Result, error) {
 	if count < 1 || count > MaxAdd {
 		return Result{}, fmt.Errorf("add: count must be from 1 to %d, got %d", MaxAdd, count)
+	}
+	if e.Shadow {
+		return Result{}, fmt.Errorf("add: node group %s: %w", group, ErrShadow)
 	}
 	lease, skipped, err := e.acquire(ctx)
 	if err != nil {

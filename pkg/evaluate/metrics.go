@@ -19,7 +19,7 @@ import (
 // recordCycle publishes what one cycle saw and did (pkg/metrics, README
 // "Metrics"): the cluster's pressure, each group's size, and the actions
 // that failed.
-func recordCycle(ctx context.Context, snap planner.Snapshot, plan planner.Plan, actions []Action, took time.Duration) {
+func recordCycle(ctx context.Context, snap planner.Snapshot, plan planner.Plan, actions []Action, took time.Duration, shadow bool) {
 	m := metrics.From(ctx)
 	if m == nil {
 		return
@@ -74,6 +74,22 @@ func recordCycle(ctx context.Context, snap planner.Snapshot, plan planner.Plan, 
 		m.Gauge(metrics.ReadyNodes, metrics.Count, float64(ready[g.Name]), d)
 		m.Gauge(metrics.UnneededNodes, metrics.Count, float64(unneeded[g.Name]), d)
 	}
+	if shadow {
+		// Under Cluster alone every shadow cycle, 0 included: the marker
+		// that the deployment plans without acting (by NodeGroup in
+		// recordActions).
+		ups, downs := 0, 0
+		for _, a := range actions {
+			switch {
+			case a.Kind == KindShadow && a.Would == "scaleUp":
+				ups += a.Delta
+			case a.Kind == KindShadow && a.Would == "drain":
+				downs++
+			}
+		}
+		m.Add(metrics.ShadowScaleUps, float64(ups), nil)
+		m.Add(metrics.ShadowScaleDowns, float64(downs), nil)
+	}
 	recordActions(ctx, actions)
 }
 
@@ -83,6 +99,10 @@ func recordActions(ctx context.Context, actions []Action) {
 	m := metrics.From(ctx)
 	for _, a := range actions {
 		switch {
+		case a.Kind == KindShadow && a.Would == "scaleUp":
+			m.Add(metrics.ShadowScaleUps, float64(a.Delta), metrics.Dims{metrics.DimNodeGroup: a.NodeGroup})
+		case a.Kind == KindShadow && a.Would == "drain":
+			m.Add(metrics.ShadowScaleDowns, 1, metrics.Dims{metrics.DimNodeGroup: a.NodeGroup})
 		case a.Kind == "scaleUp" && a.Error == "":
 			m.Add(metrics.ScaleUpNodes, float64(a.Delta), metrics.Dims{metrics.DimNodeGroup: a.NodeGroup})
 		case a.Kind == "scaleUp":

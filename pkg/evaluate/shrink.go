@@ -18,6 +18,10 @@ const shrinkLeaseWait = 30 * time.Second
 // cycle picks nodes at the same time, reads, and carries out and saves
 // what the planner decides.
 func (e *Evaluator) Shrink(ctx context.Context, sizes map[string]int, from string) (Result, error) {
+	if e.Shadow {
+		// A schedule's removals are drains like a cycle's: none in shadow.
+		return Result{Actions: []Action{}}, fmt.Errorf("shrink (%s): %w", from, ErrShadow)
+	}
 	lease, err := e.acquireWaiting(ctx, shrinkLeaseWait)
 	if err != nil {
 		return Result{Actions: []Action{}}, fmt.Errorf("shrink: %w", err)

@@ -51,6 +51,9 @@ type Status struct {
 	// Build is the build that ran the cycle (the function's, or the CLI's
 	// for nodetide run); nil in a status an earlier version wrote.
 	Build *buildinfo.Info `json:"build,omitempty"`
+	// Shadow says the cycle ran in shadow mode (evaluate.shadow): its
+	// actions are what it would have done, and nothing was changed.
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 // StatusError is an error and when it happened.
@@ -231,7 +234,7 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snaps
 	now := e.now()
 	st := Status{
 		CycleAt: now, Duration: time.Since(began).Round(time.Millisecond).String(), Holder: e.Holder,
-		LastError: prev.LastError, Unneeded: []UnneededNode{}, Actions: []Action{},
+		LastError: prev.LastError, Unneeded: []UnneededNode{}, Actions: []Action{}, Shadow: e.Shadow,
 	}
 	if cycleErr != nil {
 		st.Error = clip(cycleErr.Error())

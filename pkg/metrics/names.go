@@ -26,6 +26,10 @@ const (
 	ReadyNodes      = "ReadyNodes"      // Count: of those, Ready
 	UnneededNodes   = "UnneededNodes"   // Count: nodes the plan counts as unneeded
 	ScaleUpNodes    = "ScaleUpNodes"    // Count: nodes asked of the provider (adds included)
+	// Shadow mode (evaluate.shadow), by Cluster (each shadow cycle, 0
+	// included) and by Cluster and NodeGroup.
+	ShadowScaleUps   = "ShadowScaleUps"   // Count: nodes a shadow cycle would have asked of the provider
+	ShadowScaleDowns = "ShadowScaleDowns" // Count: drains a shadow cycle would have started
 
 	// Drain, by Cluster.
 	DrainsStarted         = "DrainsStarted"         // Count: Prepare claimed a node

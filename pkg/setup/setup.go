@@ -569,6 +569,7 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 		Log:      log,
 		Holder:   holder,
 		LeaseTTL: 2 * time.Minute,
+		Shadow:   cfg.EvaluateSettings().Shadow,
 	}
 	if ns, name, ok := cfg.StatusConfigMapRef(); ok {
 		ev.StatusMap = &statusmap.Writer{Client: client, Namespace: ns, Name: name, Cluster: cfg.Cluster.Name, Log: log}

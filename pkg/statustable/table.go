@@ -74,6 +74,9 @@ func writeStatusSummary(w io.Writer, d Doc, c statusClock) {
 	fmt.Fprintf(w, "Cluster:      %s\n", d.Cluster)
 	writeVersions(w, d)
 	fmt.Fprintf(w, "Last cycle:   %s, took %s\n", c.at(d.CycleAt), d.Duration)
+	if d.Shadow {
+		fmt.Fprintln(w, "Shadow:       true (evaluate.shadow: the actions are what it would have done; nothing was changed)")
+	}
 	if d.Error != "" {
 		fmt.Fprintf(w, "Cycle error:  %s\n", d.Error)
 	}
@@ -185,7 +188,11 @@ func writeActionsTable(w io.Writer, d Doc, _ statusClock) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LAST CYCLE'S ACTION\tNODE GROUP\tNODE\tDELTA\tERROR")
 	for _, a := range d.Actions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", a.Kind, a.NodeGroup, orNone(a.Node), a.Delta, orNone(a.Error))
+		kind := a.Kind
+		if a.Would != "" {
+			kind += " " + a.Would
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", kind, a.NodeGroup, orNone(a.Node), a.Delta, orNone(a.Error))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -60,6 +60,12 @@ func interruptions(st awscdk.Stack, cfg *config.Config, drainFn awslambda.Functi
 	if !hasProvider(cfg, config.ProviderAWS) {
 		return
 	}
+	if cfg.EvaluateSettings().Shadow {
+		// A shadow deployment runs beside another scaler and changes
+		// nothing: no hook holds the other scaler's removals, and no cloud
+		// event starts a drain.
+		return
+	}
 	heartbeat := HookHeartbeatTimeout(cfg)
 	hook := LifecycleHookName(cfg)
 	names, onlyNamed := namedGroups(cfg)

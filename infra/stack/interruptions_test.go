@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,4 +84,37 @@ func TestLifecycleRuleOfNamedGroups(t *testing.T) {
 			"detail": map[string]any{"LifecycleHookName": []any{"nodetide-drain-prod"}, "AutoScalingGroupName": []any{"prod-workers", "prod-gpu"}},
 		}})
 	})
+}
+
+// A shadow deployment (evaluate.shadow) changes nothing beside the scaler
+// it shadows: no lifecycle hook holds that scaler's removals, and no rule
+// sends the cloud's events to the drain function.
+func TestShadowStackHasNoHooksNorCloudRules(t *testing.T) {
+	data, err := os.ReadFile(exampleConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "  interval: 1m\n") {
+		t.Fatal("the example config's evaluate.interval moved: update this test")
+	}
+	path := filepath.Join(t.TempDir(), "nodetide.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), "  interval: 1m\n", "  interval: 1m\n  shadow: true\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := synth(t, options(t, map[string]string{CtxConfig: path}), false)
+	if hooks := f.resources("AWS::AutoScaling::LifecycleHook"); len(hooks) != 0 {
+		t.Errorf("%d lifecycle hooks in a shadow stack, want none", len(hooks))
+	}
+	for id, r := range f.resources("AWS::Events::Rule") {
+		raw, _ := json.Marshal(r)
+		for _, src := range []string{"aws.autoscaling", "aws.ec2", "aws.health"} {
+			if strings.Contains(string(raw), `"`+src+`"`) {
+				t.Errorf("rule %s of a shadow stack routes %s events", id, src)
+			}
+		}
+	}
+	// The scheduled cycle still runs: shadow mode plans and reports.
+	if rules := f.resources("AWS::Events::Rule"); len(rules) == 0 {
+		t.Error("a shadow stack has no rules at all, want the scheduled cycle")
+	}
 }

@@ -62,8 +62,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCron$$' -fuzztime $(FUZZTIME) ./pkg/schedule/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/config/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCloudConfig$$' -fuzztime $(FUZZTIME) ./pkg/providers/kamatera/
-	$(GO) test -run '^$$' -fuzz '^FuzzReadSnapshot$$' -fuzztime $(FUZZTIME) ./pkg/planner/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./pkg/schedule/fire/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadSnapshot$$' -fuzztime $(FUZZTIME) ./pkg/snapshot/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./pkg/schedulefire/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./pkg/evaluate/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./pkg/drain/
 
@@ -76,8 +76,8 @@ vet:
 ##   one core: a 5,000-node, 150,000-pod snapshot read in each form and planned by the CLI (writes about
 ##   2 GB to TMPDIR)
 bench:
-	$(GO) test -run '^$$' -skip '^BenchmarkSnapshotFile$$' -bench . -benchmem -benchtime 3x ./pkg/planner/ ./pkg/config/ ./pkg/k8s/
-	GOMAXPROCS=1 $(GO) test -run '^$$' -bench '^BenchmarkSnapshotFile$$' -benchmem -benchtime 1x -cpu 1 -timeout 30m ./pkg/planner/
+	$(GO) test -run '^$$' -skip '^BenchmarkSnapshotFile$$' -bench . -benchmem -benchtime 3x ./pkg/planner/ ./pkg/snapshot/ ./pkg/config/ ./pkg/k8s/
+	GOMAXPROCS=1 $(GO) test -run '^$$' -bench '^BenchmarkSnapshotFile$$' -benchmem -benchtime 1x -cpu 1 -timeout 30m ./pkg/snapshot/
 
 ## demo: the evaluate cycle on a local control plane, step by step
 demo: testbed node-deps

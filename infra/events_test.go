@@ -15,7 +15,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/schedule"
-	"github.com/nodetide/nodetide/pkg/schedule/fire"
+	"github.com/nodetide/nodetide/pkg/schedulefire"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/trigger"
 )
@@ -139,10 +139,10 @@ func TestEvents(t *testing.T) {
 		},
 		"schedule-scheduled.json": func(t *testing.T, data []byte, m map[string]any) {
 			scheduled(t, m)
-			scheduleAction(t, data, fire.ActionTick)
+			scheduleAction(t, data, schedulefire.ActionTick)
 		},
 		"schedule-put.json": func(t *testing.T, data []byte, _ map[string]any) {
-			req := scheduleAction(t, data, fire.ActionPut)
+			req := scheduleAction(t, data, schedulefire.ActionPut)
 			if err := schedule.Validate(*req.Schedule, groups); err != nil {
 				t.Errorf("against the example config's groups: %v", err)
 			}
@@ -150,10 +150,10 @@ func TestEvents(t *testing.T) {
 				t.Errorf("cron: %v", err)
 			}
 		},
-		"schedule-list.json":   func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, fire.ActionList) },
-		"schedule-get.json":    func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, fire.ActionGet) },
-		"schedule-delete.json": func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, fire.ActionDelete) },
-		"schedule-run.json":    func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, fire.ActionRun) },
+		"schedule-list.json":   func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, schedulefire.ActionList) },
+		"schedule-get.json":    func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, schedulefire.ActionGet) },
+		"schedule-delete.json": func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, schedulefire.ActionDelete) },
+		"schedule-run.json":    func(t *testing.T, data []byte, _ map[string]any) { scheduleAction(t, data, schedulefire.ActionRun) },
 	}
 
 	files, err := filepath.Glob("../events/*.json")
@@ -239,9 +239,9 @@ func interruption(t *testing.T, data []byte, kind string) {
 	}
 }
 
-func scheduleAction(t *testing.T, data []byte, want string) fire.Request {
+func scheduleAction(t *testing.T, data []byte, want string) schedulefire.Request {
 	t.Helper()
-	req, err := fire.ParseEvent(data)
+	req, err := schedulefire.ParseEvent(data)
 	if err != nil {
 		t.Fatalf("schedule rejects it: %v", err)
 	}

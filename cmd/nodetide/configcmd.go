@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers/kamatera"
 )
 
@@ -91,7 +92,7 @@ func byNameHeadroom(cfg *config.Config) []namedHeadroom {
 	rules := cfg.Headroom()
 	out := make([]namedHeadroom, 0, len(cfg.Headrooms))
 	for _, h := range cfg.Headrooms {
-		out = append(out, namedHeadroom{NodeGroup: h.NodeGroup, Rule: rules[h.NodeGroup].String()})
+		out = append(out, namedHeadroom{NodeGroup: h.NodeGroup, Rule: planner.HeadroomWords(rules[h.NodeGroup])})
 	}
 	return out
 }
@@ -135,7 +136,7 @@ func describeGroups(cfg *config.Config) ([]groupSummary, error) {
 		}
 		gs := groupSummary{Name: name, Provider: ng.Provider, MinSize: ng.MinSize, MaxSize: ng.MaxSize}
 		if h, ok := rules[ng.Name]; ok && ng.Name != "" {
-			gs.Headroom = h.String()
+			gs.Headroom = planner.HeadroomWords(h)
 		}
 		out = append(out, gs)
 	}

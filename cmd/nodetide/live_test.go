@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }
@@ -105,17 +106,17 @@ nodeGroups:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(compactDoc[:min(len(compactDoc), 100)], []byte(`"format": "`+planner.FormatCompact+`"`)) || bytes.Contains(fullDoc, []byte(`"format"`)) {
+	if !bytes.Contains(compactDoc[:min(len(compactDoc), 100)], []byte(`"format": "`+snapshot.FormatCompact+`"`)) || bytes.Contains(fullDoc, []byte(`"format"`)) {
 		t.Errorf("snapshot writes the compact form by default and the full one with --full; got\n%.300s\n---\n%.300s", compactDoc, fullDoc)
 	}
 	if !bytes.Contains(fullDoc, []byte(`"kind": "Pod"`)) || !bytes.Contains(fullDoc, []byte(`"managedFields"`)) {
 		t.Errorf("--full does not hold the objects as the API serves them:\n%.2000s", fullDoc)
 	}
-	snap, err := planner.ReadSnapshot(bytes.NewReader(compactDoc))
+	snap, err := snapshot.ReadSnapshot(bytes.NewReader(compactDoc))
 	if err != nil {
 		t.Fatalf("the recorded snapshot does not read back: %v", err)
 	}
-	fromFull, err := planner.ReadSnapshot(bytes.NewReader(fullDoc))
+	fromFull, err := snapshot.ReadSnapshot(bytes.NewReader(fullDoc))
 	if err != nil {
 		t.Fatalf("the recorded full snapshot does not read back: %v", err)
 	}
@@ -133,7 +134,7 @@ nodeGroups:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := planner.WriteCompactSnapshot(lf, snap); err != nil {
+	if err := snapshot.WriteCompactSnapshot(lf, snap); err != nil {
 		t.Fatal(err)
 	}
 	lf.Close()

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // nodetide runs one command line in-process.
@@ -100,12 +100,12 @@ func compactCopy(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s, err := planner.ReadSnapshot(f)
+	s, err := snapshot.ReadSnapshot(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := planner.WriteCompactSnapshot(&b, s); err != nil {
+	if err := snapshot.WriteCompactSnapshot(&b, s); err != nil {
 		t.Fatal(err)
 	}
 	return writeFile(t, "compact-"+filepath.Base(filepath.Dir(path))+".json", b.String())

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/statustable"
 )
 
@@ -60,19 +61,19 @@ func newPlanCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func readSnapshot(path string) (planner.Snapshot, error) {
+func readSnapshot(path string) (snapshot.Snapshot, error) {
 	var r io.Reader = os.Stdin
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
-			return planner.Snapshot{}, fmt.Errorf("read snapshot: %w", err)
+			return snapshot.Snapshot{}, fmt.Errorf("read snapshot: %w", err)
 		}
 		defer f.Close()
 		r = f
 	}
-	snap, err := planner.ReadSnapshot(r)
+	snap, err := snapshot.ReadSnapshot(r)
 	if err != nil {
-		return planner.Snapshot{}, fmt.Errorf("snapshot %s: %w", path, err)
+		return snapshot.Snapshot{}, fmt.Errorf("snapshot %s: %w", path, err)
 	}
 	return snap, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/metrics"
-	"github.com/nodetide/nodetide/pkg/schedule/fire"
+	"github.com/nodetide/nodetide/pkg/schedulefire"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
@@ -54,7 +54,7 @@ go run ./hack/localrun [flags] runs this command with the drain state machine ru
 			}
 			ctx := cmd.Context()
 			// Schedules live in DynamoDB; with state in memory there are none.
-			var sched *fire.Handler
+			var sched *schedulefire.Handler
 			if cfg.State.DynamoDB != nil {
 				if sched, err = setup.SchedulesWith(ctx, cfg, &setup.AWS{}, ev, g.logger()); err != nil {
 					return err
@@ -77,7 +77,7 @@ go run ./hack/localrun [flags] runs this command with the drain state machine ru
 
 // runCycles runs the evaluate cycle and the schedule tick (sched may be
 // nil) every interval until ctx ends, or once.
-func (g *globals) runCycles(ctx context.Context, cfg *config.Config, ev *evaluate.Evaluator, sched *fire.Handler, opts runOptions) error {
+func (g *globals) runCycles(ctx context.Context, cfg *config.Config, ev *evaluate.Evaluator, sched *schedulefire.Handler, opts runOptions) error {
 	tick := time.NewTicker(opts.interval)
 	defer tick.Stop()
 	for {
@@ -118,7 +118,7 @@ func (g *globals) runCycles(ctx context.Context, cfg *config.Config, ev *evaluat
 
 // scheduleTick fires the schedules due now, as the schedule function's
 // EventBridge tick does, and says what each did.
-func (g *globals) scheduleTick(ctx context.Context, h *fire.Handler) error {
+func (g *globals) scheduleTick(ctx context.Context, h *schedulefire.Handler) error {
 	res, err := h.Tick(ctx)
 	if err != nil {
 		fmt.Fprintf(g.stderr, "schedule tick failed: %v\n", err)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/schedule"
-	"github.com/nodetide/nodetide/pkg/schedule/fire"
+	"github.com/nodetide/nodetide/pkg/schedulefire"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
@@ -391,7 +391,7 @@ func (g *globals) scheduleConfig() (*config.Config, error) {
 }
 
 // scheduleStore is a handler for the store actions only (no cluster).
-func (g *globals) scheduleStore(ctx context.Context) (*fire.Handler, error) {
+func (g *globals) scheduleStore(ctx context.Context) (*schedulefire.Handler, error) {
 	cfg, err := g.scheduleConfig()
 	if err != nil {
 		return nil, err
@@ -400,7 +400,7 @@ func (g *globals) scheduleStore(ctx context.Context) (*fire.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fire.Handler{Store: store}, nil
+	return &schedulefire.Handler{Store: store}, nil
 }
 
 func (g *globals) printDoc(v any) error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 func newSnapshotCmd(g *globals) *cobra.Command {
@@ -21,7 +22,7 @@ func newSnapshotCmd(g *globals) *cobra.Command {
 		Short: "Record a snapshot of the live cluster, its node groups and the stored state",
 		Long: `Record a snapshot of the live cluster, its node groups and the stored state.
 
-The snapshot is written in the compact form (` + planner.FormatCompact + `): only what
+The snapshot is written in the compact form (` + snapshot.FormatCompact + `): only what
 the planner reads, with what the pods of one controller share written once. --full writes
 nodes, pods and PDBs as the API serves them instead (-o full says the same). plan --snapshot
 reads both.`,
@@ -74,9 +75,9 @@ reads both.`,
 				defer f.Close()
 				w = f
 			}
-			write := planner.WriteSnapshot
+			write := snapshot.WriteSnapshot
 			if !full {
-				write = planner.WriteCompactSnapshot
+				write = snapshot.WriteCompactSnapshot
 			}
 			if err := write(w, snap); err != nil {
 				return err

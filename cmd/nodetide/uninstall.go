@@ -21,7 +21,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/k8s"
-	"github.com/nodetide/nodetide/pkg/k8s/facts"
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/trigger"
@@ -268,20 +268,20 @@ func planNodes(ctx context.Context, client kubernetes.Interface, store state.Dra
 			return fmt.Errorf("node %s: its last drain: %w", n.Name, err)
 		}
 		name := n.Name
-		item := uninstallItem{Kind: "NodeTaint", Name: name, Detail: "taint " + facts.TaintDraining + " and nodetide's cordon"}
+		item := uninstallItem{Kind: "NodeTaint", Name: name, Detail: "taint " + podfacts.TaintDraining + " and nodetide's cordon"}
 		item.do = func(ctx context.Context) (string, error) {
-			if err := k8s.Uncordon(ctx, client, name, facts.TaintDraining); err != nil && !apierrors.IsNotFound(err) {
+			if err := k8s.Uncordon(ctx, client, name, podfacts.TaintDraining); err != nil && !apierrors.IsNotFound(err) {
 				return "", err
 			}
 			return "node/" + name + " untainted and uncordoned", nil
 		}
 		if keepCordon || !n.Spec.Unschedulable {
-			item.Detail = "taint " + facts.TaintDraining + " (not cordoned)"
+			item.Detail = "taint " + podfacts.TaintDraining + " (not cordoned)"
 			if keepCordon {
-				item.Detail = "taint " + facts.TaintDraining + " (cordoned before its drain: stays cordoned)"
+				item.Detail = "taint " + podfacts.TaintDraining + " (cordoned before its drain: stays cordoned)"
 			}
 			item.do = func(ctx context.Context) (string, error) {
-				if err := k8s.RemoveTaint(ctx, client, name, facts.TaintDraining); err != nil && !apierrors.IsNotFound(err) {
+				if err := k8s.RemoveTaint(ctx, client, name, podfacts.TaintDraining); err != nil && !apierrors.IsNotFound(err) {
 					return "", err
 				}
 				return "node/" + name + " untainted", nil
@@ -294,7 +294,7 @@ func planNodes(ctx context.Context, client kubernetes.Interface, store state.Dra
 
 func hasDrainingTaint(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
-		if t.Key == facts.TaintDraining && t.Effect == corev1.TaintEffectNoSchedule {
+		if t.Key == podfacts.TaintDraining && t.Effect == corev1.TaintEffectNoSchedule {
 			return true
 		}
 	}

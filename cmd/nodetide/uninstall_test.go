@@ -21,7 +21,7 @@ import (
 
 	"github.com/nodetide/nodetide/internal/fake/fakeaws"
 	"github.com/nodetide/nodetide/internal/testbed"
-	"github.com/nodetide/nodetide/pkg/k8s/facts"
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/trigger"
 )
@@ -294,7 +294,7 @@ nodeGroups:
 		t.Fatal(err)
 	}
 	applyRBAC(t, cp.Client)
-	taint := []corev1.Taint{{Key: facts.TaintDraining, Effect: corev1.TaintEffectNoSchedule}}
+	taint := []corev1.Taint{{Key: podfacts.TaintDraining, Effect: corev1.TaintEffectNoSchedule}}
 	cp.AddNode(t, testbed.Node{Name: w.freed, CPU: "2", Taints: taint})
 	cp.AddNode(t, testbed.Node{Name: w.wasCordoned, CPU: "2", Taints: taint})
 	cp.AddNode(t, testbed.Node{Name: w.personal, CPU: "2"})

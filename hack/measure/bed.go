@@ -14,8 +14,8 @@ import (
 	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/config"
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/setup"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -108,14 +108,14 @@ func (b *bed) seed(ctx context.Context, p clusterPlan, daemonSet bool, workers i
 
 // workersTemplate is the template of the workers group the functions are
 // configured with, which the seeded nodes follow.
-func workersTemplate(kubeconfig, endpoint string, nodes int) (planner.Template, error) {
+func workersTemplate(kubeconfig, endpoint string, nodes int) (snapshot.Template, error) {
 	cfg, err := config.Parse([]byte(functionConfig(kubeconfig, endpoint, nodes+50)), "measure")
 	if err != nil {
-		return planner.Template{}, fmt.Errorf("the functions' config: %w", err)
+		return snapshot.Template{}, fmt.Errorf("the functions' config: %w", err)
 	}
 	tpl, err := cfg.NodeGroups[0].Kwok.Template.Planner()
 	if err != nil {
-		return planner.Template{}, fmt.Errorf("the workers template: %w", err)
+		return snapshot.Template{}, fmt.Errorf("the workers template: %w", err)
 	}
 	return tpl, nil
 }

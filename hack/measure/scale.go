@@ -29,6 +29,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/lambdarun"
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 const (
@@ -237,17 +238,17 @@ func scaleChild(url string) error {
 
 // snapshotOf is evaluate's snapshot of objs with one node group holding
 // every node, as the double's nodes are.
-func snapshotOf(objs k8s.Objects) planner.Snapshot {
+func snapshotOf(objs k8s.Objects) snapshot.Snapshot {
 	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"),
 		corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	g := planner.NodeGroup{Name: "workers", Provider: "aws", MaxSize: 2 * len(objs.Nodes),
-		Template: planner.Template{Allocatable: alloc}}
+	g := snapshot.NodeGroup{Name: "workers", Provider: "aws", MaxSize: 2 * len(objs.Nodes),
+		Template: snapshot.Template{Allocatable: alloc}}
 	for i := range objs.Nodes {
 		g.Instances = append(g.Instances, objs.Nodes[i].Spec.ProviderID)
 	}
 	slices.Sort(g.Instances)
 	g.TargetSize = len(g.Instances)
-	return planner.Snapshot{CapturedAt: time.Now(), NodeGroups: []planner.NodeGroup{g},
+	return snapshot.Snapshot{CapturedAt: time.Now(), NodeGroups: []snapshot.NodeGroup{g},
 		Nodes: objs.Nodes, Pods: objs.Pods, PodDisruptionBudgets: objs.PodDisruptionBudgets}
 }
 

@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // seeder creates the planned cluster.
@@ -41,7 +41,7 @@ import (
 // have made it and only fill in status; kwok runs the pods.
 type seeder struct {
 	client   kubernetes.Interface
-	template planner.Template
+	template snapshot.Template
 	log      *slog.Logger
 	workers  int
 	// slack multiplies the waits for the controllers and kwok: a larger

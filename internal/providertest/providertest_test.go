@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodetide/nodetide/internal/providertest"
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // TestReference runs the contract against memGroup, a minimal group that
@@ -93,8 +93,8 @@ func (g *memGroup) Instances(context.Context) ([]providers.Instance, error) {
 	return append([]providers.Instance(nil), g.machines...), nil
 }
 
-func (g *memGroup) Template(context.Context) (planner.Template, error) {
-	return planner.Template{
+func (g *memGroup) Template(context.Context) (snapshot.Template, error) {
+	return snapshot.Template{
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")},
 		Labels:      g.labels,
 	}, nil

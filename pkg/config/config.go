@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Provider names.
@@ -126,8 +127,8 @@ type Headroom struct {
 }
 
 // planner converts the headroom, reporting each problem under path.
-func (h *Headroom) planner(path string, errs *fieldErrors) planner.Headroom {
-	var out planner.Headroom
+func (h *Headroom) planner(path string, errs *fieldErrors) snapshot.Headroom {
+	var out snapshot.Headroom
 	forms := 0
 	for _, set := range []bool{h.Nodes != nil, h.CPU != "" || h.Memory != "", h.Utilization != nil} {
 		if set {
@@ -151,8 +152,8 @@ func (h *Headroom) planner(path string, errs *fieldErrors) planner.Headroom {
 		switch {
 		case err != nil:
 			errs.add(0, path+"."+key, fmt.Sprintf("bad quantity %q", v))
-		case planner.CheckQuantity(q) != nil:
-			errs.add(0, path+"."+key, fmt.Sprintf("%q: %v", v, planner.CheckQuantity(q)))
+		case snapshot.CheckQuantity(q) != nil:
+			errs.add(0, path+"."+key, fmt.Sprintf("%q: %v", v, snapshot.CheckQuantity(q)))
 		case q.Sign() <= 0:
 			errs.add(0, path+"."+key, fmt.Sprintf("must be more than 0, got %q", v))
 		default:
@@ -193,8 +194,8 @@ func (g *GroupHeadroom) headroom() *Headroom {
 
 // Headroom is, by node group name, the headroom of the groups that keep one:
 // nodeGroups[].headroom and the top-level headroom list.
-func (c *Config) Headroom() map[string]planner.Headroom {
-	out := map[string]planner.Headroom{}
+func (c *Config) Headroom() map[string]snapshot.Headroom {
+	out := map[string]snapshot.Headroom{}
 	for i, g := range c.NodeGroups {
 		if g.Headroom != nil && g.Name != "" {
 			out[g.Name] = g.Headroom.planner(fmt.Sprintf("nodeGroups[%d].headroom", i), &fieldErrors{})
@@ -865,18 +866,18 @@ func (k *KwokGroup) checkZones(path string, errs *fieldErrors) {
 
 // Planner converts the template, checking quantities, labels and taints;
 // the error lists every problem.
-func (t Template) Planner() (planner.Template, error) {
+func (t Template) Planner() (snapshot.Template, error) {
 	errs := fieldErrors{}
 	out := t.check("template", &errs)
 	if len(errs.list) > 0 {
-		return planner.Template{}, errs.join("kwok")
+		return snapshot.Template{}, errs.join("kwok")
 	}
 	return out, nil
 }
 
 // check converts the template, reporting each problem under path.
-func (t Template) check(path string, errs *fieldErrors) planner.Template {
-	out := planner.Template{Allocatable: corev1.ResourceList{}, Labels: t.Labels}
+func (t Template) check(path string, errs *fieldErrors) snapshot.Template {
+	out := snapshot.Template{Allocatable: corev1.ResourceList{}, Labels: t.Labels}
 	if len(t.Allocatable) == 0 {
 		errs.add(0, path+".allocatable", "is required (cpu, memory, pods)")
 		return out
@@ -888,7 +889,7 @@ func (t Template) check(path string, errs *fieldErrors) planner.Template {
 			errs.add(0, p, fmt.Sprintf("bad quantity %q", v))
 			continue
 		}
-		if err := planner.CheckQuantity(q); err != nil {
+		if err := snapshot.CheckQuantity(q); err != nil {
 			errs.add(0, p, fmt.Sprintf("%q: %v", v, err))
 			continue
 		}

@@ -4,9 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"gopkg.in/yaml.v3"
-
-	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // FuzzParse: Parse never panics, and a config it accepts keeps the bounds
@@ -43,7 +42,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("group %d: accepted template is refused: %v", i, err)
 			}
 			for name, q := range tpl.Allocatable {
-				if err := planner.CheckQuantity(q); err != nil || q.Sign() <= 0 && (name == "cpu" || name == "memory" || name == "pods") {
+				if err := snapshot.CheckQuantity(q); err != nil || q.Sign() <= 0 && (name == "cpu" || name == "memory" || name == "pods") {
 					t.Fatalf("group %d: accepted allocatable %s = %s", i, name, q.String())
 				}
 			}

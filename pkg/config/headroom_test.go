@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // headroomDoc is kwokDoc with the group's headroom on line 8.
@@ -18,13 +18,13 @@ func headroomDoc(headroom string) string {
 func TestHeadroom(t *testing.T) {
 	for _, tc := range []struct {
 		headroom string
-		want     planner.Headroom
+		want     snapshot.Headroom
 	}{
-		{"{nodes: 2}", planner.Headroom{Nodes: 2}},
-		{"{cpu: 1500m, memory: 2Gi}", planner.Headroom{CPUMillis: 1500, MemoryBytes: 2 << 30}},
-		{"{cpu: 4}", planner.Headroom{CPUMillis: 4000}},
-		{"{utilization: 0.8}", planner.Headroom{Utilization: 0.8}},
-		{"{utilization: 1}", planner.Headroom{Utilization: 1}},
+		{"{nodes: 2}", snapshot.Headroom{Nodes: 2}},
+		{"{cpu: 1500m, memory: 2Gi}", snapshot.Headroom{CPUMillis: 1500, MemoryBytes: 2 << 30}},
+		{"{cpu: 4}", snapshot.Headroom{CPUMillis: 4000}},
+		{"{utilization: 0.8}", snapshot.Headroom{Utilization: 0.8}},
+		{"{utilization: 1}", snapshot.Headroom{Utilization: 1}},
 	} {
 		t.Run(tc.headroom, func(t *testing.T) {
 			cfg, err := Parse([]byte(headroomDoc(tc.headroom)), "x.yaml")
@@ -90,15 +90,15 @@ func TestHeadroomList(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		doc  string
-		want map[string]planner.Headroom
+		want map[string]snapshot.Headroom
 	}{
 		{"discovered groups by name", listDoc(false, "{nodeGroup: prod-spot-a, nodes: 2}", "{nodeGroup: prod-spot-b, cpu: 4, memory: 8Gi}", "{nodeGroup: prod-gpu, utilization: 0.7}"),
-			map[string]planner.Headroom{"prod-spot-a": {Nodes: 2}, "prod-spot-b": {CPUMillis: 4000, MemoryBytes: 8 << 30}, "prod-gpu": {Utilization: 0.7}}},
+			map[string]snapshot.Headroom{"prod-spot-a": {Nodes: 2}, "prod-spot-b": {CPUMillis: 4000, MemoryBytes: 8 << 30}, "prod-gpu": {Utilization: 0.7}}},
 		{"both lists merge", listDoc(true, "{nodeGroup: prod-spot-a, nodes: 3}"),
-			map[string]planner.Headroom{"named": {Nodes: 1}, "prod-spot-a": {Nodes: 3}}},
+			map[string]snapshot.Headroom{"named": {Nodes: 1}, "prod-spot-a": {Nodes: 3}}},
 		{"a named group without its own headroom", listDoc(false, "{nodeGroup: named, nodes: 2}"),
-			map[string]planner.Headroom{"named": {Nodes: 2}}},
-		{"an empty list", listDoc(false), map[string]planner.Headroom{}},
+			map[string]snapshot.Headroom{"named": {Nodes: 2}}},
+		{"an empty list", listDoc(false), map[string]snapshot.Headroom{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := Parse([]byte(tc.doc), "x.yaml")

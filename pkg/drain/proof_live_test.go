@@ -22,6 +22,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers/aws"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -47,10 +48,10 @@ func (cb *cloudBed) evaluator(t *testing.T) *evaluate.Evaluator {
 	as, ec2c := aws.NewClients(cfg)
 	// The double's group names no launch template: evaluate's snapshot
 	// gets the bed nodes' shape.
-	tpl := &planner.Template{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
+	tpl := &snapshot.Template{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
 		corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}}
 	p, err := aws.New(as, ec2c, aws.Options{AutoScalingGroup: cb.ns,
-		NodeTemplate: func(context.Context, string) (*planner.Template, error) { return tpl, nil }})
+		NodeTemplate: func(context.Context, string) (*snapshot.Template, error) { return tpl, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

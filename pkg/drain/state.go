@@ -13,12 +13,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/k8s/facts"
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
 // TaintKey is the NoSchedule taint a draining node carries.
-const TaintKey = facts.TaintDraining
+const TaintKey = podfacts.TaintDraining
 
 // DeletionCostAnnotation steers which pod a ReplicaSet removes when scaled
 // down: the lowest cost goes first.

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodetide/nodetide/pkg/k8s"
-	"github.com/nodetide/nodetide/pkg/k8s/facts"
 	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/metrics"
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -522,7 +522,7 @@ func movable(p *corev1.Pod) bool {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
 	}
-	if facts.IsMirrorPod(p) {
+	if podfacts.IsMirrorPod(p) {
 		return false
 	}
 	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {

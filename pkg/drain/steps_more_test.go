@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nodetide/nodetide/pkg/drain"
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -147,7 +147,7 @@ func TestTerminateRetriedAfterMachineGone(t *testing.T) {
 			t.Fatalf("%s: %v", step, err)
 		}
 	}
-	fresh := kwok.New(b.cp.Client, b.pool, 0, 5, planner.Template{})
+	fresh := kwok.New(b.cp.Client, b.pool, 0, 5, snapshot.Template{})
 	retry := *b.steps
 	retry.Groups = func(context.Context) ([]providers.NodeGroup, error) { return []providers.NodeGroup{fresh}, nil }
 	if err := fresh.DeleteInstance(ctx, s.ProviderID); !errors.Is(err, providers.ErrUnknownInstance) {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/drain"
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -49,7 +49,7 @@ func newBed(t *testing.T, minSize, nodes int) *bed {
 	t.Helper()
 	cp := testbed.Cluster(t)
 	ns := cp.Namespace(t)
-	tpl := planner.Template{
+	tpl := snapshot.Template{
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")},
 		Labels:      map[string]string{"pool": ns},
 	}

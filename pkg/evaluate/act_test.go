@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -28,8 +29,8 @@ func (r *recordingGroup) TargetSize(context.Context) (int, error)               
 func (r *recordingGroup) Instances(context.Context) ([]providers.Instance, error) { return nil, nil }
 func (r *recordingGroup) IncreaseSize(context.Context, int) error                 { return nil }
 func (r *recordingGroup) DeleteInstance(context.Context, string) error            { return nil }
-func (r *recordingGroup) Template(context.Context) (planner.Template, error) {
-	return planner.Template{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}, nil
+func (r *recordingGroup) Template(context.Context) (snapshot.Template, error) {
+	return snapshot.Template{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}, nil
 }
 func (r *recordingGroup) DecreaseTargetSize(_ context.Context, d int) error {
 	r.decreases = append(r.decreases, d)

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/nodetide/nodetide/internal/fake/fakeaws"
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	ngaws "github.com/nodetide/nodetide/pkg/providers/aws"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // awsGroup is an empty ASG of the AWS double named after the fixture's
@@ -64,10 +64,10 @@ func TestFailedScaleUpBacksOff(t *testing.T) {
 			f.waitUnschedulable(t, 2)
 
 			now := time.Now().UTC().Truncate(time.Second)
-			prev := planner.State{LastScaleUp: map[string]time.Time{}}
+			prev := snapshot.State{LastScaleUp: map[string]time.Time{}}
 			if tt.lastUp > 0 {
 				prev.LastScaleUp[f.pool] = now.Add(-tt.lastUp)
-				if err := f.store.SaveState(ctx, planner.State{}, prev); err != nil {
+				if err := f.store.SaveState(ctx, snapshot.State{}, prev); err != nil {
 					t.Fatal(err)
 				}
 			}

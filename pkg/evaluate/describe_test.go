@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // tenGroup is a provider group of bounds 0..10 and size 4.
@@ -18,7 +18,7 @@ func (tenGroup) MinSize() int                                            { retur
 func (tenGroup) MaxSize() int                                            { return 10 }
 func (tenGroup) TargetSize(context.Context) (int, error)                 { return 4, nil }
 func (tenGroup) Instances(context.Context) ([]providers.Instance, error) { return nil, nil }
-func (tenGroup) Template(context.Context) (planner.Template, error)      { return planner.Template{}, nil }
+func (tenGroup) Template(context.Context) (snapshot.Template, error)     { return snapshot.Template{}, nil }
 
 // TestDescribeMaxFrom: the planner is told what set each group's max, so a
 // schedule's cap shrinks the group and the config's only stops growth.
@@ -36,12 +36,12 @@ func TestDescribeMaxFrom(t *testing.T) {
 		name       string
 		group      providers.NodeGroup
 		wantMax    int
-		wantFrom   planner.BoundSource
+		wantFrom   snapshot.BoundSource
 		wantBounds string
 	}{
-		{"provider", tenGroup{}, 10, planner.BoundProvider, ""},
-		{"config", config, 8, planner.BoundConfig, ""},
-		{"schedule", night, 2, planner.BoundSchedule, "schedule night"},
+		{"provider", tenGroup{}, 10, snapshot.BoundProvider, ""},
+		{"config", config, 8, snapshot.BoundConfig, ""},
+		{"schedule", night, 2, snapshot.BoundSchedule, "schedule night"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -59,7 +60,7 @@ type Evaluator struct {
 	Settings planner.Settings
 	// Headroom is, by node group name, the spare capacity groups keep
 	// (config's nodeGroups[].headroom); the snapshot's groups carry it.
-	Headroom map[string]planner.Headroom
+	Headroom map[string]snapshot.Headroom
 	// Drainer may be nil: removals are then planned and logged, not acted on.
 	Drainer Drainer
 	// Recoverer may be nil (no drain state machine: no drains to recover).
@@ -143,19 +144,19 @@ func (e *Evaluator) log() *slog.Logger {
 }
 
 // Snapshot reads the cluster, the node groups and the stored state.
-func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers.NodeGroup, error) {
+func (e *Evaluator) Snapshot(ctx context.Context) (snapshot.Snapshot, []providers.NodeGroup, error) {
 	now := e.now()
 	objs, err := e.read(ctx)
 	if err != nil {
-		return planner.Snapshot{}, nil, fmt.Errorf("snapshot: %w", err)
+		return snapshot.Snapshot{}, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	groups, err := e.Groups(ctx)
 	if err != nil {
-		return planner.Snapshot{}, nil, fmt.Errorf("snapshot: node groups: %w", err)
+		return snapshot.Snapshot{}, nil, fmt.Errorf("snapshot: node groups: %w", err)
 	}
 	described, err := Describe(ctx, groups)
 	if err != nil {
-		return planner.Snapshot{}, nil, err
+		return snapshot.Snapshot{}, nil, err
 	}
 	for i := range described {
 		if h, ok := e.Headroom[described[i].Name]; ok {
@@ -169,10 +170,10 @@ func (e *Evaluator) Snapshot(ctx context.Context) (planner.Snapshot, []providers
 	}
 	st, err := e.Store.LoadState(ctx)
 	if err != nil {
-		return planner.Snapshot{}, nil, fmt.Errorf("snapshot: load state: %w", err)
+		return snapshot.Snapshot{}, nil, fmt.Errorf("snapshot: load state: %w", err)
 	}
 	e.noteUnplacedPods(objs)
-	return planner.Snapshot{
+	return snapshot.Snapshot{
 		CapturedAt:           now,
 		NodeGroups:           described,
 		Nodes:                objs.Nodes,
@@ -219,8 +220,8 @@ func (e *Evaluator) read(ctx context.Context) (k8s.Objects, error) {
 }
 
 // Describe turns provider groups into the planner's view of them.
-func Describe(ctx context.Context, groups []providers.NodeGroup) ([]planner.NodeGroup, error) {
-	out := make([]planner.NodeGroup, 0, len(groups))
+func Describe(ctx context.Context, groups []providers.NodeGroup) ([]snapshot.NodeGroup, error) {
+	out := make([]snapshot.NodeGroup, 0, len(groups))
 	for _, g := range groups {
 		target, err := g.TargetSize(ctx)
 		if err != nil {
@@ -239,7 +240,7 @@ func Describe(ctx context.Context, groups []providers.NodeGroup) ([]planner.Node
 			ids = append(ids, in.ProviderID)
 		}
 		slices.Sort(ids)
-		out = append(out, planner.NodeGroup{
+		out = append(out, snapshot.NodeGroup{
 			Name: g.Name(), Provider: g.Provider(),
 			MinSize: g.MinSize(), MaxSize: g.MaxSize(), TargetSize: target,
 			Template: tpl, Instances: ids, MaxFrom: providers.MaxFrom(g), BoundsFrom: providers.BoundsFrom(g),
@@ -279,7 +280,7 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 
 // cycle is Run's work under the lease; it also returns the snapshot it
 // read (empty when reading failed), for the status.
-func (e *Evaluator) cycle(ctx context.Context) (Result, planner.Snapshot, error) {
+func (e *Evaluator) cycle(ctx context.Context) (Result, snapshot.Snapshot, error) {
 	var rec drain.Recovered
 	if e.Recoverer != nil && !e.Shadow {
 		// Before the snapshot, so the plan sees the nodes it gave back.
@@ -303,7 +304,7 @@ func (e *Evaluator) cycle(ctx context.Context) (Result, planner.Snapshot, error)
 		recovered = &rec
 	}
 	if err != nil {
-		return Result{Actions: []Action{}, Recovered: recovered}, planner.Snapshot{}, err
+		return Result{Actions: []Action{}, Recovered: recovered}, snapshot.Snapshot{}, err
 	}
 	plan := planner.Decide(snap, e.Settings, snap.CapturedAt)
 	e.log().Info("plan", "plan", plan)
@@ -357,7 +358,7 @@ func (e *Evaluator) release(l state.Lease) {
 
 // act carries the plan out. A failed scale-up is not recorded as a scale-up:
 // the group is backed off instead, so the next cycle tries another group.
-func (e *Evaluator) act(ctx context.Context, plan planner.Plan, groups []providers.NodeGroup, snap planner.Snapshot, next *planner.State) []Action {
+func (e *Evaluator) act(ctx context.Context, plan planner.Plan, groups []providers.NodeGroup, snap snapshot.Snapshot, next *snapshot.State) []Action {
 	byName := make(map[string]providers.NodeGroup, len(groups))
 	for _, g := range groups {
 		byName[g.Name()] = g
@@ -421,7 +422,7 @@ const KindShadow = "shadow"
 // shadowState is the state a shadow cycle saves: the plan's unneeded timers,
 // so planned removals come due as they would, but no scale-up or back-off:
 // none happened, and recording one would hold back the next plans.
-func shadowState(planned, prev planner.State) planner.State {
+func shadowState(planned, prev snapshot.State) snapshot.State {
 	kept := copyState(prev)
 	kept.UnneededSince = planned.UnneededSince
 	return kept
@@ -492,7 +493,7 @@ func (e *Evaluator) Add(ctx context.Context, group string, count int) (Result, e
 	return Result{Actions: []Action{{Kind: "add", NodeGroup: group, Delta: count}}}, nil
 }
 
-func copyState(s planner.State) planner.State {
+func copyState(s snapshot.State) snapshot.State {
 	cp := func(m map[string]time.Time) map[string]time.Time {
 		out := make(map[string]time.Time, len(m))
 		for k, v := range m {
@@ -500,5 +501,5 @@ func copyState(s planner.State) planner.State {
 		}
 		return out
 	}
-	return planner.State{UnneededSince: cp(s.UnneededSince), LastScaleUp: cp(s.LastScaleUp), BackoffUntil: cp(s.BackoffUntil)}
+	return snapshot.State{UnneededSince: cp(s.UnneededSince), LastScaleUp: cp(s.LastScaleUp), BackoffUntil: cp(s.BackoffUntil)}
 }

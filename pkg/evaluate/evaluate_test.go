@@ -22,6 +22,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -43,7 +44,7 @@ func newFixture(t *testing.T, minSize, maxSize int, store state.Store) *fixture 
 	cp := testbed.Cluster(t)
 	ns := cp.Namespace(t)
 	pool := ns // unique per test
-	tpl := planner.Template{
+	tpl := snapshot.Template{
 		Allocatable: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("4"),
 			corev1.ResourceMemory: resource.MustParse("16Gi"),

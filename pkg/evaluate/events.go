@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // EventSettings bound the Kubernetes Events a cycle writes.
@@ -81,7 +82,7 @@ func (m *podEventMemory) mark(uids []types.UID, now time.Time, every time.Durati
 // pending, those of a refused scale-up included (each at most once per
 // interval), both within the per-cycle cap,
 // and ScaleDown on every node whose drain was started. It never fails.
-func (e *Evaluator) recordEvents(ctx context.Context, plan planner.Plan, snap planner.Snapshot, actions []Action) {
+func (e *Evaluator) recordEvents(ctx context.Context, plan planner.Plan, snap snapshot.Snapshot, actions []Action) {
 	if e.Events == nil {
 		return
 	}
@@ -97,7 +98,7 @@ func (e *Evaluator) recordEvents(ctx context.Context, plan planner.Plan, snap pl
 			started[a.Node] = true
 		}
 	}
-	groups := make(map[string]planner.NodeGroup, len(snap.NodeGroups))
+	groups := make(map[string]snapshot.NodeGroup, len(snap.NodeGroups))
 	for _, g := range snap.NodeGroups {
 		groups[g.Name] = g
 	}

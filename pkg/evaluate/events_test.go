@@ -22,6 +22,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // podEvents lists the events of reason in the fixture's namespace, by pod.
@@ -87,7 +88,7 @@ func TestScaleUpRecordsTriggeredScaleUp(t *testing.T) {
 // pods' selector does not match.
 func twoGroups(t *testing.T, f *fixture) *evaluate.Evaluator {
 	t.Helper()
-	other := kwok.New(f.cp.Client, f.pool+"-other", 0, 5, planner.Template{
+	other := kwok.New(f.cp.Client, f.pool+"-other", 0, 5, snapshot.Template{
 		Allocatable: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"),
 			corev1.ResourcePods: resource.MustParse("110"),

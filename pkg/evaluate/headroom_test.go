@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // TestHeadroomKeepsSpareNode: a kwok group with headroom {nodes: 1} grows
@@ -21,7 +22,7 @@ func TestHeadroomKeepsSpareNode(t *testing.T) {
 	run := func(what string, set ...func(*planner.Settings)) *planner.Plan {
 		t.Helper()
 		ev := f.evaluator("a")
-		ev.Headroom = map[string]planner.Headroom{f.pool: {Nodes: 1}}
+		ev.Headroom = map[string]snapshot.Headroom{f.pool: {Nodes: 1}}
 		for _, s := range set {
 			s(&ev.Settings)
 		}

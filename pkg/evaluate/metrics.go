@@ -10,16 +10,17 @@ import (
 	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodetide/nodetide/pkg/k8s/facts"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // recordCycle publishes what one cycle saw and did (pkg/metrics, README
 // "Metrics"): the cluster's pressure, each group's size, and the actions
 // that failed.
-func recordCycle(ctx context.Context, snap planner.Snapshot, plan planner.Plan, actions []Action, took time.Duration, shadow bool) {
+func recordCycle(ctx context.Context, snap snapshot.Snapshot, plan planner.Plan, actions []Action, took time.Duration, shadow bool) {
 	m := metrics.From(ctx)
 	if m == nil {
 		return
@@ -31,7 +32,7 @@ func recordCycle(ctx context.Context, snap planner.Snapshot, plan planner.Plan, 
 
 	pending, oldest := 0, time.Duration(0)
 	for i := range snap.Pods {
-		since, ok := facts.UnschedulableSince(&snap.Pods[i])
+		since, ok := podfacts.UnschedulableSince(&snap.Pods[i])
 		if !ok {
 			continue
 		}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/k8s/facts"
 	"github.com/nodetide/nodetide/pkg/metrics"
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/podfacts"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // The kinds of problem a cycle reports (Status.Problems): what the
@@ -81,7 +81,7 @@ const maxProblemNames = 5
 // scale-ups and recovered drains, and the conditions it saw (pods pending
 // too long, groups backed off, drains overdue). A cycle that read nothing
 // has only its error and events.
-func (e *Evaluator) problems(snap planner.Snapshot, res Result, drains []DrainSummary, cycleErr error) []Problem {
+func (e *Evaluator) problems(snap snapshot.Snapshot, res Result, drains []DrainSummary, cycleErr error) []Problem {
 	var out []Problem
 	add := func(kind string, names []string, extra string) {
 		if len(names) == 0 {
@@ -123,7 +123,7 @@ func (e *Evaluator) problems(snap planner.Snapshot, res Result, drains []DrainSu
 	oldest := time.Duration(0)
 	for i := range snap.Pods {
 		p := &snap.Pods[i]
-		if since, ok := facts.UnschedulableSince(p); ok && now.Sub(since) > limit {
+		if since, ok := podfacts.UnschedulableSince(p); ok && now.Sub(since) > limit {
 			pending = append(pending, p.Namespace+"/"+p.Name)
 			oldest = max(oldest, now.Sub(since))
 		}

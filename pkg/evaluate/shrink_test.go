@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // TestShrinkActsOnlyOnItsGroups: a schedule's shrink of one group drains
@@ -24,7 +24,7 @@ func TestShrinkActsOnlyOnItsGroups(t *testing.T) {
 	f := newFixture(t, 0, 5, nil)
 	ctx := context.Background()
 	// A second group whose nodes fit the same pods.
-	other := kwok.New(f.cp.Client, f.pool+"-b", 0, 5, planner.Template{
+	other := kwok.New(f.cp.Client, f.pool+"-b", 0, 5, snapshot.Template{
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")},
 		Labels:      map[string]string{"pool": f.pool},
 	})
@@ -123,7 +123,7 @@ func TestShrinkLeavesOtherGroupsRemovableNodes(t *testing.T) {
 	f := newFixture(t, 0, 5, nil)
 	ctx := context.Background()
 	otherPool := f.pool + "-b"
-	other := kwok.New(f.cp.Client, otherPool, 0, 5, planner.Template{
+	other := kwok.New(f.cp.Client, otherPool, 0, 5, snapshot.Template{
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")},
 		Labels:      map[string]string{"pool": otherPool},
 	})
@@ -149,8 +149,8 @@ func TestShrinkLeavesOtherGroupsRemovableNodes(t *testing.T) {
 	}
 	otherNode := nodes.Items[0].Name
 	since := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
-	prev := planner.State{UnneededSince: map[string]time.Time{otherNode: since}}
-	if err := f.store.SaveState(ctx, planner.State{}, prev); err != nil {
+	prev := snapshot.State{UnneededSince: map[string]time.Time{otherNode: since}}
+	if err := f.store.SaveState(ctx, snapshot.State{}, prev); err != nil {
 		t.Fatal(err)
 	}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/buildinfo"
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -185,7 +186,7 @@ func RunningDrains(ctx context.Context, store state.DrainStore, limit int) ([]Dr
 // saveStatus writes the cycle's status and returns its problems; a failure
 // to save is logged, never returned (the status is for people, the cycle's
 // work is done).
-func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planner.Snapshot, res Result, cycleErr error) []Problem {
+func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap snapshot.Snapshot, res Result, cycleErr error) []Problem {
 	store, ok := e.Store.(state.StatusStore)
 	if !ok {
 		return e.problems(snap, res, nil, cycleErr)
@@ -230,7 +231,7 @@ func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap planne
 // buildStatus summarises a cycle; prev is the last stored status, whose
 // groups stand when this cycle read none, and whose last scale-downs and
 // last error carry over.
-func (e *Evaluator) buildStatus(prev Status, began time.Time, snap planner.Snapshot, res Result, cycleErr error) Status {
+func (e *Evaluator) buildStatus(prev Status, began time.Time, snap snapshot.Snapshot, res Result, cycleErr error) Status {
 	now := e.now()
 	st := Status{
 		CycleAt: now, Duration: time.Since(began).Round(time.Millisecond).String(), Holder: e.Holder,
@@ -285,7 +286,7 @@ func (st *Status) addActions(actions []Action, ok bool, now time.Time) {
 
 // groupSummaries summarises the snapshot's groups as the plan left them,
 // up to the cap, and says how many more there were.
-func groupSummaries(prev Status, snap planner.Snapshot, plan *planner.Plan, actions []Action, now time.Time, registered, ready map[string]int) ([]GroupSummary, int) {
+func groupSummaries(prev Status, snap snapshot.Snapshot, plan *planner.Plan, actions []Action, now time.Time, registered, ready map[string]int) ([]GroupSummary, int) {
 	lastDown := map[string]*time.Time{}
 	for _, g := range prev.NodeGroups {
 		lastDown[g.Name] = g.LastScaleDown
@@ -382,7 +383,7 @@ func unneededNodes(since map[string]time.Time, groupOf map[string]string) ([]Unn
 
 // unmatchedHeadroom lists, sorted, the groups a headroom is set for that
 // are not among groups.
-func unmatchedHeadroom(headroom map[string]planner.Headroom, groups []planner.NodeGroup) []string {
+func unmatchedHeadroom(headroom map[string]snapshot.Headroom, groups []snapshot.NodeGroup) []string {
 	found := make(map[string]bool, len(groups))
 	for _, g := range groups {
 		found[g.Name] = true
@@ -399,7 +400,7 @@ func unmatchedHeadroom(headroom map[string]planner.Headroom, groups []planner.No
 
 // countNodes maps node → group and counts each group's registered and
 // Ready nodes, by providerID.
-func countNodes(snap planner.Snapshot) (groupOf map[string]string, registered, ready map[string]int) {
+func countNodes(snap snapshot.Snapshot) (groupOf map[string]string, registered, ready map[string]int) {
 	byID := map[string]string{}
 	for _, g := range snap.NodeGroups {
 		for _, id := range g.Instances {

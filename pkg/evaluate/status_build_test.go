@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // TestBuildStatusHeadroom: a group's summary carries its headroom as the
@@ -17,7 +18,7 @@ import (
 // read nothing keeps the last groups and problems.
 func TestBuildStatusHeadroom(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	snap := planner.Snapshot{CapturedAt: now, NodeGroups: []planner.NodeGroup{
+	snap := snapshot.Snapshot{CapturedAt: now, NodeGroups: []snapshot.NodeGroup{
 		{Name: "spot", Provider: "aws", MaxSize: 5, TargetSize: 1},
 		{Name: "general", Provider: "aws", MaxSize: 5, TargetSize: 2},
 	}}
@@ -27,10 +28,10 @@ func TestBuildStatusHeadroom(t *testing.T) {
 			{Name: "spot", Headroom: &planner.HeadroomStatus{Rule: "2 spare nodes", Free: "0 free", Need: 2, Adding: 2}},
 			{Name: "general", Headroom: &planner.HeadroomStatus{Rule: "utilisation below 80%", Free: "at 90%", Need: 1, Adding: 1}},
 		},
-		State: planner.State{BackoffUntil: map[string]time.Time{"spot": now.Add(time.Minute)}},
+		State: snapshot.State{BackoffUntil: map[string]time.Time{"spot": now.Add(time.Minute)}},
 	}
 	actions := []Action{{Kind: "scaleUp", NodeGroup: "spot", Delta: 2}, {Kind: "scaleUp", NodeGroup: "general", Delta: 1, Error: "refused"}}
-	e := &Evaluator{Now: func() time.Time { return now }, Headroom: map[string]planner.Headroom{
+	e := &Evaluator{Now: func() time.Time { return now }, Headroom: map[string]snapshot.Headroom{
 		"spot": {Nodes: 2}, "general": {Utilization: 0.8}, "old-gpu": {Nodes: 1}}}
 
 	st := e.buildStatus(Status{}, now, snap, Result{Plan: &plan, Actions: actions}, nil)
@@ -47,7 +48,7 @@ func TestBuildStatusHeadroom(t *testing.T) {
 		t.Errorf("problems %+v, want the headroom's missing group old-gpu", got)
 	}
 
-	failed := e.buildStatus(st, now.Add(time.Minute), planner.Snapshot{}, Result{}, errors.New("cloud unreachable"))
+	failed := e.buildStatus(st, now.Add(time.Minute), snapshot.Snapshot{}, Result{}, errors.New("cloud unreachable"))
 	if !reflect.DeepEqual(failed.NodeGroups, st.NodeGroups) {
 		t.Errorf("failed cycle: groups %+v; want the last ones", failed.NodeGroups)
 	}

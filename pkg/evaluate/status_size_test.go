@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -23,12 +24,12 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 		return fmt.Sprintf("%s-%05d-%s", prefix, i, strings.Repeat("x", 253-len(prefix)-7))
 	}
 	const nodes, groups = 5000, 800
-	var snap planner.Snapshot
+	var snap snapshot.Snapshot
 	snap.CapturedAt = now
-	plan := planner.Plan{State: planner.State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{}, BackoffUntil: map[string]time.Time{}}}
+	plan := planner.Plan{State: snapshot.State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{}, BackoffUntil: map[string]time.Time{}}}
 	for g := range groups {
 		name := long("group", g)
-		snap.NodeGroups = append(snap.NodeGroups, planner.NodeGroup{Name: name, Provider: "kamatera", MaxSize: 10, TargetSize: 9,
+		snap.NodeGroups = append(snap.NodeGroups, snapshot.NodeGroup{Name: name, Provider: "kamatera", MaxSize: 10, TargetSize: 9,
 			BoundsFrom: "schedule " + strings.Repeat("s", 200)})
 		plan.State.LastScaleUp[name] = now
 		plan.State.BackoffUntil[name] = now.Add(time.Hour)
@@ -38,9 +39,9 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 			Need: 2147483647, Adding: 1000, Blocked: "out of reach: a new node's DaemonSets take what it would add"}})
 	}
 	// Headroom for many groups the cycle does not find, at the longest name.
-	headroom := map[string]planner.Headroom{}
+	headroom := map[string]snapshot.Headroom{}
 	for i := range 1000 {
-		headroom[fmt.Sprintf("%05d-%s", i, strings.Repeat("h", 249))] = planner.Headroom{Nodes: 1}
+		headroom[fmt.Sprintf("%05d-%s", i, strings.Repeat("h", 249))] = snapshot.Headroom{Nodes: 1}
 	}
 	for n := range nodes {
 		id := fmt.Sprintf("kamatera://%s", long("node", n))

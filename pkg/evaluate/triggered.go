@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodetide/nodetide/pkg/k8s/facts"
+	"github.com/nodetide/nodetide/pkg/podfacts"
 )
 
 const (
@@ -87,7 +87,7 @@ func comingOfAge(pods []corev1.Pod, minAge time.Duration, now time.Time) time.Ti
 	var due time.Time
 	for i := range pods {
 		p := &pods[i]
-		if !facts.IsUnschedulable(p) {
+		if !podfacts.IsUnschedulable(p) {
 			continue
 		}
 		at := p.CreationTimestamp.Add(minAge)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // The pods of a deleted Node linger until the pod garbage collector removes
@@ -68,10 +69,10 @@ func TestPodsOfADeletedNodeDoNotFailTheCycle(t *testing.T) {
 		t.Errorf("dropped %v, want %s/orphan", dropped, f.ns)
 	}
 	var doc, livePlan, filePlan bytes.Buffer
-	if err := planner.WriteCompactSnapshot(&doc, kept); err != nil {
+	if err := snapshot.WriteCompactSnapshot(&doc, kept); err != nil {
 		t.Fatalf("the snapshot without the pod cannot be written: %v", err)
 	}
-	read, err := planner.ReadSnapshot(&doc)
+	read, err := snapshot.ReadSnapshot(&doc)
 	if err != nil {
 		t.Fatalf("the written snapshot does not read back: %v", err)
 	}

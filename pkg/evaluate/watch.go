@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/nodetide/nodetide/pkg/k8s/facts"
+	"github.com/nodetide/nodetide/pkg/podfacts"
 )
 
 // minWatchRunGap keeps a burst of new pending pods (a Deployment scaled by
@@ -51,7 +51,7 @@ func (e *Evaluator) Watch(ctx context.Context, until time.Time) ([]Result, error
 				return results, nil // the server closed the watch; the next tick covers the rest
 			}
 			pod, isPod := ev.Object.(*corev1.Pod)
-			if !isPod || ev.Type == watch.Deleted || !facts.IsUnschedulable(pod) {
+			if !isPod || ev.Type == watch.Deleted || !podfacts.IsUnschedulable(pod) {
 				continue
 			}
 			at := pod.CreationTimestamp.Add(e.Settings.ScaleUp.PendingPodMinAge)

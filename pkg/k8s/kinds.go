@@ -5,14 +5,13 @@ import (
 	"context"
 	"strings"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // kind is how one resource is listed, watched and kept.
@@ -23,7 +22,7 @@ type kind[T any] struct {
 	watch func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error)
 	// keep sets the object's TypeMeta and returns what is kept of it: the
 	// trimmed object, or the whole one when t is nil.
-	keep func(t *planner.Trimmer, obj *T) T
+	keep func(t *snapshot.Trimmer, obj *T) T
 	key  func(obj *T) objKey
 }
 
@@ -64,7 +63,7 @@ func nodeKind(client kubernetes.Interface) *kind[corev1.Node] {
 			return l.Items, l.ListMeta, nil
 		},
 		watch: nodes.Watch,
-		keep: func(t *planner.Trimmer, n *corev1.Node) corev1.Node {
+		keep: func(t *snapshot.Trimmer, n *corev1.Node) corev1.Node {
 			n.APIVersion, n.Kind = "v1", "Node"
 			if t == nil {
 				return *n
@@ -87,7 +86,7 @@ func podKind(client kubernetes.Interface) *kind[corev1.Pod] {
 			return l.Items, l.ListMeta, nil
 		},
 		watch: pods.Watch,
-		keep: func(t *planner.Trimmer, p *corev1.Pod) corev1.Pod {
+		keep: func(t *snapshot.Trimmer, p *corev1.Pod) corev1.Pod {
 			p.APIVersion, p.Kind = "v1", "Pod"
 			if t == nil {
 				return *p
@@ -110,7 +109,7 @@ func pdbKind(client kubernetes.Interface) *kind[policyv1.PodDisruptionBudget] {
 			return l.Items, l.ListMeta, nil
 		},
 		watch: pdbs.Watch,
-		keep: func(t *planner.Trimmer, b *policyv1.PodDisruptionBudget) policyv1.PodDisruptionBudget {
+		keep: func(t *snapshot.Trimmer, b *policyv1.PodDisruptionBudget) policyv1.PodDisruptionBudget {
 			b.APIVersion, b.Kind = "policy/v1", "PodDisruptionBudget"
 			if t == nil {
 				return *b
@@ -133,7 +132,7 @@ func claimKind(client kubernetes.Interface) *kind[corev1.PersistentVolumeClaim] 
 			return l.Items, l.ListMeta, nil
 		},
 		watch: claims.Watch,
-		keep: func(t *planner.Trimmer, c *corev1.PersistentVolumeClaim) corev1.PersistentVolumeClaim {
+		keep: func(t *snapshot.Trimmer, c *corev1.PersistentVolumeClaim) corev1.PersistentVolumeClaim {
 			c.APIVersion, c.Kind = "v1", "PersistentVolumeClaim"
 			if t == nil {
 				return *c
@@ -156,7 +155,7 @@ func volumeKind(client kubernetes.Interface) *kind[corev1.PersistentVolume] {
 			return l.Items, l.ListMeta, nil
 		},
 		watch: volumes.Watch,
-		keep: func(t *planner.Trimmer, v *corev1.PersistentVolume) corev1.PersistentVolume {
+		keep: func(t *snapshot.Trimmer, v *corev1.PersistentVolume) corev1.PersistentVolume {
 			v.APIVersion, v.Kind = "v1", "PersistentVolume"
 			if t == nil {
 				return *v
@@ -179,7 +178,7 @@ func storageClassKind(client kubernetes.Interface) *kind[storagev1.StorageClass]
 			return l.Items, l.ListMeta, nil
 		},
 		watch: classes.Watch,
-		keep: func(t *planner.Trimmer, sc *storagev1.StorageClass) storagev1.StorageClass {
+		keep: func(t *snapshot.Trimmer, sc *storagev1.StorageClass) storagev1.StorageClass {
 			sc.APIVersion, sc.Kind = "storage.k8s.io/v1", "StorageClass"
 			if t == nil {
 				return *sc

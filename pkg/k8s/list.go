@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // DefaultPageSize is the number of objects asked for per LIST request. It
@@ -72,11 +71,11 @@ func WithFull() ListOption {
 }
 
 // trimmer is a new Trimmer, or nil when objects are kept whole.
-func (o listOptions) trimmer() *planner.Trimmer {
+func (o listOptions) trimmer() *snapshot.Trimmer {
 	if o.full {
 		return nil
 	}
-	return planner.NewTrimmer()
+	return snapshot.NewTrimmer()
 }
 
 func newListOptions(opts []ListOption) listOptions {
@@ -121,7 +120,7 @@ func List(ctx context.Context, client kubernetes.Interface, opts ...ListOption) 
 
 // listVolumes reads the volume kinds into objs; when the server refuses one,
 // it keeps none of them (a claim without its volume would look missing).
-func listVolumes(ctx context.Context, pageSize int64, client kubernetes.Interface, t *planner.Trimmer, objs *Objects) error {
+func listVolumes(ctx context.Context, pageSize int64, client kubernetes.Interface, t *snapshot.Trimmer, objs *Objects) error {
 	var err error
 	if objs.PersistentVolumeClaims, _, err = listAll(ctx, pageSize, claimKind(client), t); err == nil {
 		if objs.PersistentVolumes, _, err = listAll(ctx, pageSize, volumeKind(client), t); err == nil {
@@ -141,7 +140,7 @@ func listVolumes(ctx context.Context, pageSize int64, client kubernetes.Interfac
 
 // listAll pages through one resource and returns its items and the list's
 // resource version.
-func listAll[T any](ctx context.Context, pageSize int64, k *kind[T], t *planner.Trimmer) ([]T, string, error) {
+func listAll[T any](ctx context.Context, pageSize int64, k *kind[T], t *snapshot.Trimmer) ([]T, string, error) {
 	restarted := false
 	for {
 		items, rv, err := listPages(ctx, pageSize, k, t)
@@ -171,7 +170,7 @@ func errContinueExpired(err error) bool {
 // listPages turns each page into kept objects as it arrives and drops the
 // page. The result is sized from the first page's remaining-item count, so a
 // list of any length costs one result slice and no regrowth.
-func listPages[T any](ctx context.Context, pageSize int64, k *kind[T], t *planner.Trimmer) ([]T, string, error) {
+func listPages[T any](ctx context.Context, pageSize int64, k *kind[T], t *snapshot.Trimmer) ([]T, string, error) {
 	lo := metav1.ListOptions{Limit: pageSize}
 	var all []T
 	for {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -18,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // Catch-up bounds. The API server's watch cache sends a bookmark with its
@@ -171,7 +170,7 @@ type cache[T any] struct {
 	rv     string // "" until listed
 	// trim is kept with the objects: a catch-up shares the interned strings
 	// and pod shapes of the list it continues. Nil keeps objects whole.
-	trim *planner.Trimmer
+	trim *snapshot.Trimmer
 }
 
 func newCache[T any](k *kind[T], client kubernetes.Interface) *cache[T] {

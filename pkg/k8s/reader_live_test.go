@@ -24,6 +24,7 @@ import (
 
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // readBed is a namespace and its own nodes (labelled with the namespace), so
@@ -385,9 +386,9 @@ func TestCompactReadSamePlanLive(t *testing.T) {
 	b.cp.WaitPodsUnschedulable(t, b.ns, 3, time.Minute)
 	b.cp.WaitPDBObserved(t, b.ns, "pdb0")
 
-	group := planner.NodeGroup{
+	group := snapshot.NodeGroup{
 		Name: "pool", Provider: "kwok", MinSize: 0, MaxSize: 10,
-		Template: planner.Template{
+		Template: snapshot.Template{
 			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
 				corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")},
 			Labels: b.pool,
@@ -402,8 +403,8 @@ func TestCompactReadSamePlanLive(t *testing.T) {
 	now := time.Now().Add(time.Hour) // every node past unneededTime's start
 	plan := func(objs Objects) string {
 		mine := b.mine(objs)
-		p := planner.Decide(planner.Snapshot{
-			CapturedAt: now, NodeGroups: []planner.NodeGroup{group},
+		p := planner.Decide(snapshot.Snapshot{
+			CapturedAt: now, NodeGroups: []snapshot.NodeGroup{group},
 			Nodes: mine.Nodes, Pods: mine.Pods, PodDisruptionBudgets: mine.PodDisruptionBudgets,
 		}, settings, now)
 		return fmt.Sprintf("%+v", p)

@@ -3,6 +3,8 @@ package planner
 import (
 	"maps"
 	"time"
+
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // AfterScaleUpFailure is the state after the plan's scale-up of group
@@ -13,8 +15,8 @@ import (
 // since a scale-up that did not happen must not start the provision clock
 // or delay scale-down. A backoff already running longer is kept. next is
 // not modified.
-func AfterScaleUpFailure(next, prev State, group string, now time.Time, set Settings) State {
-	out := State{
+func AfterScaleUpFailure(next, prev snapshot.State, group string, now time.Time, set Settings) snapshot.State {
+	out := snapshot.State{
 		UnneededSince: next.UnneededSince,
 		LastScaleUp:   maps.Clone(next.LastScaleUp),
 		BackoffUntil:  maps.Clone(next.BackoffUntil),

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -56,9 +57,9 @@ func TestAfterScaleUpFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			next := State{UnneededSince: map[string]time.Time{"n": earlier}, LastScaleUp: tt.nextUp, BackoffUntil: tt.nextBackoff}
-			before := State{LastScaleUp: maps.Clone(next.LastScaleUp), BackoffUntil: maps.Clone(next.BackoffUntil)}
-			got := AfterScaleUpFailure(next, State{LastScaleUp: tt.prevUp}, "a", now, set)
+			next := snapshot.State{UnneededSince: map[string]time.Time{"n": earlier}, LastScaleUp: tt.nextUp, BackoffUntil: tt.nextBackoff}
+			before := snapshot.State{LastScaleUp: maps.Clone(next.LastScaleUp), BackoffUntil: maps.Clone(next.BackoffUntil)}
+			got := AfterScaleUpFailure(next, snapshot.State{LastScaleUp: tt.prevUp}, "a", now, set)
 			if !maps.EqualFunc(got.LastScaleUp, tt.wantUp, time.Time.Equal) {
 				t.Errorf("lastScaleUp %v, want %v", got.LastScaleUp, tt.wantUp)
 			}
@@ -80,7 +81,7 @@ func TestAfterScaleUpFailure(t *testing.T) {
 func TestAfterScaleUpFailureIsWhatDecideHonours(t *testing.T) {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	set := DefaultSettings()
-	snap := snapshot([]NodeGroup{group("a", 0, 5, 0, "4", "16Gi")}, nil,
+	snap := clusterOf([]snapshot.NodeGroup{group("a", 0, 5, 0, "4", "16Gi")}, nil,
 		[]corev1.Pod{pod("default/p", "1", "1Gi", pending(), created(now.Add(-time.Minute)))})
 	snap.CapturedAt = now
 	plan := Decide(snap, set, now)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -173,7 +174,7 @@ func (m *model) balanceSplit(groups []int, n int64, room []int64) []int64 {
 // it and records the split in the plan. It returns false, having changed
 // nothing, when there is nothing to balance or the split would leave a pod
 // best placed without a node.
-func (m *model) balance(classes []int32, best *estimate, plan *Plan, next *State, grown map[int]int, budget *int64) bool {
+func (m *model) balance(classes []int32, best *estimate, plan *Plan, next *snapshot.State, grown map[int]int, budget *int64) bool {
 	groups := m.balanceGroups(classes, best, grown)
 	if len(groups) < 2 {
 		return false

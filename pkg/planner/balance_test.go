@@ -4,13 +4,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/podfacts"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // zonal is a group in zone z whose template differs from its siblings only
 // by the zone and the group label.
-func zonal(name, z string, target, maxSize int, nodes ...string) NodeGroup {
+func zonal(name, z string, target, maxSize int, nodes ...string) snapshot.NodeGroup {
 	g := withZones(group(name, 0, maxSize, target, "4", "16Gi", nodes...), z)
 	g.Template.Labels = map[string]string{"pool": "workers", "nodetide.io/node-group": name}
 	return g
@@ -42,39 +44,39 @@ func TestBalanceSimilarNodeGroups(t *testing.T) {
 	tests := []struct {
 		name    string
 		set     Settings
-		groups  []NodeGroup
+		groups  []snapshot.NodeGroup
 		pods    []corev1.Pod
 		want    map[string]int
 		balance bool // the reasons say balanced (but own's)
 		own     string
 	}{
 		{"off: the expander's group takes all", DefaultSettings(),
-			[]NodeGroup{zonal("za", "a", 0, 10), zonal("zb", "b", 0, 10), zonal("zc", "c", 0, 10), old}, big,
+			[]snapshot.NodeGroup{zonal("za", "a", 0, 10), zonal("zb", "b", 0, 10), zonal("zc", "c", 0, 10), old}, big,
 			map[string]int{"za": 6}, false, ""},
 		{"on: 2/2/2", balanced(),
-			[]NodeGroup{zonal("za", "a", 0, 10), zonal("zb", "b", 0, 10), zonal("zc", "c", 0, 10), old}, big,
+			[]snapshot.NodeGroup{zonal("za", "a", 0, 10), zonal("zb", "b", 0, 10), zonal("zc", "c", 0, 10), old}, big,
 			map[string]int{"za": 2, "zb": 2, "zc": 2}, true, ""},
 		{"max respected: 3/1/2", balanced(),
-			[]NodeGroup{zonal("za", "a", 0, 10), zonal("zb", "b", 0, 1), zonal("zc", "c", 0, 10), old}, big,
+			[]snapshot.NodeGroup{zonal("za", "a", 0, 10), zonal("zb", "b", 0, 1), zonal("zc", "c", 0, 10), old}, big,
 			map[string]int{"za": 3, "zb": 1, "zc": 2}, true, ""},
 		{"smallest first: targets 2, 0, 1 end at 3, 3, 3", balanced(),
-			[]NodeGroup{zonal("za", "a", 2, 10, "za-0", "za-1"), zonal("zb", "b", 0, 10), zonal("zc", "c", 1, 10, "zc-0"), old}, big,
+			[]snapshot.NodeGroup{zonal("za", "a", 2, 10, "za-0", "za-1"), zonal("zb", "b", 0, 10), zonal("zc", "c", 1, 10, "zc-0"), old}, big,
 			map[string]int{"za": 1, "zb": 3, "zc": 2}, true, ""},
 		{"not similar (other labels): unbalanced", balanced(),
-			[]NodeGroup{zonal("za", "a", 0, 10), withTemplateLabels(zonal("zb", "b", 0, 10), "disk", "ssd"), old}, big,
+			[]snapshot.NodeGroup{zonal("za", "a", 0, 10), withTemplateLabels(zonal("zb", "b", 0, 10), "disk", "ssd"), old}, big,
 			map[string]int{"za": 6}, false, ""},
 		{"a sibling with zonal pods of its own is left to grow for them", balanced(),
-			[]NodeGroup{zonal("za", "a", 0, 10), zonal("zb", "b", 0, 10), zonal("zc", "c", 0, 10), old},
+			[]snapshot.NodeGroup{zonal("za", "a", 0, 10), zonal("zb", "b", 0, 10), zonal("zc", "c", 0, 10), old},
 			append(pendingPods("web", 4, "3", "1Gi"), pendingPods("only-b", 2, "2500m", "1Gi", selector(labelZone, "b"))...),
 			map[string]int{"za": 2, "zb": 2, "zc": 2}, true, "zb"},
 		{"pods that fit one zone only: unbalanced", balanced(),
-			[]NodeGroup{zonal("za", "a", 0, 10), zonal("zb", "b", 0, 10), zonal("zc", "c", 0, 10), old},
+			[]snapshot.NodeGroup{zonal("za", "a", 0, 10), zonal("zb", "b", 0, 10), zonal("zc", "c", 0, 10), old},
 			append(pendingPods("spread", 3, "3", "1Gi", spreadOpt(labelZone, 1, 1, "spread")), onNodes...),
 			map[string]int{"za": 3}, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := Decide(snapshot(tt.groups, nodes, tt.pods), tt.set, t0)
+			p := Decide(clusterOf(tt.groups, nodes, tt.pods), tt.set, t0)
 			got := map[string]int{}
 			pods := 0
 			for _, su := range p.ScaleUp {
@@ -101,47 +103,47 @@ func TestBalanceSimilarNodeGroups(t *testing.T) {
 
 // TestSimilarGroups states the similarity rule case by case.
 func TestSimilarGroups(t *testing.T) {
-	base := func() NodeGroup { return zonal("a", "za", 0, 10) }
+	base := func() snapshot.NodeGroup { return zonal("a", "za", 0, 10) }
 	tests := []struct {
 		name    string
-		other   func(g NodeGroup) NodeGroup
+		other   func(g snapshot.NodeGroup) snapshot.NodeGroup
 		similar bool
 	}{
-		{"other zone, other group label", func(g NodeGroup) NodeGroup {
+		{"other zone, other group label", func(g snapshot.NodeGroup) snapshot.NodeGroup {
 			g.Name, g.Zones = "b", []string{"zb"}
 			g.Template.Labels["nodetide.io/node-group"] = "b"
 			return g
 		}, true},
-		{"memory 1% less", func(g NodeGroup) NodeGroup {
+		{"memory 1% less", func(g snapshot.NodeGroup) snapshot.NodeGroup {
 			g.Template.Allocatable[corev1.ResourceMemory] = resource.MustParse("16220Mi")
 			return g
 		}, true},
-		{"memory 2% less", func(g NodeGroup) NodeGroup {
+		{"memory 2% less", func(g snapshot.NodeGroup) snapshot.NodeGroup {
 			g.Template.Allocatable[corev1.ResourceMemory] = resource.MustParse("16056Mi")
 			return g
 		}, false},
-		{"other cpu", func(g NodeGroup) NodeGroup {
+		{"other cpu", func(g snapshot.NodeGroup) snapshot.NodeGroup {
 			g.Template.Allocatable[corev1.ResourceCPU] = resource.MustParse("3900m")
 			return g
 		}, false},
-		{"other pods", func(g NodeGroup) NodeGroup {
+		{"other pods", func(g snapshot.NodeGroup) snapshot.NodeGroup {
 			g.Template.Allocatable[corev1.ResourcePods] = resource.MustParse("58")
 			return g
 		}, false},
-		{"a GPU more", func(g NodeGroup) NodeGroup {
-			g.Template.Allocatable[ResourceGPU] = resource.MustParse("1")
+		{"a GPU more", func(g snapshot.NodeGroup) snapshot.NodeGroup {
+			g.Template.Allocatable[podfacts.ResourceGPU] = resource.MustParse("1")
 			return g
 		}, false},
-		{"other label", func(g NodeGroup) NodeGroup { return withTemplateLabels(g, "disk", "ssd") }, false},
-		{"other taint", func(g NodeGroup) NodeGroup {
+		{"other label", func(g snapshot.NodeGroup) snapshot.NodeGroup { return withTemplateLabels(g, "disk", "ssd") }, false},
+		{"other taint", func(g snapshot.NodeGroup) snapshot.NodeGroup {
 			return withTemplateTaint(g, "dedicated", "x", corev1.TaintEffectNoSchedule)
 		}, false},
-		{"other provider", func(g NodeGroup) NodeGroup { g.Provider = "aws"; return g }, false},
+		{"other provider", func(g snapshot.NodeGroup) snapshot.NodeGroup { g.Provider = "aws"; return g }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := base(), tt.other(base())
-			m := newModel(&Snapshot{NodeGroups: []NodeGroup{a, b}}, DefaultSettings(), t0)
+			m := newModel(&snapshot.Snapshot{NodeGroups: []snapshot.NodeGroup{a, b}}, DefaultSettings(), t0)
 			if got := m.similar(0, 1); got != tt.similar {
 				t.Errorf("similar = %v, want %v", got, tt.similar)
 			}

@@ -1,13 +1,14 @@
 package planner
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
+	"github.com/nodetide/nodetide/pkg/snapshot/snapshottest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,10 +18,10 @@ import (
 // takes longer than planning it.
 var (
 	clusterMu    sync.Mutex
-	clusterCache = map[int]Snapshot{}
+	clusterCache = map[int]snapshot.Snapshot{}
 )
 
-func benchCluster(nodes int) Snapshot {
+func benchCluster(nodes int) snapshot.Snapshot {
 	clusterMu.Lock()
 	defer clusterMu.Unlock()
 	s, ok := clusterCache[nodes]
@@ -52,28 +53,14 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
-func BenchmarkDecodeSnapshot(b *testing.B) {
-	var doc bytes.Buffer
-	if err := WriteSnapshot(&doc, benchCluster(5000)); err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(doc.Len()))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ReadSnapshot(bytes.NewReader(doc.Bytes())); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // yardstickSnapshot is cluster-autoscaler's BenchmarkBinpackingEstimate as
 // a snapshot: one empty group whose template has 1000m CPU, 5000 MiB and
 // 100 pod slots, room for 3,000 nodes, and 51,000 pending pods (50,000 of
 // 50m / 100 bytes, 1,000 of 95m / 190 bytes).
-func yardstickSnapshot() Snapshot {
-	s := Snapshot{CapturedAt: t0, NodeGroups: []NodeGroup{{
+func yardstickSnapshot() snapshot.Snapshot {
+	s := snapshot.Snapshot{CapturedAt: t0, NodeGroups: []snapshot.NodeGroup{{
 		Name: "template", Provider: "kwok", MaxSize: 3000,
-		Template: Template{Allocatable: corev1.ResourceList{
+		Template: snapshot.Template{Allocatable: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("1000m"),
 			corev1.ResourceMemory: resource.MustParse("5000Mi"),
 			corev1.ResourcePods:   resource.MustParse("100"),
@@ -130,7 +117,7 @@ func BenchmarkYardstick(b *testing.B) {
 // topologyCluster is the 5,000-node synthetic cluster with every workload
 // pod spread over zones (maxSkew 1) and kept one per node by hostname
 // anti-affinity on its app, pending pods included.
-func topologyCluster() Snapshot {
+func topologyCluster() snapshot.Snapshot {
 	s := syntheticCluster(5000, 30, 0.05, 5000)
 	for i := range s.Pods {
 		p := &s.Pods[i]
@@ -151,15 +138,15 @@ func topologyCluster() Snapshot {
 // decideCPU plans s b.N times and reports the CPU per plan (not wall time:
 // on a shared machine the wall clock measures the neighbours) and the
 // pending pods the last plan packed; it returns that plan.
-func decideCPU(b *testing.B, s Snapshot, set Settings) (Plan, int) {
+func decideCPU(b *testing.B, s snapshot.Snapshot, set Settings) (Plan, int) {
 	b.Helper()
 	b.ReportAllocs()
 	var p Plan
-	start := cpuTime()
+	start := snapshottest.CPUTime()
 	for b.Loop() {
 		p = Decide(s, set, s.CapturedAt)
 	}
-	b.ReportMetric((cpuTime()-start).Seconds()/float64(b.N), "cpu-s/op")
+	b.ReportMetric((snapshottest.CPUTime()-start).Seconds()/float64(b.N), "cpu-s/op")
 	placed := 0
 	for _, u := range p.ScaleUp {
 		placed += len(u.Pods)
@@ -193,13 +180,13 @@ func BenchmarkDecideTopologyZones(b *testing.B) {
 // zonalTopologyCluster is topologyCluster with each group split into one
 // group per zone (as one ASG per AZ), so the zone-spread pending pods have
 // templates that can take them and the plan packs them.
-func zonalTopologyCluster() Snapshot {
+func zonalTopologyCluster() snapshot.Snapshot {
 	s := topologyCluster()
 	zoneOf := make(map[string]string, len(s.Nodes))
 	for i := range s.Nodes {
 		zoneOf[s.Nodes[i].Spec.ProviderID] = s.Nodes[i].Labels[corev1.LabelTopologyZone]
 	}
-	var groups []NodeGroup
+	var groups []snapshot.NodeGroup
 	for _, g := range s.NodeGroups {
 		for _, z := range []string{"z0", "z1", "z2"} {
 			zg := g

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -50,7 +51,7 @@ func TestBudgetMatching(t *testing.T) {
 		{"other namespace", "other/f", []string{"app", "web"}, []int32{9}},
 		{"namespace without budgets", "else/g", []string{"app", "web"}, nil},
 	}
-	set := (&model{snap: &Snapshot{PodDisruptionBudgets: budgets}}).pdbSet()
+	set := (&model{snap: &snapshot.Snapshot{PodDisruptionBudgets: budgets}}).pdbSet()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := pod(tt.key, "100m", "100Mi", podLabels(tt.labels...))

@@ -5,18 +5,20 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Decide plans one cycle: which groups grow and by how much, which nodes go,
 // which pending pods stay pending and why, and the State for the next cycle.
 // now is the decision instant (the snapshot's capturedAt when replaying).
 // The snapshot is only read.
-func Decide(s Snapshot, set Settings, now time.Time) Plan {
+func Decide(s snapshot.Snapshot, set Settings, now time.Time) Plan {
 	p, _ := decide(&s, set, now, false)
 	return p
 }
 
-func decide(s *Snapshot, set Settings, now time.Time, traced bool) (Plan, *trace) {
+func decide(s *snapshot.Snapshot, set Settings, now time.Time, traced bool) (Plan, *trace) {
 	now = now.UTC()
 	var tr *trace
 	if traced {
@@ -28,7 +30,7 @@ func decide(s *Snapshot, set Settings, now time.Time, traced bool) (Plan, *trace
 		Unschedulable: []Unschedulable{},
 		NodeGroups:    []GroupStatus{},
 	}
-	next := State{
+	next := snapshot.State{
 		UnneededSince: map[string]time.Time{},
 		LastScaleUp:   map[string]time.Time{},
 		BackoffUntil:  map[string]time.Time{},

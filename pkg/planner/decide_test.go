@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/podfacts"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -54,7 +56,7 @@ func assertPlan(t *testing.T, p Plan, w want) {
 
 type planCase struct {
 	name string
-	snap Snapshot
+	snap snapshot.Snapshot
 	set  func(*Settings)
 	want want
 }
@@ -72,7 +74,7 @@ func runCases(t *testing.T, cases []planCase) {
 	}
 }
 
-func workers(target int, nodes ...string) NodeGroup {
+func workers(target int, nodes ...string) snapshot.NodeGroup {
 	return group("workers", 0, 10, target, "4", "16Gi", nodes...)
 }
 
@@ -84,7 +86,7 @@ func TestPending(t *testing.T) {
 	runCases(t, []planCase{
 		{
 			name: "an unschedulable pod old enough asks for a node",
-			snap: snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{pod("p", "1", "1Gi", pending())}),
+			snap: clusterOf([]snapshot.NodeGroup{workers(0)}, nil, []corev1.Pod{pod("p", "1", "1Gi", pending())}),
 			want: want{up: []string{"workers +1 =1 [default/p]"}, check: func(t *testing.T, p Plan) {
 				if got, w := p.ScaleUp[0].Reason, "1 pending pod needs 1 node (least waste 84%)"; got != w {
 					t.Errorf("reason %q, want %q", got, w)
@@ -96,11 +98,11 @@ func TestPending(t *testing.T) {
 		},
 		{
 			name: "a pod younger than pendingPodMinAge waits",
-			snap: snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{pod("p", "1", "1Gi", pending(), created(t0.Add(-5*time.Second)))}),
+			snap: clusterOf([]snapshot.NodeGroup{workers(0)}, nil, []corev1.Pod{pod("p", "1", "1Gi", pending(), created(t0.Add(-5*time.Second)))}),
 		},
 		{
 			name: "bound, terminal, deleted and gated pods are not pending",
-			snap: snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{workers(0)}, nil, []corev1.Pod{
 				bound,
 				pod("failed", "1", "1Gi", pending(), phase(corev1.PodFailed)),
 				pod("succeeded", "1", "1Gi", pending(), phase(corev1.PodSucceeded)),
@@ -117,39 +119,39 @@ func TestFilterOutSchedulable(t *testing.T) {
 	runCases(t, []planCase{
 		{
 			name: "a pod that fits an existing node needs no new node",
-			snap: snapshot([]NodeGroup{workers(1, "n1")},
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi")},
 				[]corev1.Pod{pod("web-1", "1", "1Gi", on("n1")), pod("p", "2", "1Gi", pending())}),
 		},
 		{
 			name: "requests of bound pods leave too little room",
-			snap: snapshot([]NodeGroup{workers(1, "n1")},
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi")},
 				[]corev1.Pod{full("n1"), pod("p", "1", "1Gi", pending())}),
 			want: want{up: []string{"workers +1 =2 [default/p]"}},
 		},
 		{
 			name: "terminal pods hold no room",
-			snap: snapshot([]NodeGroup{workers(1, "n1")},
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi")},
 				[]corev1.Pod{pod("done", "3", "1Gi", on("n1"), phase(corev1.PodSucceeded)), pod("p", "2", "1Gi", pending())}),
 		},
 		{
 			name: "pending pods share one node's room",
-			snap: snapshot([]NodeGroup{workers(1, "n1")},
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi")},
 				[]corev1.Pod{pod("p1", "3", "1Gi", pending()), pod("p2", "3", "1Gi", pending())}),
 			want: want{up: []string{"workers +1 =2 [default/p2]"}},
 		},
 		{
 			name: "a booting node takes pods despite its not-ready taint",
-			snap: snapshot([]NodeGroup{workers(1, "n1")},
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi", notReady(t0.Add(-5*time.Minute)))},
 				[]corev1.Pod{pod("p", "1", "1Gi", pending())}),
 		},
 		{
 			name: "a Ready node whose not-ready taint is not yet cleared takes pods",
-			snap: snapshot([]NodeGroup{workers(1, "n1")},
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")},
 				[]corev1.Node{func() corev1.Node {
 					n := node("n1", "workers", "4", "16Gi")
 					n.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}}
@@ -159,14 +161,14 @@ func TestFilterOutSchedulable(t *testing.T) {
 		},
 		{
 			name: "a node not ready past the provision time takes nothing",
-			snap: snapshot([]NodeGroup{workers(1, "n1")},
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi", notReady(t0.Add(-30*time.Minute)))},
 				[]corev1.Pod{pod("p", "1", "1Gi", pending())}),
 			want: want{up: []string{"workers +1 =2 [default/p]"}},
 		},
 		{
 			name: "cordoned, draining and deleted nodes take nothing",
-			snap: snapshot([]NodeGroup{workers(3, "n1", "n2", "n3")},
+			snap: clusterOf([]snapshot.NodeGroup{workers(3, "n1", "n2", "n3")},
 				[]corev1.Node{
 					node("n1", "workers", "4", "16Gi", cordoned()),
 					node("n2", "workers", "4", "16Gi", draining()),
@@ -177,20 +179,20 @@ func TestFilterOutSchedulable(t *testing.T) {
 		},
 		{
 			name: "a node of no group is still a destination",
-			snap: snapshot([]NodeGroup{workers(0)},
+			snap: clusterOf([]snapshot.NodeGroup{workers(0)},
 				[]corev1.Node{node("static", "static", "4", "16Gi")},
 				[]corev1.Pod{pod("p", "1", "1Gi", pending())}),
 		},
 		{
 			name: "the existing node must match the pod's selector",
-			snap: snapshot([]NodeGroup{workers(1, "n1")},
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi")},
 				[]corev1.Pod{pod("p", "1", "1Gi", pending(), selector("disk", "ssd"))}),
 			want: want{unsched: []string{"default/p: fits no node group: workers: node selector disk=ssd not matched"}},
 		},
 		{
 			name: "a pod pinned to an existing node by name fits that node only",
-			snap: snapshot([]NodeGroup{workers(1, "n1")},
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi")},
 				[]corev1.Pod{func() corev1.Pod {
 					p := pod("p", "1", "1Gi", pending())
@@ -206,30 +208,30 @@ func TestFilterOutSchedulable(t *testing.T) {
 
 func TestTemplateFit(t *testing.T) {
 	gpu := withTemplateTaint(group("gpu", 0, 4, 0, "8", "32Gi"), "nvidia.com/gpu", "true", corev1.TaintEffectNoSchedule)
-	gpu.Template.Allocatable[ResourceGPU] = resource.MustParse("1")
-	zone := func(name, z string) NodeGroup {
+	gpu.Template.Allocatable[podfacts.ResourceGPU] = resource.MustParse("1")
+	zone := func(name, z string) snapshot.NodeGroup {
 		return withTemplateLabels(group(name, 0, 5, 0, "4", "16Gi"), "zone", z)
 	}
 	runCases(t, []planCase{
 		{
 			name: "node selector picks the group",
-			snap: snapshot([]NodeGroup{workers(0), gpu}, nil, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{workers(0), gpu}, nil, []corev1.Pod{
 				pod("train", "2", "4Gi", pending(), selector("pool", "gpu"), tolerate("nvidia.com/gpu", "true", corev1.TaintEffectNoSchedule)),
 			}),
 			want: want{up: []string{"gpu +1 =1 [default/train]"}},
 		},
 		{
 			name: "every group's misfit is named",
-			snap: snapshot([]NodeGroup{workers(0), gpu}, nil, []corev1.Pod{pod("big", "6", "1Gi", pending())}),
+			snap: clusterOf([]snapshot.NodeGroup{workers(0), gpu}, nil, []corev1.Pod{pod("big", "6", "1Gi", pending())}),
 			want: want{unsched: []string{"default/big: fits no node group: gpu: taint nvidia.com/gpu=true:NoSchedule not tolerated; workers: insufficient cpu (needs 6, template has 4)"}},
 		},
 		{
 			name: "memory and GPUs are checked",
-			snap: snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{workers(0)}, nil, []corev1.Pod{
 				pod("mem", "1", "20Gi", pending()),
 				func() corev1.Pod {
 					p := pod("gpu", "1", "1Gi", pending())
-					p.Spec.Containers[0].Resources.Requests[ResourceGPU] = resource.MustParse("1")
+					p.Spec.Containers[0].Resources.Requests[podfacts.ResourceGPU] = resource.MustParse("1")
 					return p
 				}(),
 			}),
@@ -240,19 +242,19 @@ func TestTemplateFit(t *testing.T) {
 		},
 		{
 			name: "a selector no template matches",
-			snap: snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{pod("p", "1", "1Gi", pending(), selector("pool", "gpu"))}),
+			snap: clusterOf([]snapshot.NodeGroup{workers(0)}, nil, []corev1.Pod{pod("p", "1", "1Gi", pending(), selector("pool", "gpu"))}),
 			want: want{unsched: []string{"default/p: fits no node group: workers: node selector pool=gpu not matched"}},
 		},
 		{
 			name: "required node affinity picks the group",
-			snap: snapshot([]NodeGroup{zone("a", "eu-1a"), zone("b", "eu-1b")}, nil, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{zone("a", "eu-1a"), zone("b", "eu-1b")}, nil, []corev1.Pod{
 				pod("p", "1", "1Gi", pending(), affinity([]corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "eu-1b", "eu-1c")})),
 			}),
 			want: want{up: []string{"b +1 =1 [default/p]"}},
 		},
 		{
 			name: "affinity terms are ORed, requirements ANDed",
-			snap: snapshot([]NodeGroup{zone("a", "eu-1a"), zone("b", "eu-1b")}, nil, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{zone("a", "eu-1a"), zone("b", "eu-1b")}, nil, []corev1.Pod{
 				pod("p", "1", "1Gi", pending(), affinity(
 					[]corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "eu-1a"), req("pool", corev1.NodeSelectorOpNotIn, "a")},
 					[]corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpExists), req("pool", corev1.NodeSelectorOpIn, "b")},
@@ -262,26 +264,26 @@ func TestTemplateFit(t *testing.T) {
 		},
 		{
 			name: "affinity no template matches",
-			snap: snapshot([]NodeGroup{zone("a", "eu-1a")}, nil, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{zone("a", "eu-1a")}, nil, []corev1.Pod{
 				pod("p", "1", "1Gi", pending(), affinity([]corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpDoesNotExist)})),
 			}),
 			want: want{unsched: []string{"default/p: fits no node group: a: required node affinity not matched"}},
 		},
 		{
 			name: "PreferNoSchedule taints do not repel",
-			snap: snapshot([]NodeGroup{withTemplateTaint(workers(0), "spot", "", corev1.TaintEffectPreferNoSchedule)}, nil,
+			snap: clusterOf([]snapshot.NodeGroup{withTemplateTaint(workers(0), "spot", "", corev1.TaintEffectPreferNoSchedule)}, nil,
 				[]corev1.Pod{pod("p", "1", "1Gi", pending())}),
 			want: want{up: []string{"workers +1 =1 [default/p]"}},
 		},
 		{
 			name: "an Exists toleration covers any value",
-			snap: snapshot([]NodeGroup{withTemplateTaint(workers(0), "dedicated", "ml", corev1.TaintEffectNoExecute)}, nil,
+			snap: clusterOf([]snapshot.NodeGroup{withTemplateTaint(workers(0), "dedicated", "ml", corev1.TaintEffectNoExecute)}, nil,
 				[]corev1.Pod{pod("p", "1", "1Gi", pending(), tolerate("dedicated", "", ""))}),
 			want: want{up: []string{"workers +1 =1 [default/p]"}},
 		},
 		{
 			name: "a NoExecute taint repels",
-			snap: snapshot([]NodeGroup{withTemplateTaint(workers(0), "dedicated", "ml", corev1.TaintEffectNoExecute)}, nil,
+			snap: clusterOf([]snapshot.NodeGroup{withTemplateTaint(workers(0), "dedicated", "ml", corev1.TaintEffectNoExecute)}, nil,
 				[]corev1.Pod{pod("p", "1", "1Gi", pending(), tolerate("dedicated", "ml", corev1.TaintEffectNoSchedule))}),
 			want: want{unsched: []string{"default/p: fits no node group: workers: taint dedicated=ml:NoExecute not tolerated"}},
 		},
@@ -295,7 +297,7 @@ func TestDaemonSetOverhead(t *testing.T) {
 	runCases(t, []planCase{
 		{
 			name: "a new node carries the DaemonSets that would run on it",
-			snap: snapshot([]NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{
 				ds("logs", "n1"),
 				pod("p", "3500m", "1Gi", pending()),
 			}),
@@ -303,7 +305,7 @@ func TestDaemonSetOverhead(t *testing.T) {
 		},
 		{
 			name: "a DaemonSet whose selector misses the template costs nothing",
-			snap: snapshot([]NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{workers(1, "n1")}, []corev1.Node{node("n1", "workers", "4", "16Gi")}, []corev1.Pod{
 				ds("gpu-plugin", "n1", selector("pool", "gpu")),
 				pod("busy", "3", "1Gi", on("n1")),
 				pod("p", "3500m", "1Gi", pending()),
@@ -312,7 +314,7 @@ func TestDaemonSetOverhead(t *testing.T) {
 		},
 		{
 			name: "a DaemonSet that does not tolerate the template's taint costs nothing",
-			snap: snapshot([]NodeGroup{withTemplateTaint(workers(0), "dedicated", "x", corev1.TaintEffectNoSchedule)}, []corev1.Node{node("n0", "other", "4", "16Gi")}, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{withTemplateTaint(workers(0), "dedicated", "x", corev1.TaintEffectNoSchedule)}, []corev1.Node{node("n0", "other", "4", "16Gi")}, []corev1.Pod{
 				ds("logs", "n0"),
 				pod("p", "3500m", "1Gi", pending(), tolerate("dedicated", "x", corev1.TaintEffectNoSchedule)),
 			}),
@@ -322,7 +324,7 @@ func TestDaemonSetOverhead(t *testing.T) {
 }
 
 func TestUpcomingAndBackoff(t *testing.T) {
-	withState := func(s Snapshot, st State) Snapshot { s.State = st; return s }
+	withState := func(s snapshot.Snapshot, st snapshot.State) snapshot.Snapshot { s.State = st; return s }
 	two := func(cpu string) []corev1.Pod {
 		return []corev1.Pod{pod("p1", cpu, "1Gi", pending()), pod("p2", cpu, "1Gi", pending())}
 	}
@@ -330,18 +332,18 @@ func TestUpcomingAndBackoff(t *testing.T) {
 	runCases(t, []planCase{
 		{
 			name: "nodes still coming up take pending pods first",
-			snap: withState(snapshot([]NodeGroup{workers(1)}, nil, two("1")),
-				State{LastScaleUp: map[string]time.Time{"workers": t0.Add(-5 * time.Minute)}}),
+			snap: withState(clusterOf([]snapshot.NodeGroup{workers(1)}, nil, two("1")),
+				snapshot.State{LastScaleUp: map[string]time.Time{"workers": t0.Add(-5 * time.Minute)}}),
 		},
 		{
 			name: "pods beyond the upcoming room get new nodes",
-			snap: withState(snapshot([]NodeGroup{workers(1)}, nil, two("3")),
-				State{LastScaleUp: map[string]time.Time{"workers": t0.Add(-5 * time.Minute)}}),
+			snap: withState(clusterOf([]snapshot.NodeGroup{workers(1)}, nil, two("3")),
+				snapshot.State{LastScaleUp: map[string]time.Time{"workers": t0.Add(-5 * time.Minute)}}),
 			want: want{up: []string{"workers +1 =2 [default/p2]"}},
 		},
 		{
 			name: "a raised target with no scale-up on record starts the clock now",
-			snap: snapshot([]NodeGroup{workers(1)}, nil, two("1")),
+			snap: clusterOf([]snapshot.NodeGroup{workers(1)}, nil, two("1")),
 			want: want{check: func(t *testing.T, p Plan) {
 				if !p.State.LastScaleUp["workers"].Equal(t0) {
 					t.Errorf("lastScaleUp = %v", p.State.LastScaleUp)
@@ -350,8 +352,8 @@ func TestUpcomingAndBackoff(t *testing.T) {
 		},
 		{
 			name: "nodes not registered in time are given back and the group backed off",
-			snap: withState(snapshot([]NodeGroup{workers(2), spare}, nil, two("1")),
-				State{LastScaleUp: map[string]time.Time{"workers": t0.Add(-20 * time.Minute)}}),
+			snap: withState(clusterOf([]snapshot.NodeGroup{workers(2), spare}, nil, two("1")),
+				snapshot.State{LastScaleUp: map[string]time.Time{"workers": t0.Add(-20 * time.Minute)}}),
 			want: want{
 				decrease: []string{"workers -2 =0"},
 				up:       []string{"spare +1 =1 [default/p1 default/p2]"},
@@ -367,8 +369,8 @@ func TestUpcomingAndBackoff(t *testing.T) {
 		},
 		{
 			name: "a backed-off group is not grown",
-			snap: withState(snapshot([]NodeGroup{workers(0)}, nil, two("1")),
-				State{BackoffUntil: map[string]time.Time{"workers": t0.Add(2 * time.Minute)}}),
+			snap: withState(clusterOf([]snapshot.NodeGroup{workers(0)}, nil, two("1")),
+				snapshot.State{BackoffUntil: map[string]time.Time{"workers": t0.Add(2 * time.Minute)}}),
 			want: want{unsched: []string{
 				"default/p1: node group workers backed off until 2026-11-30T10:02:00Z",
 				"default/p2: node group workers backed off until 2026-11-30T10:02:00Z",
@@ -376,8 +378,8 @@ func TestUpcomingAndBackoff(t *testing.T) {
 		},
 		{
 			name: "an expired backoff is forgotten",
-			snap: withState(snapshot([]NodeGroup{workers(0)}, nil, two("1")),
-				State{BackoffUntil: map[string]time.Time{"workers": t0.Add(-time.Minute)}}),
+			snap: withState(clusterOf([]snapshot.NodeGroup{workers(0)}, nil, two("1")),
+				snapshot.State{BackoffUntil: map[string]time.Time{"workers": t0.Add(-time.Minute)}}),
 			want: want{up: []string{"workers +1 =1 [default/p1 default/p2]"}, check: func(t *testing.T, p Plan) {
 				if len(p.State.BackoffUntil) != 0 {
 					t.Errorf("backoffUntil = %v", p.State.BackoffUntil)
@@ -395,7 +397,7 @@ func TestExpander(t *testing.T) {
 	runCases(t, []planCase{
 		{
 			name: "least waste picks the snug template",
-			snap: snapshot([]NodeGroup{large, small}, nil, []corev1.Pod{pod("p", "3", "3Gi", pending())}),
+			snap: clusterOf([]snapshot.NodeGroup{large, small}, nil, []corev1.Pod{pod("p", "3", "3Gi", pending())}),
 			want: want{up: []string{"small +1 =1 [default/p]"}, check: func(t *testing.T, p Plan) {
 				if got, w := p.ScaleUp[0].Reason, "1 pending pod needs 1 node (least waste 25%)"; got != w {
 					t.Errorf("reason %q, want %q", got, w)
@@ -404,7 +406,7 @@ func TestExpander(t *testing.T) {
 		},
 		{
 			name: "priority overrides waste",
-			snap: snapshot([]NodeGroup{large, small}, nil, []corev1.Pod{pod("p", "3", "3Gi", pending())}),
+			snap: clusterOf([]snapshot.NodeGroup{large, small}, nil, []corev1.Pod{pod("p", "3", "3Gi", pending())}),
 			set: func(s *Settings) {
 				s.ScaleUp.Expander = ExpanderPriority
 				s.ScaleUp.Priorities = map[string]int{"large": 10, "small": 1}
@@ -417,7 +419,7 @@ func TestExpander(t *testing.T) {
 		},
 		{
 			name: "equal priorities fall back to least waste",
-			snap: snapshot([]NodeGroup{large, small}, nil, []corev1.Pod{pod("p", "3", "3Gi", pending())}),
+			snap: clusterOf([]snapshot.NodeGroup{large, small}, nil, []corev1.Pod{pod("p", "3", "3Gi", pending())}),
 			set: func(s *Settings) {
 				s.ScaleUp.Expander = ExpanderPriority
 				s.ScaleUp.Priorities = map[string]int{"large": 5, "small": 5}
@@ -426,7 +428,7 @@ func TestExpander(t *testing.T) {
 		},
 		{
 			name: "equal waste: more pods placed wins",
-			snap: snapshot([]NodeGroup{
+			snap: clusterOf([]snapshot.NodeGroup{
 				group("a", 0, 5, 0, "2", "2Gi"),
 				withTemplateLabels(group("b", 0, 5, 0, "4", "4Gi"), "ssd", "yes"),
 			}, nil, []corev1.Pod{
@@ -437,13 +439,13 @@ func TestExpander(t *testing.T) {
 		},
 		{
 			name: "full ties go by name",
-			snap: snapshot([]NodeGroup{group("b", 0, 5, 0, "4", "4Gi"), group("a", 0, 5, 0, "4", "4Gi")}, nil,
+			snap: clusterOf([]snapshot.NodeGroup{group("b", 0, 5, 0, "4", "4Gi"), group("a", 0, 5, 0, "4", "4Gi")}, nil,
 				[]corev1.Pod{pod("p", "2", "2Gi", pending())}),
 			want: want{up: []string{"a +1 =1 [default/p]"}},
 		},
 		{
 			name: "pods are placed group by group",
-			snap: snapshot([]NodeGroup{group("a", 0, 5, 0, "4", "16Gi"), group("b", 0, 5, 0, "4", "16Gi")}, nil,
+			snap: clusterOf([]snapshot.NodeGroup{group("a", 0, 5, 0, "4", "16Gi"), group("b", 0, 5, 0, "4", "16Gi")}, nil,
 				[]corev1.Pod{selA("a1"), selA("a2"), selB("b1")}),
 			want: want{up: []string{"a +1 =1 [default/a1 default/a2]", "b +1 =1 [default/b1]"}},
 		},
@@ -468,7 +470,7 @@ func TestCaps(t *testing.T) {
 	runCases(t, []planCase{
 		{
 			name: "maxSize caps the group",
-			snap: snapshot([]NodeGroup{capped}, busy, busyPods(pods(3, "3"))),
+			snap: clusterOf([]snapshot.NodeGroup{capped}, busy, busyPods(pods(3, "3"))),
 			want: want{
 				up: []string{"workers +1 =2 [default/p1]"},
 				unsched: []string{
@@ -479,7 +481,7 @@ func TestCaps(t *testing.T) {
 		},
 		{
 			name: "a schedule's max is named",
-			snap: snapshot([]NodeGroup{night}, busy, busyPods(pods(2, "3"))),
+			snap: clusterOf([]snapshot.NodeGroup{night}, busy, busyPods(pods(2, "3"))),
 			want: want{
 				up:      []string{"workers +1 =2 [default/p1]"},
 				unsched: []string{"default/p2: node group workers at max size 2 (max set by schedule night)"},
@@ -487,7 +489,7 @@ func TestCaps(t *testing.T) {
 		},
 		{
 			name: "maxNodesPerStep caps the plan",
-			snap: snapshot([]NodeGroup{workers(0)}, nil, pods(3, "3")),
+			snap: clusterOf([]snapshot.NodeGroup{workers(0)}, nil, pods(3, "3")),
 			set:  func(s *Settings) { s.ScaleUp.MaxNodesPerStep = 2 },
 			want: want{
 				up:      []string{"workers +2 =2 [default/p1 default/p2]"},
@@ -496,7 +498,7 @@ func TestCaps(t *testing.T) {
 		},
 		{
 			name: "maxNodesPerStep is shared by the groups",
-			snap: snapshot([]NodeGroup{group("a", 0, 5, 0, "4", "16Gi"), group("b", 0, 5, 0, "4", "16Gi")}, nil, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{group("a", 0, 5, 0, "4", "16Gi"), group("b", 0, 5, 0, "4", "16Gi")}, nil, []corev1.Pod{
 				pod("a1", "3", "1Gi", pending(), selector("pool", "a")),
 				pod("a2", "3", "1Gi", pending(), selector("pool", "a")),
 				pod("b1", "3", "1Gi", pending(), selector("pool", "b"), podLabels("app", "b")),
@@ -509,7 +511,7 @@ func TestCaps(t *testing.T) {
 		},
 		{
 			name: "first-fit decreasing mixes sizes",
-			snap: snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{
+			snap: clusterOf([]snapshot.NodeGroup{workers(0)}, nil, []corev1.Pod{
 				pod("c3", "3", "1Gi", pending()),
 				pod("c1a", "1", "1Gi", pending()), pod("c1b", "1", "1Gi", pending()), pod("c1c", "1", "1Gi", pending()),
 				pod("c2a", "2", "1Gi", pending()), pod("c2b", "2", "1Gi", pending()),
@@ -520,7 +522,7 @@ func TestCaps(t *testing.T) {
 }
 
 func TestUtilization(t *testing.T) {
-	snap := snapshot([]NodeGroup{workers(3, "n1", "n2", "gone")},
+	snap := clusterOf([]snapshot.NodeGroup{workers(3, "n1", "n2", "gone")},
 		[]corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi"), node("static", "x", "4", "16Gi")},
 		[]corev1.Pod{
 			pod("web", "1", "4Gi", on("n1")),
@@ -540,8 +542,8 @@ func TestUtilization(t *testing.T) {
 
 // scaleDownBase: three workers; n1 lightly used (its pods are the
 // arguments), n2 and n3 at 75% cpu. n1 was unneeded 20 minutes ago.
-func scaleDownBase(n1Pods ...corev1.Pod) Snapshot {
-	s := snapshot([]NodeGroup{group("workers", 1, 10, 3, "4", "16Gi", "n1", "n2", "n3")},
+func scaleDownBase(n1Pods ...corev1.Pod) snapshot.Snapshot {
+	s := clusterOf([]snapshot.NodeGroup{group("workers", 1, 10, 3, "4", "16Gi", "n1", "n2", "n3")},
 		[]corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi"), node("n3", "workers", "4", "16Gi")},
 		append([]corev1.Pod{pod("busy2", "3", "1Gi", on("n2")), pod("busy3", "3", "1Gi", on("n3"))}, n1Pods...))
 	s.State.UnneededSince = map[string]time.Time{"n1": t0.Add(-20 * time.Minute)}
@@ -554,7 +556,7 @@ func light(name string, opts ...podOpt) corev1.Pod {
 
 func TestScaleDown(t *testing.T) {
 	removed := []string{"workers/n1"}
-	modify := func(s Snapshot, f func(*Snapshot)) Snapshot { f(&s); return s }
+	modify := func(s snapshot.Snapshot, f func(*snapshot.Snapshot)) snapshot.Snapshot { f(&s); return s }
 	unneededOnly := func(names ...string) func(*testing.T, Plan) {
 		return func(t *testing.T, p Plan) {
 			var got []string
@@ -583,7 +585,7 @@ func TestScaleDown(t *testing.T) {
 		},
 		{
 			name: "a newly unneeded node starts its clock",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) { s.State.UnneededSince = nil }),
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) { s.State.UnneededSince = nil }),
 			want: want{check: func(t *testing.T, p Plan) {
 				if !p.State.UnneededSince["n1"].Equal(t0) {
 					t.Errorf("unneededSince = %v", p.State.UnneededSince)
@@ -592,7 +594,7 @@ func TestScaleDown(t *testing.T) {
 		},
 		{
 			name: "nodes needed again are forgotten",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) { s.State.UnneededSince["n2"] = t0.Add(-time.Hour) }),
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) { s.State.UnneededSince["n2"] = t0.Add(-time.Hour) }),
 			want: want{down: removed, check: unneededOnly("n1")},
 		},
 		{
@@ -607,19 +609,19 @@ func TestScaleDown(t *testing.T) {
 		},
 		{
 			name: "not within delayAfterAdd",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) {
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) {
 				s.State.LastScaleUp = map[string]time.Time{"workers": t0.Add(-5 * time.Minute)}
 			}),
 			want: want{check: unneededOnly("n1")},
 		},
 		{
 			name: "not below minSize",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) { s.NodeGroups[0].MinSize = 3 }),
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) { s.NodeGroups[0].MinSize = 3 }),
 			want: want{check: unneededOnly("n1")},
 		},
 		{
 			name: "draining nodes count against minSize",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) {
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) {
 				s.NodeGroups[0].MinSize = 2
 				s.NodeGroups[0].Instances = append(s.NodeGroups[0].Instances, providerID("n4"))
 				s.NodeGroups[0].TargetSize = 4
@@ -630,7 +632,7 @@ func TestScaleDown(t *testing.T) {
 		},
 		{
 			name: "maxConcurrentDrains counts nodes already draining",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) {
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) {
 				s.NodeGroups[0].Instances = append(s.NodeGroups[0].Instances, providerID("n4"))
 				s.NodeGroups[0].TargetSize = 4
 				s.Nodes = append(s.Nodes, node("n4", "workers", "4", "16Gi", draining()))
@@ -639,7 +641,7 @@ func TestScaleDown(t *testing.T) {
 		},
 		{
 			name: "maxConcurrentDrains caps removals in one plan",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) {
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) {
 				s.NodeGroups[0].Instances = append(s.NodeGroups[0].Instances, providerID("n4"))
 				s.NodeGroups[0].TargetSize = 4
 				s.Nodes = append(s.Nodes, node("n4", "workers", "4", "16Gi"))
@@ -655,21 +657,21 @@ func TestScaleDown(t *testing.T) {
 		},
 		{
 			name: "moved pods use up the room they land on",
-			snap: modify(scaleDownBase(), func(s *Snapshot) {
+			snap: modify(scaleDownBase(), func(s *snapshot.Snapshot) {
 				s.Pods = []corev1.Pod{pod("a", "1500m", "1Gi", on("n1")), pod("b", "1500m", "1Gi", on("n2")), pod("c", "2", "1Gi", on("n3"))}
 			}),
 			want: want{down: removed, check: unneededOnly("n1")},
 		},
 		{
 			name: "an unschedulable pod the template could host blocks the group, whatever its age",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) {
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) {
 				s.Pods = append(s.Pods, pod("new", "3500m", "1Gi", pending(), created(t0.Add(-2*time.Second))))
 			}),
 			want: want{check: unneededOnly("n1")},
 		},
 		{
 			name: "an unschedulable pod no template hosts does not block",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) {
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) {
 				s.Pods = append(s.Pods, pod("gpu", "1", "1Gi", pending(), selector("pool", "gpu")))
 			}),
 			want: want{down: removed, unsched: []string{"default/gpu: fits no node group: workers: node selector pool=gpu not matched"}},
@@ -682,12 +684,12 @@ func TestScaleDown(t *testing.T) {
 		},
 		{
 			name: "nodes of no group are never removed",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) { s.NodeGroups[0].Instances = s.NodeGroups[0].Instances[1:] }),
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) { s.NodeGroups[0].Instances = s.NodeGroups[0].Instances[1:] }),
 			want: want{check: unneededOnly()},
 		},
 		{
 			name: "not-ready, cordoned and deleted nodes are not candidates",
-			snap: modify(scaleDownBase(light("a")), func(s *Snapshot) {
+			snap: modify(scaleDownBase(light("a")), func(s *snapshot.Snapshot) {
 				s.Nodes = append(s.Nodes, node("n4", "workers", "4", "16Gi", notReady(t0.Add(-time.Hour))),
 					node("n5", "workers", "4", "16Gi", cordoned()), node("n6", "workers", "4", "16Gi", deleting()))
 				s.NodeGroups[0].Instances = append(s.NodeGroups[0].Instances, providerID("n4"), providerID("n5"), providerID("n6"))
@@ -745,7 +747,7 @@ func TestBlockingPods(t *testing.T) {
 	}
 
 	t.Run("disruptions used by an earlier removal are gone", func(t *testing.T) {
-		s := snapshot([]NodeGroup{group("workers", 0, 10, 3, "4", "16Gi", "n1", "n2", "n3")},
+		s := clusterOf([]snapshot.NodeGroup{group("workers", 0, 10, 3, "4", "16Gi", "n1", "n2", "n3")},
 			[]corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi"), node("n3", "workers", "4", "16Gi")},
 			[]corev1.Pod{
 				pod("db-1", "500m", "1Gi", on("n1"), podLabels("app", "db")),
@@ -775,7 +777,7 @@ func TestNodeOptOut(t *testing.T) {
 
 func TestPlanState(t *testing.T) {
 	amsterdam := time.FixedZone("CET", 3600)
-	s := snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{pod("p", "1", "1Gi", pending())})
+	s := clusterOf([]snapshot.NodeGroup{workers(0)}, nil, []corev1.Pod{pod("p", "1", "1Gi", pending())})
 	s.State.LastScaleUp = map[string]time.Time{"gone": t0, "workers": t0.Add(-time.Hour).In(amsterdam)}
 	before := deepCopySnapshot(s)
 	p := Decide(s, DefaultSettings(), t0.In(amsterdam))
@@ -791,7 +793,7 @@ func TestPlanState(t *testing.T) {
 	if !equalSnapshots(before, s) {
 		t.Errorf("Decide changed its input")
 	}
-	var empty Plan = Decide(Snapshot{CapturedAt: t0}, DefaultSettings(), t0)
+	var empty Plan = Decide(snapshot.Snapshot{CapturedAt: t0}, DefaultSettings(), t0)
 	if empty.ScaleUp == nil || empty.ScaleDown == nil || empty.Unschedulable == nil || empty.NodeGroups == nil {
 		t.Errorf("empty plan has nil lists: %+v", empty)
 	}
@@ -804,7 +806,7 @@ func TestPlanState(t *testing.T) {
 // once: unregistered capacity first, then the emptiest nodes, never a node
 // that must not be disrupted; a config max does not shrink anything.
 func TestScheduleCap(t *testing.T) {
-	night := func(target, maxSize int, nodes ...string) NodeGroup {
+	night := func(target, maxSize int, nodes ...string) snapshot.NodeGroup {
 		g := group("workers", 0, maxSize, target, "4", "16Gi", nodes...)
 		g.BoundsFrom = "schedule night"
 		return g
@@ -815,7 +817,7 @@ func TestScheduleCap(t *testing.T) {
 	runCases(t, []planCase{
 		{
 			name: "the emptiest nodes go, at once, whatever unneededTime and maxConcurrentDrains say",
-			snap: snapshot([]NodeGroup{night(3, 1, "n1", "n2", "n3")}, three, work),
+			snap: clusterOf([]snapshot.NodeGroup{night(3, 1, "n1", "n2", "n3")}, three, work),
 			set:  noUnneeded,
 			want: want{down: []string{"workers/n2", "workers/n3"}, check: func(t *testing.T, p Plan) {
 				want := "node group workers is above its max size 1 (max set by schedule night): target 3, 0 draining; utilisation 0%"
@@ -831,20 +833,20 @@ func TestScheduleCap(t *testing.T) {
 		},
 		{
 			name: "unregistered capacity is given back first",
-			snap: snapshot([]NodeGroup{night(4, 1, "n1", "n2", "n3")}, three, work),
+			snap: clusterOf([]snapshot.NodeGroup{night(4, 1, "n1", "n2", "n3")}, three, work),
 			set:  noUnneeded,
 			want: want{decrease: []string{"workers -1 =3"}, down: []string{"workers/n2", "workers/n3"}},
 		},
 		{
 			name: "nodes already draining count",
-			snap: snapshot([]NodeGroup{night(3, 1, "n1", "n2", "n3")},
+			snap: clusterOf([]snapshot.NodeGroup{night(3, 1, "n1", "n2", "n3")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi"), node("n3", "workers", "4", "16Gi", draining())}, work),
 			set:  noUnneeded,
 			want: want{down: []string{"workers/n2"}},
 		},
 		{
 			name: "a node that must not be disrupted stays, even if the group stays above max",
-			snap: snapshot([]NodeGroup{night(3, 1, "n1", "n2", "n3")},
+			snap: clusterOf([]snapshot.NodeGroup{night(3, 1, "n1", "n2", "n3")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi", nodeAnnotation("cluster-autoscaler.kubernetes.io/scale-down-disabled", "true")), node("n3", "workers", "4", "16Gi")},
 				append(work, pod("lonely", "1", "1Gi", on("n3"), bare()))),
 			set:  noUnneeded,
@@ -852,7 +854,7 @@ func TestScheduleCap(t *testing.T) {
 		},
 		{
 			name: "pending pods are not counted on the nodes going away, and name the schedule",
-			snap: snapshot([]NodeGroup{night(3, 1, "n1", "n2", "n3")}, three, append(work, pod("p", "2", "1Gi", pending()))),
+			snap: clusterOf([]snapshot.NodeGroup{night(3, 1, "n1", "n2", "n3")}, three, append(work, pod("p", "2", "1Gi", pending()))),
 			set:  noUnneeded,
 			want: want{
 				down:    []string{"workers/n2", "workers/n3"},
@@ -861,7 +863,7 @@ func TestScheduleCap(t *testing.T) {
 		},
 		{
 			name: "nodes whose pods a budget protects right now go last",
-			snap: withPDBs(snapshot([]NodeGroup{night(3, 2, "n1", "n2", "n3")}, three, []corev1.Pod{
+			snap: withPDBs(clusterOf([]snapshot.NodeGroup{night(3, 2, "n1", "n2", "n3")}, three, []corev1.Pod{
 				pod("big", "3", "1Gi", on("n1")),
 				pod("db", "1", "1Gi", on("n2"), podLabels("app", "db")),
 				pod("half", "2", "1Gi", on("n3")),
@@ -872,7 +874,7 @@ func TestScheduleCap(t *testing.T) {
 		{
 			// The cap drains with scale-down off too, by the same rules.
 			name: "with scale-down disabled, blocking pods and budgets still hold",
-			snap: withPDBs(snapshot([]NodeGroup{night(3, 2, "n1", "n2", "n3")}, three, []corev1.Pod{
+			snap: withPDBs(clusterOf([]snapshot.NodeGroup{night(3, 2, "n1", "n2", "n3")}, three, []corev1.Pod{
 				pod("lonely", "1", "1Gi", on("n1"), bare()),
 				pod("db", "1", "1Gi", on("n2"), podLabels("app", "db")),
 				pod("half", "2", "1Gi", on("n3")),
@@ -882,7 +884,7 @@ func TestScheduleCap(t *testing.T) {
 		},
 		{
 			name: "a node that is not Ready goes first",
-			snap: snapshot([]NodeGroup{night(3, 2, "n1", "n2", "n3")},
+			snap: clusterOf([]snapshot.NodeGroup{night(3, 2, "n1", "n2", "n3")},
 				[]corev1.Node{node("n1", "workers", "4", "16Gi"), node("n2", "workers", "4", "16Gi"), node("n3", "workers", "4", "16Gi", notReady(t0.Add(-time.Hour)))},
 				[]corev1.Pod{pod("big", "3", "1Gi", on("n1")), pod("half", "2", "1Gi", on("n3"))}),
 			set:  noUnneeded,
@@ -890,18 +892,18 @@ func TestScheduleCap(t *testing.T) {
 		},
 		{
 			name: "a config max below the size only stops growth",
-			snap: snapshot([]NodeGroup{group("workers", 0, 1, 3, "4", "16Gi", "n1", "n2", "n3")}, three, work),
+			snap: clusterOf([]snapshot.NodeGroup{group("workers", 0, 1, 3, "4", "16Gi", "n1", "n2", "n3")}, three, work),
 			set:  noUnneeded,
 		},
 		{
 			name: "at the schedule's max nothing goes",
-			snap: snapshot([]NodeGroup{night(3, 3, "n1", "n2", "n3")}, three, work),
+			snap: clusterOf([]snapshot.NodeGroup{night(3, 3, "n1", "n2", "n3")}, three, work),
 			set:  noUnneeded,
 		},
 	})
 }
 
-func withPDBs(s Snapshot, pdbs ...policyv1.PodDisruptionBudget) Snapshot {
+func withPDBs(s snapshot.Snapshot, pdbs ...policyv1.PodDisruptionBudget) snapshot.Snapshot {
 	s.PodDisruptionBudgets = pdbs
 	return s
 }

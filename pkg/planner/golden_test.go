@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/plan.json from the current planner (review the diff before accepting it)")
@@ -42,7 +44,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			s, err := ReadSnapshot(f)
+			s, err := snapshot.ReadSnapshot(f)
 			if err != nil {
 				t.Fatal(err)
 			}

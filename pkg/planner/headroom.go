@@ -5,13 +5,15 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // spare is a group's spare capacity once the pending pods are placed: on
 // its schedulable Ready (or booting) nodes, the upcoming nodes and the new
 // nodes of this plan. want is the group's headroom; set says it has one.
 type spare struct {
-	want  Headroom
+	want  snapshot.Headroom
 	set   bool
 	empty int64 // nodes with no pod that would have to move
 	free  res
@@ -38,7 +40,7 @@ func (s *spare) describe(need int64) *HeadroomStatus {
 	h := s.want
 	st := &HeadroomStatus{Met: s.holds(), Need: int(need), FreeNodes: s.empty, FreeCPUMillis: max(s.free.cpu, 0),
 		FreeMemoryBytes: max(s.free.mem, 0), Utilization: round4(s.util(res{}))}
-	st.Rule = h.String()
+	st.Rule = HeadroomWords(h)
 	switch {
 	case h.Nodes > 0:
 		st.Free = fmt.Sprintf("%d free", s.empty)
@@ -50,9 +52,9 @@ func (s *spare) describe(need int64) *HeadroomStatus {
 	return st
 }
 
-// String is the headroom in words: "2 spare nodes", "6 cpu, 8Gi memory
-// spare", "utilisation below 80%".
-func (h Headroom) String() string {
+// HeadroomWords is the headroom in words: "2 spare nodes", "6 cpu, 8Gi
+// memory spare", "utilisation below 80%".
+func HeadroomWords(h snapshot.Headroom) string {
 	switch {
 	case h.Nodes > 0:
 		return plural(h.Nodes, "spare node")
@@ -63,7 +65,7 @@ func (h Headroom) String() string {
 }
 
 // resources prints cpu and memory, each only when h asks for it.
-func resources(h Headroom, cpu, mem int64) string {
+func resources(h snapshot.Headroom, cpu, mem int64) string {
 	var out []string
 	if h.CPUMillis > 0 {
 		out = append(out, formatDim("cpu", cpu)+" cpu")
@@ -208,7 +210,7 @@ func (m *model) short(gi int, s *spare) (int64, string) {
 // pods are placed, within max size, the step's budget and never while
 // backed off, and returns every group's spare capacity, these nodes
 // included, for scale-down.
-func (m *model) headroom(grown map[int]int, budget int64, plan *Plan, next *State) []spare {
+func (m *model) headroom(grown map[int]int, budget int64, plan *Plan, next *snapshot.State) []spare {
 	spares := make([]spare, len(m.groups))
 	for _, gi := range m.byName {
 		g := &m.groups[gi]

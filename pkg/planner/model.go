@@ -7,13 +7,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodetide/nodetide/pkg/k8s/facts"
+	"github.com/nodetide/nodetide/pkg/podfacts"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Names the planner reads from objects.
 const (
 	// TaintDraining marks a node nodetide is draining.
-	TaintDraining = facts.TaintDraining
+	TaintDraining = podfacts.TaintDraining
 
 	annotationScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 	annotationSafeToEvict       = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -65,7 +66,7 @@ type span struct{ from, to int32 }
 
 // groupInfo is a node group with what the decision derives from it.
 type groupInfo struct {
-	ng *NodeGroup
+	ng *snapshot.NodeGroup
 	// labels are a new node's labels; variants, for a group over several
 	// zones, the same once per zone (zones.go).
 	labels   map[string]string
@@ -119,7 +120,7 @@ type podClass struct {
 }
 
 type model struct {
-	snap *Snapshot
+	snap *snapshot.Snapshot
 	set  Settings
 	now  time.Time
 
@@ -163,12 +164,12 @@ func comparePods(a, b *corev1.Pod) int {
 
 // The pod predicates are facts' (one answer for the planner, the drain and
 // the evaluate cycle); these names keep the planner's code short.
-func isTerminal(p *corev1.Pod) bool      { return facts.IsTerminal(p) }
-func isUnschedulable(p *corev1.Pod) bool { return facts.IsUnschedulable(p) }
-func isDaemonSetPod(p *corev1.Pod) bool  { return facts.IsDaemonSetPod(p) }
-func isMirrorPod(p *corev1.Pod) bool     { return facts.IsMirrorPod(p) }
+func isTerminal(p *corev1.Pod) bool      { return podfacts.IsTerminal(p) }
+func isUnschedulable(p *corev1.Pod) bool { return podfacts.IsUnschedulable(p) }
+func isDaemonSetPod(p *corev1.Pod) bool  { return podfacts.IsDaemonSetPod(p) }
+func isMirrorPod(p *corev1.Pod) bool     { return podfacts.IsMirrorPod(p) }
 func controllerOf(p *corev1.Pod) (kind, uid string, ok bool) {
-	return facts.ControllerOf(p)
+	return podfacts.ControllerOf(p)
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -189,7 +190,7 @@ func hasTaint(n *corev1.Node, key string) bool {
 	return false
 }
 
-func newModel(s *Snapshot, set Settings, now time.Time) *model {
+func newModel(s *snapshot.Snapshot, set Settings, now time.Time) *model {
 	m := &model{snap: s, set: set, now: now, classByID: map[uint64][]int32{}, vols: newVolumeIndex(s)}
 	instanceGroup := m.indexGroups()
 	m.indexNodes(instanceGroup)
@@ -458,7 +459,7 @@ func (m *model) templateMisfit(c int32, g int) string {
 	}{
 		{"cpu", cl.req.cpu, gr.alloc.cpu, gr.overhead.cpu},
 		{"memory", cl.req.mem, gr.alloc.mem, gr.overhead.mem},
-		{string(ResourceGPU), cl.req.gpu, gr.alloc.gpu, gr.overhead.gpu},
+		{string(podfacts.ResourceGPU), cl.req.gpu, gr.alloc.gpu, gr.overhead.gpu},
 		{"pods", cl.req.pods, gr.alloc.pods, gr.overhead.pods},
 	}
 	for _, d := range dims {

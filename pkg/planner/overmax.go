@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // overMax shrinks the groups a schedule has capped below their size: the
@@ -17,11 +19,11 @@ import (
 // protects right now come last: their drains wait for the budget. Only a
 // max a schedule set does this (MaxSource); a provider's or the config's
 // max below the group's size only stops growth, as in cluster-autoscaler.
-func (m *model) overMax(plan *Plan, next *State) {
+func (m *model) overMax(plan *Plan, next *snapshot.State) {
 	var left []int32
 	for _, gi := range m.byName {
 		g := &m.groups[gi]
-		if g.ng.MaxSource() != BoundSchedule || g.target <= g.ng.MaxSize {
+		if g.ng.MaxSource() != snapshot.BoundSchedule || g.target <= g.ng.MaxSize {
 			continue
 		}
 		g.shrinking = true
@@ -105,7 +107,7 @@ func (m *model) overMaxCandidates(g *groupInfo, left []int32) []overMaxCand {
 }
 
 // removeOverMax plans the drain of candidate c of g, capped saying why.
-func (m *model) removeOverMax(g *groupInfo, c overMaxCand, capped string, plan *Plan, next *State) {
+func (m *model) removeOverMax(g *groupInfo, c overMaxCand, capped string, plan *Plan, next *snapshot.State) {
 	n := &m.nodes[c.node]
 	// Going away: pending pods must not be counted on it.
 	n.schedulable = false

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -15,17 +16,17 @@ import (
 // about 50 budgets. trimmed passes every object through a Trimmer, as
 // evaluate's reader does, so a Deployment's pods share one label map;
 // otherwise each pod has its own.
-func budgetCluster(nodes int, trimmed bool) Snapshot {
+func budgetCluster(nodes int, trimmed bool) snapshot.Snapshot {
 	r := rand.New(rand.NewPCG(uint64(nodes), 7))
-	s := Snapshot{CapturedAt: t0}
-	g := NodeGroup{Name: "workers", Provider: "kwok", MaxSize: 2 * nodes, TargetSize: nodes,
-		Template: Template{Allocatable: rl("16", "64Gi", "pods", "110")}}
+	s := snapshot.Snapshot{CapturedAt: t0}
+	g := snapshot.NodeGroup{Name: "workers", Provider: "kwok", MaxSize: 2 * nodes, TargetSize: nodes,
+		Template: snapshot.Template{Allocatable: rl("16", "64Gi", "pods", "110")}}
 	for i := range nodes {
 		name := fmt.Sprintf("node-%05d", i)
 		s.Nodes = append(s.Nodes, node(name, "workers", "16", "64Gi"))
 		g.Instances = append(g.Instances, providerID(name))
 	}
-	s.NodeGroups = []NodeGroup{g}
+	s.NodeGroups = []snapshot.NodeGroup{g}
 	pods := 30 * nodes
 	for i := range pods {
 		app := i / 20
@@ -43,7 +44,7 @@ func budgetCluster(nodes int, trimmed bool) Snapshot {
 		}
 	}
 	if trimmed {
-		t := NewTrimmer()
+		t := snapshot.NewTrimmer()
 		for i := range s.Nodes {
 			s.Nodes[i] = t.Node(&s.Nodes[i])
 		}

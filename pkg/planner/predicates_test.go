@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -250,7 +251,7 @@ func TestPodRequestsMatchesComponentHelpers(t *testing.T) {
 			l[corev1.ResourceMemory] = q("Mi")
 		}
 		if r.IntN(6) == 0 {
-			l[ResourceGPU] = resource.MustParse(strconv.Itoa(r.IntN(3)))
+			l[podfacts.ResourceGPU] = resource.MustParse(strconv.Itoa(r.IntN(3)))
 		}
 		return l
 	}
@@ -271,7 +272,7 @@ func TestPodRequestsMatchesComponentHelpers(t *testing.T) {
 		}
 		if r.IntN(5) == 0 {
 			p.Spec.Resources = &corev1.ResourceRequirements{Requests: list()}
-			delete(p.Spec.Resources.Requests, ResourceGPU)
+			delete(p.Spec.Resources.Requests, podfacts.ResourceGPU)
 		}
 		want := resourceList(resourcehelper.PodRequests(&p, resourcehelper.PodResourcesOptions{}))
 		want.pods = 1

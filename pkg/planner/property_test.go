@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/podfacts"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,9 +28,9 @@ const propertyRuns = 10000
 // with and without taints, booting and broken nodes, drains, opt-outs,
 // DaemonSets, mirror and bare pods, local storage, PDBs, pending pods with
 // selectors, affinity and tolerations, and a random state.
-func randomSnapshot(r *rand.Rand) (Snapshot, Settings) {
+func randomSnapshot(r *rand.Rand) (snapshot.Snapshot, Settings) {
 	now := t0
-	s := Snapshot{CapturedAt: now, State: State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{}, BackoffUntil: map[string]time.Time{}}}
+	s := snapshot.Snapshot{CapturedAt: now, State: snapshot.State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{}, BackoffUntil: map[string]time.Time{}}}
 	// A quarter of the runs stress scale-down: nothing pending, no delays,
 	// a high threshold, several drains at once.
 	shrink := r.IntN(4) == 0
@@ -48,13 +50,13 @@ func randomSnapshot(r *rand.Rand) (Snapshot, Settings) {
 			minSize = 0
 		}
 		maxSize := minSize + r.IntN(6)
-		g := NodeGroup{
+		g := snapshot.NodeGroup{
 			Name: name, Provider: "kwok", MinSize: minSize, MaxSize: maxSize, TargetSize: r.IntN(maxSize + 2),
-			Template: Template{Allocatable: rl(pick(r, cpus), pick(r, mems), "pods", pick(r, []string{"4", "110"})), Labels: randLabels(r)},
+			Template: snapshot.Template{Allocatable: rl(pick(r, cpus), pick(r, mems), "pods", pick(r, []string{"4", "110"})), Labels: randLabels(r)},
 		}
 		g.Template.Labels["pool"] = name
 		if r.IntN(5) == 0 {
-			g.Template.Allocatable[ResourceGPU] = resource.MustParse("1")
+			g.Template.Allocatable[podfacts.ResourceGPU] = resource.MustParse("1")
 		}
 		if r.IntN(3) == 0 {
 			g.Template.Taints = []corev1.Taint{pick(r, groupTaints)}
@@ -128,7 +130,7 @@ func randomSnapshot(r *rand.Rand) (Snapshot, Settings) {
 		p.Labels = map[string]string{"app": fmt.Sprintf("a%d", r.IntN(3))}
 		p.OwnerReferences[0].UID = types.UID("rs-" + p.Labels["app"])
 		if r.IntN(8) == 0 {
-			p.Spec.Containers[0].Resources.Requests[ResourceGPU] = resource.MustParse("1")
+			p.Spec.Containers[0].Resources.Requests[podfacts.ResourceGPU] = resource.MustParse("1")
 		}
 		if r.IntN(10) == 0 {
 			p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: rl("2", "1Gi")}}}
@@ -226,14 +228,14 @@ func randomSnapshot(r *rand.Rand) (Snapshot, Settings) {
 // oracle answers the property checks from the scheduler's helpers and the
 // rules as written, independently of the planner's internals.
 type oracle struct {
-	s      *Snapshot
-	groups map[string]*NodeGroup
+	s      *snapshot.Snapshot
+	groups map[string]*snapshot.NodeGroup
 	nodeOf map[string]string // node → group
 	ds     map[string]*corev1.Pod
 }
 
-func newOracle(s *Snapshot) *oracle {
-	o := &oracle{s: s, groups: map[string]*NodeGroup{}, nodeOf: map[string]string{}, ds: map[string]*corev1.Pod{}}
+func newOracle(s *snapshot.Snapshot) *oracle {
+	o := &oracle{s: s, groups: map[string]*snapshot.NodeGroup{}, nodeOf: map[string]string{}, ds: map[string]*corev1.Pod{}}
 	byID := map[string]string{}
 	for i := range s.NodeGroups {
 		g := &s.NodeGroups[i]
@@ -260,7 +262,7 @@ func newOracle(s *Snapshot) *oracle {
 	return o
 }
 
-func (o *oracle) templateNode(g *NodeGroup) *corev1.Node {
+func (o *oracle) templateNode(g *snapshot.NodeGroup) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "template-node-for-" + g.Name, Labels: g.Template.Labels}, Spec: corev1.NodeSpec{Taints: g.Template.Taints}}
 }
 
@@ -279,7 +281,7 @@ func tolerated(p *corev1.Pod, taints []corev1.Taint) bool {
 
 // fitsTemplate: would one pod p fit on a new node of g, next to the
 // DaemonSets that would run there?
-func (o *oracle) fitsTemplate(p *corev1.Pod, g *NodeGroup) bool {
+func (o *oracle) fitsTemplate(p *corev1.Pod, g *snapshot.NodeGroup) bool {
 	n := o.templateNode(g)
 	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(p).Match(n); !ok || !tolerated(p, g.Template.Taints) {
 		return false
@@ -300,7 +302,7 @@ func (o *oracle) fitsTemplate(p *corev1.Pod, g *NodeGroup) bool {
 		}
 	}
 	want := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, ResourceGPU} {
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, podfacts.ResourceGPU} {
 		req := want[name]
 		if req.Sign() <= 0 {
 			continue // the scheduler checks only what the pod asks for
@@ -397,14 +399,14 @@ func TestProperties(t *testing.T) {
 	}()
 	for run := range propertyRuns {
 		s, set := randomSnapshot(r)
-		var before Snapshot
+		var before snapshot.Snapshot
 		if run%100 == 0 {
 			before = deepCopySnapshot(s)
 		}
 		p, tr := decide(&s, set, s.CapturedAt, true)
 		if err := checkProperties(&s, set, p, tr); err != nil {
 			var doc bytes.Buffer
-			_ = WriteSnapshot(&doc, s)
+			_ = snapshot.WriteSnapshot(&doc, s)
 			var plan bytes.Buffer
 			_ = WritePlan(&plan, p)
 			t.Fatalf("run %d: %v\nsettings %+v\nsnapshot:\n%s\nplan:\n%s", run, err, set, doc.String(), plan.String())
@@ -447,7 +449,7 @@ func TestProperties(t *testing.T) {
 	}
 }
 
-func checkProperties(s *Snapshot, set Settings, p Plan, tr *trace) error {
+func checkProperties(s *snapshot.Snapshot, set Settings, p Plan, tr *trace) error {
 	o := newOracle(s)
 	now := s.CapturedAt
 	decreased := map[string]int{}
@@ -595,7 +597,7 @@ func checkProperties(s *Snapshot, set Settings, p Plan, tr *trace) error {
 // checkCappedRemoval: a removal that brings a group down to a schedule's
 // max may take a busy or not-Ready node, never one that must not be
 // disrupted, and remembers when it was chosen.
-func (o *oracle) checkCappedRemoval(s *Snapshot, p Plan, n *corev1.Node, g *NodeGroup) error {
+func (o *oracle) checkCappedRemoval(s *snapshot.Snapshot, p Plan, n *corev1.Node, g *snapshot.NodeGroup) error {
 	if o.cappedIneligible(s, n) {
 		return fmt.Errorf("capped removal of ineligible node %s", n.Name)
 	}
@@ -605,7 +607,7 @@ func (o *oracle) checkCappedRemoval(s *Snapshot, p Plan, n *corev1.Node, g *Node
 	return nil
 }
 
-func (o *oracle) cappedIneligible(s *Snapshot, n *corev1.Node) bool {
+func (o *oracle) cappedIneligible(s *snapshot.Snapshot, n *corev1.Node) bool {
 	optOut := n.Annotations["cluster-autoscaler.kubernetes.io/scale-down-disabled"] == "true" || n.Annotations["karpenter.sh/do-not-disrupt"] == "true"
 	if n.DeletionTimestamp != nil || hasTaint(n, TaintDraining) || optOut {
 		return true
@@ -621,7 +623,7 @@ func (o *oracle) cappedIneligible(s *Snapshot, n *corev1.Node) bool {
 
 // checkCapped: a group above a schedule's max comes down to exactly its
 // max, or as near as its eligible nodes allow, and no further.
-func (o *oracle) checkCapped(s *Snapshot, p Plan, capped, decreased map[string]int) error {
+func (o *oracle) checkCapped(s *snapshot.Snapshot, p Plan, capped, decreased map[string]int) error {
 	for name, g := range o.groups {
 		if g.BoundsFrom == "" || g.TargetSize <= g.MaxSize {
 			if capped[name] > 0 {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -24,9 +25,9 @@ func TestProvisionTimeBoundary(t *testing.T) {
 		{"exactly at the limit", limit, true},
 		{"one nanosecond past the limit", limit + time.Nanosecond, false},
 	} {
-		scaleUp := snapshot([]NodeGroup{workers(2), spare}, nil, two)
+		scaleUp := clusterOf([]snapshot.NodeGroup{workers(2), spare}, nil, two)
 		scaleUp.State.LastScaleUp = map[string]time.Time{"workers": t0.Add(-age.age)}
-		booting := snapshot([]NodeGroup{workers(1, "n1")},
+		booting := clusterOf([]snapshot.NodeGroup{workers(1, "n1")},
 			[]corev1.Node{node("n1", "workers", "4", "16Gi", notReady(t0.Add(-age.age)))}, two)
 		if age.inTime {
 			cases = append(cases,

@@ -4,13 +4,10 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
-
-// ResourceGPU is the extended resource the planner packs besides cpu, memory
-// and pod slots.
-const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
 
 // defaultTemplatePods is the kubelet's default max-pods. Templates written by
 // hand (or derived from provider tags) often leave "pods" out; treating that
@@ -74,7 +71,7 @@ func resourceList(l corev1.ResourceList) res {
 	if q, ok := l[corev1.ResourceMemory]; ok {
 		r.mem = q.Value()
 	}
-	if q, ok := l[ResourceGPU]; ok {
+	if q, ok := l[podfacts.ResourceGPU]; ok {
 		r.gpu = q.Value()
 	}
 	if q, ok := l[corev1.ResourcePods]; ok {

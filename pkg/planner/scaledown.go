@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -521,7 +522,7 @@ func (m *model) unneeded() []unneededNode {
 }
 
 // scaleDown tracks unneeded nodes and lists those due for removal.
-func (m *model) scaleDown(plan *Plan, next *State, spares []spare) {
+func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare) {
 	if !m.set.ScaleDown.Enabled {
 		return
 	}

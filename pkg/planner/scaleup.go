@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // trace records where pending pods went without new nodes; tests use it to
@@ -19,7 +21,7 @@ type trace struct {
 
 // upcomingCapacity works out each group's upcoming nodes and backs off the
 // groups whose last scale-up did not register within the provision time.
-func (m *model) upcomingCapacity(plan *Plan, next *State) {
+func (m *model) upcomingCapacity(plan *Plan, next *snapshot.State) {
 	prev := m.snap.State
 	for _, gi := range m.byName {
 		g := &m.groups[gi]
@@ -544,7 +546,7 @@ func (m *model) stepBudget() int64 {
 
 // onNewNodes is the expander loop: estimate every group that may grow, take
 // the best, remove its pods and repeat until no group places anything.
-func (m *model) onNewNodes(classes []int32, plan *Plan, next *State) (grown map[int]int, budget int64) {
+func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (grown map[int]int, budget int64) {
 	grown = map[int]int{}
 	budget = m.stepBudget()
 	for budget > 0 {
@@ -584,7 +586,7 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *State) (grown map[
 // record turns an estimate into the plan's scale-up of its group: its pods
 // are taken, its nodes counted against the step budget. extra is appended
 // to the reason.
-func (m *model) record(best *estimate, extra string, plan *Plan, next *State, grown map[int]int, budget *int64) {
+func (m *model) record(best *estimate, extra string, plan *Plan, next *snapshot.State, grown map[int]int, budget *int64) {
 	var rules []string
 	for _, cc := range best.placed {
 		if f := m.classes[cc.class].feat; f != nil {

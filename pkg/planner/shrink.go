@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Shrink plans bringing groups down to sizes now (a schedule firing; from
@@ -19,7 +21,7 @@ import (
 // added: they name the drains, so a cycle deriving the same names cannot
 // start a second drain of a node. An unknown group or a negative size is
 // an error, and nothing is planned. The snapshot is only read.
-func Shrink(s Snapshot, set Settings, now time.Time, sizes map[string]int, from string) (Plan, error) {
+func Shrink(s snapshot.Snapshot, set Settings, now time.Time, sizes map[string]int, from string) (Plan, error) {
 	groups := slices.Clone(s.NodeGroups)
 	known := make(map[string]bool, len(sizes))
 	for i := range groups {
@@ -33,7 +35,7 @@ func Shrink(s Snapshot, set Settings, now time.Time, sizes map[string]int, from 
 			return Plan{}, fmt.Errorf("shrink: node group %s: size %d is negative", g.Name, size)
 		}
 		if size = max(size, g.MinSize); size < g.MaxSize {
-			g.MaxSize, g.MaxFrom, g.BoundsFrom = size, BoundSchedule, from
+			g.MaxSize, g.MaxFrom, g.BoundsFrom = size, snapshot.BoundSchedule, from
 		}
 	}
 	var unknown []string
@@ -65,12 +67,12 @@ func Shrink(s Snapshot, set Settings, now time.Time, sizes map[string]int, from 
 }
 
 // cloneState copies a state, with empty maps for missing ones.
-func cloneState(s State) State {
+func cloneState(s snapshot.State) snapshot.State {
 	clone := func(m map[string]time.Time) map[string]time.Time {
 		if m == nil {
 			return map[string]time.Time{}
 		}
 		return maps.Clone(m)
 	}
-	return State{UnneededSince: clone(s.UnneededSince), LastScaleUp: clone(s.LastScaleUp), BackoffUntil: clone(s.BackoffUntil)}
+	return snapshot.State{UnneededSince: clone(s.UnneededSince), LastScaleUp: clone(s.LastScaleUp), BackoffUntil: clone(s.BackoffUntil)}
 }

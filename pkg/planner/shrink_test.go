@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -14,9 +15,9 @@ func TestShrink(t *testing.T) {
 	earlier := t0.Add(-time.Hour)
 	// a: four empty nodes, min 1; b: two empty nodes and room to grow for
 	// a pending pod only b's nodes take.
-	snap := func() Snapshot {
-		s := snapshot(
-			[]NodeGroup{
+	snap := func() snapshot.Snapshot {
+		s := clusterOf(
+			[]snapshot.NodeGroup{
 				group("a", 1, 5, 4, "4", "16Gi", "a1", "a2", "a3", "a4"),
 				group("b", 0, 5, 2, "4", "16Gi", "b1", "b2"),
 			},
@@ -30,7 +31,7 @@ func TestShrink(t *testing.T) {
 			},
 		)
 		// b2 was unneeded long before: a cycle would remove it.
-		s.State = State{UnneededSince: map[string]time.Time{"b2": earlier}, LastScaleUp: map[string]time.Time{}}
+		s.State = snapshot.State{UnneededSince: map[string]time.Time{"b2": earlier}, LastScaleUp: map[string]time.Time{}}
 		return s
 	}
 	tests := []struct {
@@ -100,7 +101,7 @@ func TestShrink(t *testing.T) {
 // TestShrinkGivesBackUnregisteredFirst: capacity asked for and not yet
 // registered goes before any node is drained.
 func TestShrinkGivesBackUnregisteredFirst(t *testing.T) {
-	s := snapshot([]NodeGroup{group("a", 0, 5, 4, "4", "16Gi", "a1", "a2")},
+	s := clusterOf([]snapshot.NodeGroup{group("a", 0, 5, 4, "4", "16Gi", "a1", "a2")},
 		[]corev1.Node{node("a1", "a", "4", "16Gi"), node("a2", "a", "4", "16Gi")}, nil)
 	s.State.LastScaleUp = map[string]time.Time{"a": t0.Add(-time.Minute)}
 	plan, err := Shrink(s, DefaultSettings(), t0, map[string]int{"a": 1}, "schedule night")

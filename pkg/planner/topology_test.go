@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,7 +87,7 @@ func TestEstimatorCases(t *testing.T) {
 			}
 			old := node("oldnode", "other", "100m", "100Mi", cordoned())
 			old.Labels[labelZone] = "zone-jupiter"
-			p := Decide(snapshot([]NodeGroup{g}, []corev1.Node{old}, tt.pods), DefaultSettings(), t0)
+			p := Decide(clusterOf([]snapshot.NodeGroup{g}, []corev1.Node{old}, tt.pods), DefaultSettings(), t0)
 			if len(p.ScaleUp) != 1 || p.ScaleUp[0].Delta != tt.nodes || len(p.ScaleUp[0].Pods) != tt.placed {
 				t.Fatalf("scale-up %+v; want template +%d holding %d pods", p.ScaleUp, tt.nodes, tt.placed)
 			}
@@ -248,7 +249,7 @@ func TestPodRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := withTemplateLabels(group("g", 0, 5, 1, "4", "8Gi", "n1"), labelZone, "za")
 			nodes := append([]corev1.Node{withZone(node("n1", "g", "4", "8Gi"), "za")}, tt.nodes...)
-			p := Decide(snapshot([]NodeGroup{g}, nodes, tt.pods), DefaultSettings(), t0)
+			p := Decide(clusterOf([]snapshot.NodeGroup{g}, nodes, tt.pods), DefaultSettings(), t0)
 			delta := 0
 			for _, u := range p.ScaleUp {
 				delta += u.Delta
@@ -313,7 +314,7 @@ func TestScaleDownKeepsPodRules(t *testing.T) {
 				withZone(node("n1", "g", "4", "8Gi"), "zb"),
 				withZone(node("n2", "g", "4", "8Gi"), "zb"),
 			}
-			p := Decide(snapshot([]NodeGroup{g}, nodes, tt.pods), set, t0)
+			p := Decide(clusterOf([]snapshot.NodeGroup{g}, nodes, tt.pods), set, t0)
 			if len(p.ScaleDown) != tt.removed {
 				t.Fatalf("scale-down %+v; want %d nodes removed", p.ScaleDown, tt.removed)
 			}

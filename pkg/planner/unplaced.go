@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -29,7 +30,7 @@ func UnplacedPods(nodes []corev1.Node, pods []corev1.Pod) []int {
 // (namespace/name), so that s is a snapshot WriteSnapshot takes; it plans the
 // same. s's own pod list is not changed: a new one is made only when a pod is
 // left out.
-func DropUnplacedPods(s Snapshot) (Snapshot, []string) {
+func DropUnplacedPods(s snapshot.Snapshot) (snapshot.Snapshot, []string) {
 	drop := UnplacedPods(s.Nodes, s.Pods)
 	if len(drop) == 0 {
 		return s, nil

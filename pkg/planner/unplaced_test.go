@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -16,9 +17,9 @@ import (
 // as the live one does, a DaemonSet pod on the gone node included (its
 // requests are no overhead of new nodes in either).
 func TestDropUnplacedPods(t *testing.T) {
-	live := Snapshot{
+	live := snapshot.Snapshot{
 		CapturedAt: t0,
-		NodeGroups: []NodeGroup{group("workers", 0, 10, 1, "4", "16Gi", "a")},
+		NodeGroups: []snapshot.NodeGroup{group("workers", 0, 10, 1, "4", "16Gi", "a")},
 		Nodes:      []corev1.Node{node("a", "workers", "4", "16Gi")},
 		Pods: []corev1.Pod{
 			pod("shop/on-a", "4", "1Gi", on("a")),
@@ -50,13 +51,13 @@ func TestDropUnplacedPods(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := WriteCompactSnapshot(&b, live); err == nil || !strings.Contains(err.Error(), `pods[1].spec.nodeName: "gone" is not a node of the snapshot`) {
+	if err := snapshot.WriteCompactSnapshot(&b, live); err == nil || !strings.Contains(err.Error(), `pods[1].spec.nodeName: "gone" is not a node of the snapshot`) {
 		t.Errorf("writing the live snapshot: %v, want the unplaced pod refused", err)
 	}
-	if err := WriteCompactSnapshot(&b, kept); err != nil {
+	if err := snapshot.WriteCompactSnapshot(&b, kept); err != nil {
 		t.Fatalf("writing what is kept: %v", err)
 	}
-	read, err := ReadSnapshot(&b)
+	read, err := snapshot.ReadSnapshot(&b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/nodetide/nodetide/pkg/podfacts"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Volume topology, as kube-scheduler's VolumeBinding and VolumeZone plugins
@@ -14,19 +17,6 @@ import (
 // affinity and zone labels; an unbound claim of a WaitForFirstConsumer class
 // to where the class may provision; any other unbound claim keeps the pod
 // off every node until something binds it.
-
-// annotationStorageClass is the storage class of claims made before
-// spec.storageClassName existed; the scheduler still reads it first.
-const annotationStorageClass = "volume.beta.kubernetes.io/storage-class"
-
-// The zone and region labels VolumeZone compares between a volume and a
-// node. A beta label on the volume also matches its GA label on the node.
-var volumeZoneLabels = [...]string{
-	corev1.LabelFailureDomainBetaZone,
-	corev1.LabelFailureDomainBetaRegion,
-	corev1.LabelTopologyZone,
-	corev1.LabelTopologyRegion,
-}
 
 // volumeIndex finds the snapshot's claims, volumes and classes by name.
 type volumeIndex struct {
@@ -37,7 +27,7 @@ type volumeIndex struct {
 
 // newVolumeIndex indexes s's volume objects, or returns nil when s has none:
 // a snapshot taken before they were recorded plans as it did then.
-func newVolumeIndex(s *Snapshot) *volumeIndex {
+func newVolumeIndex(s *snapshot.Snapshot) *volumeIndex {
 	if len(s.PersistentVolumeClaims) == 0 && len(s.PersistentVolumes) == 0 && len(s.StorageClasses) == 0 {
 		return nil
 	}
@@ -113,7 +103,7 @@ func podClaims(p *corev1.Pod) []podClaim {
 
 // claimClass is the claim's storage class name, as the scheduler reads it.
 func claimClass(c *corev1.PersistentVolumeClaim) string {
-	if v, ok := c.Annotations[annotationStorageClass]; ok {
+	if v, ok := c.Annotations[podfacts.AnnotationStorageClass]; ok {
 		return v
 	}
 	if c.Spec.StorageClassName != nil {
@@ -161,7 +151,7 @@ func (x *volumeIndex) rule(p *corev1.Pod) *volumeRule {
 			if pv.Spec.NodeAffinity != nil {
 				ck.affinity = pv.Spec.NodeAffinity.Required
 			}
-			for _, key := range volumeZoneLabels {
+			for _, key := range podfacts.VolumeZoneLabels() {
 				if v, ok := pv.Labels[key]; ok {
 					ck.zones = append(ck.zones, zoneLabel{key: key, values: labelZones(v)})
 				}
@@ -286,7 +276,7 @@ func zoneFails(ck *volumeCheck, labels map[string]string) int {
 		return -1
 	}
 	labelled := false
-	for _, key := range volumeZoneLabels {
+	for _, key := range podfacts.VolumeZoneLabels() {
 		if _, ok := labels[key]; ok {
 			labelled = true
 			break

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/podfacts"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,20 +70,20 @@ func storageClass(name string, mode storagev1.VolumeBindingMode, zones ...string
 	return sc
 }
 
-func withVolumes(s Snapshot, claims []corev1.PersistentVolumeClaim, pvs []corev1.PersistentVolume, classes ...storagev1.StorageClass) Snapshot {
+func withVolumes(s snapshot.Snapshot, claims []corev1.PersistentVolumeClaim, pvs []corev1.PersistentVolume, classes ...storagev1.StorageClass) snapshot.Snapshot {
 	s.PersistentVolumeClaims, s.PersistentVolumes, s.StorageClasses = claims, pvs, classes
 	return s
 }
 
 // volZonal is a group whose template is in zone z.
-func volZonal(name, z string) NodeGroup {
+func volZonal(name, z string) snapshot.NodeGroup {
 	return withTemplateLabels(group(name, 0, 5, 0, "4", "16Gi"), zoneKey, z)
 }
 
 func inZone(z string) nodeOpt { return func(n *corev1.Node) { n.Labels[zoneKey] = z } }
 
 func TestVolumeTopologyScaleUp(t *testing.T) {
-	ab := []NodeGroup{volZonal("a", "eu-1a"), volZonal("b", "eu-1b")}
+	ab := []snapshot.NodeGroup{volZonal("a", "eu-1a"), volZonal("b", "eu-1b")}
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
 	immediate := storagev1.VolumeBindingImmediate
 	pendingWith := func(name, claim string) corev1.Pod {
@@ -101,14 +103,14 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 	runCases(t, []planCase{
 		{
 			name: "a PV's node affinity picks the group",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
 				[]corev1.PersistentVolume{pvAffinity("pv-0", req(zoneKey, corev1.NodeSelectorOpIn, "eu-1b"))}),
 			want: want{up: []string{"b +1 =1 [default/p]"}},
 		},
 		{
 			name: "each pod of a StatefulSet follows its own volume",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p-0", "data-0"), pendingWith("p-1", "data-1")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p-0", "data-0"), pendingWith("p-1", "data-1")}),
 				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0"), boundClaim("data-1", "pv-1")},
 				[]corev1.PersistentVolume{
 					pvAffinity("pv-0", req(zoneKey, corev1.NodeSelectorOpIn, "eu-1b")),
@@ -118,7 +120,7 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "no group in the PV's zone: the reason names volume, claim, PV and zones",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
 				[]corev1.PersistentVolume{pvLabelled("pv-0", zoneKey, "eu-1c")}),
 			want: want{
@@ -130,21 +132,21 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "legacy zone labels: multi-zone values, beta label on the PV matches the GA label on the node",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
 				[]corev1.PersistentVolume{pvLabelled("pv-0", corev1.LabelFailureDomainBetaZone, "eu-1c__eu-1b")}),
 			want: want{up: []string{"b +1 =1 [default/p]"}},
 		},
 		{
 			name: "a template with no zone label takes a zoned PV, as on a cluster without zones",
-			snap: withVolumes(snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf([]snapshot.NodeGroup{workers(0)}, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
 				[]corev1.PersistentVolume{pvLabelled("pv-0", zoneKey, "eu-1c")}),
 			want: want{up: []string{"workers +1 =1 [default/p]"}},
 		},
 		{
 			name: "a local PV pinned to a host takes no new node",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
 				[]corev1.PersistentVolume{pvAffinity("pv-0", req(corev1.LabelHostname, corev1.NodeSelectorOpIn, "gone-node"))}),
 			want: want{unsched: []string{`default/p: fits no node group: ` +
@@ -153,8 +155,8 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "an existing node in another zone does not take the pod; a new one in the PV's zone does",
-			snap: withVolumes(snapshot(
-				[]NodeGroup{volZonal("a", "eu-1a"), withTemplateLabels(group("b", 0, 5, 1, "4", "16Gi", "n1"), zoneKey, "eu-1b")},
+			snap: withVolumes(clusterOf(
+				[]snapshot.NodeGroup{volZonal("a", "eu-1a"), withTemplateLabels(group("b", 0, 5, 1, "4", "16Gi", "n1"), zoneKey, "eu-1b")},
 				[]corev1.Node{node("n1", "b", "4", "16Gi", inZone("eu-1b"))},
 				[]corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
@@ -163,8 +165,8 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "an existing node in the PV's zone takes the pod",
-			snap: withVolumes(snapshot(
-				[]NodeGroup{volZonal("a", "eu-1a"), withTemplateLabels(group("b", 0, 5, 1, "4", "16Gi", "n1"), zoneKey, "eu-1b")},
+			snap: withVolumes(clusterOf(
+				[]snapshot.NodeGroup{volZonal("a", "eu-1a"), withTemplateLabels(group("b", 0, 5, 1, "4", "16Gi", "n1"), zoneKey, "eu-1b")},
 				[]corev1.Node{node("n1", "b", "4", "16Gi", inZone("eu-1b"))},
 				[]corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
@@ -173,14 +175,14 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "an unbound WaitForFirstConsumer claim goes where its class provisions",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", ptr("zonal"))}, nil,
 				storageClass("zonal", wffc, "eu-1b", "eu-1c")),
 			want: want{up: []string{"b +1 =1 [default/p]"}},
 		},
 		{
 			name: "a class that provisions in no group's zone: the reason names the class and its topology",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", ptr("zonal"))}, nil,
 				storageClass("zonal", wffc, "eu-1c")),
 			want: want{
@@ -192,14 +194,14 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "a WaitForFirstConsumer class without allowed topologies fits anywhere",
-			snap: withVolumes(snapshot([]NodeGroup{workers(0)}, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf([]snapshot.NodeGroup{workers(0)}, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", ptr("any"))}, nil,
 				storageClass("any", wffc)),
 			want: want{up: []string{"workers +1 =1 [default/p]"}},
 		},
 		{
 			name: "the beta class annotation wins over spec.storageClassName",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{func() corev1.PersistentVolumeClaim {
 					c := unboundClaim("data-0", ptr("nowhere"))
 					c.Annotations = map[string]string{"volume.beta.kubernetes.io/storage-class": "zonal"}
@@ -210,7 +212,7 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "an unbound claim of an immediate class is not promised a node",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", ptr("fast"))}, nil,
 				storageClass("fast", immediate)),
 			want: want{
@@ -220,32 +222,32 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "an unbound claim without a class is not promised a node",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", nil)}, nil),
 			want: want{unsched: []string{`default/p: volume "data" (claim default/data-0) is not bound and has no StorageClass: the scheduler places the pod only once the claim is bound`}},
 		},
 		{
 			name: "an unbound claim whose class is missing is not schedulable",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{unboundClaim("data-0", ptr("gone"))}, nil,
 				storageClass("other", wffc)),
 			want: want{unsched: []string{`default/p: volume "data" (claim default/data-0) is not bound and its StorageClass "gone" does not exist: the claim cannot be provisioned`}},
 		},
 		{
 			name: "a missing claim fits nowhere, also on an existing node with room",
-			snap: withVolumes(snapshot(ab, []corev1.Node{node("n9", "none", "4", "16Gi")}, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, []corev1.Node{node("n9", "none", "4", "16Gi")}, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{boundClaim("other", "pv-0")}, nil),
 			want: want{unsched: []string{`default/p: volume "data" (claim default/data-0): the claim does not exist`}},
 		},
 		{
 			name: "a claim bound to a missing PV fits nowhere",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")}, nil),
 			want: want{unsched: []string{`default/p: volume "data" (claim default/data-0) is bound to PV pv-0, which does not exist`}},
 		},
 		{
 			name: "a claim being deleted fits nowhere",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 				[]corev1.PersistentVolumeClaim{func() corev1.PersistentVolumeClaim {
 					c := boundClaim("data-0", "pv-0")
 					c.DeletionTimestamp = &metav1.Time{Time: t0.Add(-time.Minute)}
@@ -256,7 +258,7 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "a generic ephemeral volume's claim not created yet follows its template's class",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pod("p", "1", "1Gi", pending(), volume(corev1.Volume{Name: "scratch",
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pod("p", "1", "1Gi", pending(), volume(corev1.Volume{Name: "scratch",
 				VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{
 					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr("zonal")}}}}}))}),
 				nil, nil, storageClass("zonal", wffc, "eu-1b")),
@@ -264,7 +266,7 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "a generic ephemeral volume's claim, once created and bound, follows its PV",
-			snap: withVolumes(snapshot(ab, nil, []corev1.Pod{pod("p", "1", "1Gi", pending(), volume(corev1.Volume{Name: "scratch",
+			snap: withVolumes(clusterOf(ab, nil, []corev1.Pod{pod("p", "1", "1Gi", pending(), volume(corev1.Volume{Name: "scratch",
 				VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{
 					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr("zonal")}}}}}))}),
 				[]corev1.PersistentVolumeClaim{boundClaim("p-scratch", "pv-0")},
@@ -274,7 +276,7 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 		},
 		{
 			name: "a snapshot without volume objects plans as before",
-			snap: snapshot(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
+			snap: clusterOf(ab, nil, []corev1.Pod{pendingWith("p", "data-0")}),
 			want: want{up: []string{"a +1 =1 [default/p]"}},
 		},
 	})
@@ -283,7 +285,7 @@ func TestVolumeTopologyScaleUp(t *testing.T) {
 func TestVolumeTopologyScaleDown(t *testing.T) {
 	// n1 (lightly used) and n2 in zone eu-1a, n3 in eu-1b; n2 and n3 have
 	// a cpu to spare.
-	base := func(p corev1.Pod, claims []corev1.PersistentVolumeClaim, pvs []corev1.PersistentVolume) Snapshot {
+	base := func(p corev1.Pod, claims []corev1.PersistentVolumeClaim, pvs []corev1.PersistentVolume) snapshot.Snapshot {
 		s := scaleDownBase(p)
 		for i, z := range []string{"eu-1a", "eu-1a", "eu-1b"} {
 			s.Nodes[i].Labels[zoneKey] = z
@@ -299,7 +301,7 @@ func TestVolumeTopologyScaleDown(t *testing.T) {
 		},
 		{
 			name: "a pod whose volume's zone has no room elsewhere keeps the node",
-			snap: func() Snapshot {
+			snap: func() snapshot.Snapshot {
 				s := base(light("a", claimVolume("data-0")), []corev1.PersistentVolumeClaim{boundClaim("data-0", "pv-0")},
 					[]corev1.PersistentVolume{pvLabelled("pv-0", zoneKey, "eu-1a")})
 				s.Nodes[1].Labels[zoneKey] = "eu-1c"
@@ -336,7 +338,7 @@ func TestDescribeSelector(t *testing.T) {
 // of WaitForFirstConsumer classes with and without allowed topologies, of
 // immediate or missing classes, missing, being deleted, and generic
 // ephemeral. Claims and volumes also carry fields the planner ignores.
-func addRandomVolumes(r *rand.Rand, s *Snapshot) {
+func addRandomVolumes(r *rand.Rand, s *snapshot.Snapshot) {
 	zones := []string{"z1", "z2", "z3"}
 	zoneLabel := func() (string, string) {
 		if r.IntN(4) == 0 {
@@ -425,7 +427,7 @@ func addRandomVolumes(r *rand.Rand, s *Snapshot) {
 		case 4, 5, 6:
 			cls := pick(r, []string{"anywhere", "zonal", "two-zones", "now", "gone"})
 			if r.IntN(4) == 0 {
-				claim.Annotations = map[string]string{annotationStorageClass: cls}
+				claim.Annotations = map[string]string{podfacts.AnnotationStorageClass: cls}
 			} else {
 				claim.Spec.StorageClassName = &cls
 			}
@@ -450,13 +452,13 @@ func addRandomVolumes(r *rand.Rand, s *Snapshot) {
 func TestTrimVolumes(t *testing.T) {
 	c := boundClaim("data-0", "pv-0")
 	c.Labels = map[string]string{"app": "db"}
-	c.Annotations = map[string]string{annotationStorageClass: "old", "pv.kubernetes.io/bind-completed": "yes"}
+	c.Annotations = map[string]string{podfacts.AnnotationStorageClass: "old", "pv.kubernetes.io/bind-completed": "yes"}
 	c.Spec.StorageClassName = ptr("gp3")
 	c.Spec.Resources.Requests = rl("", "10Gi")
 	c.Status.Capacity = rl("", "10Gi")
-	got := NewTrimmer().PersistentVolumeClaim(&c)
+	got := snapshot.NewTrimmer().PersistentVolumeClaim(&c)
 	want := corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data-0", Namespace: "default", Annotations: map[string]string{annotationStorageClass: "old"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "data-0", Namespace: "default", Annotations: map[string]string{podfacts.AnnotationStorageClass: "old"}},
 		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pv-0", StorageClassName: ptr("gp3")},
 		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
 	}
@@ -469,7 +471,7 @@ func TestTrimVolumes(t *testing.T) {
 	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "default", Name: "data-0", ResourceVersion: "42"}
 	pv.Spec.Capacity = rl("", "10Gi")
 	pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: "vol-1"}
-	gotPV := NewTrimmer().PersistentVolume(&pv)
+	gotPV := snapshot.NewTrimmer().PersistentVolume(&pv)
 	wantPV := corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pv-0", Labels: map[string]string{zoneKey: "z1", corev1.LabelTopologyRegion: "r1"}},
 		Spec: corev1.PersistentVolumeSpec{NodeAffinity: pv.Spec.NodeAffinity,
@@ -482,7 +484,7 @@ func TestTrimVolumes(t *testing.T) {
 	sc := storageClass("zonal", storagev1.VolumeBindingWaitForFirstConsumer, "z1")
 	sc.Parameters = map[string]string{"type": "gp3"}
 	sc.MountOptions = []string{"noatime"}
-	gotSC := NewTrimmer().StorageClass(&sc)
+	gotSC := snapshot.NewTrimmer().StorageClass(&sc)
 	sc.Parameters, sc.MountOptions = nil, nil
 	if !equalJSON(t, gotSC, sc) {
 		t.Errorf("class:\n got %+v\nwant %+v", gotSC, sc)
@@ -517,13 +519,13 @@ func TestReadSnapshotVolumeErrors(t *testing.T) {
 			"persistentVolumeClaims[1].metadata.name: duplicate db/a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ReadSnapshot(strings.NewReader(tc.doc))
+			_, err := snapshot.ReadSnapshot(strings.NewReader(tc.doc))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want it to contain %q", err, tc.want)
 			}
 		})
 	}
-	s, err := ReadSnapshot(strings.NewReader(`{"capturedAt": "2026-11-30T10:00:00Z", "nodes": [], "pods": [], "podDisruptionBudgets": []}`))
+	s, err := snapshot.ReadSnapshot(strings.NewReader(`{"capturedAt": "2026-11-30T10:00:00Z", "nodes": [], "pods": [], "podDisruptionBudgets": []}`))
 	if err != nil || s.PersistentVolumeClaims != nil || s.PersistentVolumes != nil || s.StorageClasses != nil {
 		t.Errorf("old document: %v, %+v", err, s)
 	}
@@ -532,7 +534,7 @@ func TestReadSnapshotVolumeErrors(t *testing.T) {
 // withClaims gives every fifth pod of s (a copy) a claim bound to a volume
 // pinned to its node's zone or, with host, to its node (a local volume);
 // pending pods get one in zone z1.
-func withClaims(s Snapshot, host bool) Snapshot {
+func withClaims(s snapshot.Snapshot, host bool) snapshot.Snapshot {
 	s.Pods = slices.Clone(s.Pods)
 	s.PersistentVolumeClaims, s.PersistentVolumes = nil, nil
 	zoneOf := map[string]string{}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -28,7 +29,7 @@ const labelZone = corev1.LabelTopologyZone
 // several zones, the same labels once per zone (variants). A group in one
 // zone carries it even when the provider's template left it out; a group
 // over several carries none, since any may come.
-func groupLabels(ng *NodeGroup) (labels map[string]string, variants []map[string]string) {
+func groupLabels(ng *snapshot.NodeGroup) (labels map[string]string, variants []map[string]string) {
 	labels = ng.Template.Labels
 	switch {
 	case len(ng.Zones) == 1 && labels[labelZone] != ng.Zones[0]:

@@ -4,10 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 
-func withZones(g NodeGroup, zones ...string) NodeGroup {
+func withZones(g snapshot.NodeGroup, zones ...string) snapshot.NodeGroup {
 	g.Zones = zones
 	return g
 }
@@ -31,7 +32,7 @@ func TestMultiZoneGroups(t *testing.T) {
 	busy := []corev1.Pod{full("fill-a", "na"), full("fill-b", "nb"), full("fill-c", "nc")}
 	tests := []struct {
 		name    string
-		groups  []NodeGroup
+		groups  []snapshot.NodeGroup
 		pods    []corev1.Pod
 		grow    map[string]int // new nodes by group
 		reason  string         // in every unschedulable reason
@@ -41,19 +42,19 @@ func TestMultiZoneGroups(t *testing.T) {
 	}{
 		{
 			name:   "plain pod: any zone will do",
-			groups: []NodeGroup{multi, fixed},
+			groups: []snapshot.NodeGroup{multi, fixed},
 			pods:   append(pendingPods("web", 2, "1", "1Gi"), busy...),
 			grow:   map[string]int{"multi": 1},
 		},
 		{
 			name:   "node affinity on every zone of the group: accepted",
-			groups: []NodeGroup{multi, fixed},
+			groups: []snapshot.NodeGroup{multi, fixed},
 			pods:   append(pendingPods("web", 2, "1", "1Gi", affinity([]corev1.NodeSelectorRequirement{req(labelZone, corev1.NodeSelectorOpIn, "a", "b", "c")})), busy...),
 			grow:   map[string]int{"multi": 1},
 		},
 		{
 			name:    "zonal node selector: refused by the multi-zone group",
-			groups:  []NodeGroup{multi, fixed},
+			groups:  []snapshot.NodeGroup{multi, fixed},
 			pods:    append(pendingPods("web", 2, "1", "1Gi", selector(labelZone, "a")), busy...),
 			pending: 2,
 			reason:  `group "multi" spans zones a, b, c and the cloud picks a new node's zone; pod needs zone a (node selector topology.kubernetes.io/zone=a)`,
@@ -61,14 +62,14 @@ func TestMultiZoneGroups(t *testing.T) {
 		},
 		{
 			name:   "zonal node selector: the group in that zone takes it",
-			groups: []NodeGroup{multi, fixed, withZones(group("only-a", 0, 10, 0, "4", "16Gi"), "a")},
+			groups: []snapshot.NodeGroup{multi, fixed, withZones(group("only-a", 0, 10, 0, "4", "16Gi"), "a")},
 			pods:   append(pendingPods("web", 2, "1", "1Gi", selector(labelZone, "a")), busy...),
 			grow:   map[string]int{"only-a": 1},
 			upWhy:  "2 pods need zone a (node selector topology.kubernetes.io/zone=a)",
 		},
 		{
 			name:   "zone spread: refused, and the reason names the zones it needs",
-			groups: []NodeGroup{multi, fixed},
+			groups: []snapshot.NodeGroup{multi, fixed},
 			pods: append(append(pendingPods("web", 1, "1", "1Gi", spreadOpt(labelZone, 1, 1, "web")),
 				pod("universe/web-old", "100m", "", on("na"), podLabels("app", "web"), spreadOpt(labelZone, 1, 1, "web"))), busy...),
 			pending: 1,
@@ -77,7 +78,7 @@ func TestMultiZoneGroups(t *testing.T) {
 		},
 		{
 			name:   "zone spread: groups in one zone each take the pods, and say which zone",
-			groups: []NodeGroup{multi, fixed, withZones(group("only-b", 0, 10, 0, "4", "16Gi"), "b")},
+			groups: []snapshot.NodeGroup{multi, fixed, withZones(group("only-b", 0, 10, 0, "4", "16Gi"), "b")},
 			pods: append(append(pendingPods("web", 1, "1", "1Gi", spreadOpt(labelZone, 1, 1, "web")),
 				pod("universe/web-old", "100m", "", on("na"), podLabels("app", "web"), spreadOpt(labelZone, 1, 1, "web"))), busy...),
 			grow:  map[string]int{"only-b": 1},
@@ -85,7 +86,7 @@ func TestMultiZoneGroups(t *testing.T) {
 		},
 		{
 			name:    "zone anti-affinity: refused, the new node could land next to the other pod",
-			groups:  []NodeGroup{multi, fixed},
+			groups:  []snapshot.NodeGroup{multi, fixed},
 			pods:    append(append(pendingPods("db", 1, "1", "1Gi", podAffinityOpt(true, labelZone, "db")), pod("universe/db-old", "100m", "", on("na"), podLabels("app", "db"))), busy...),
 			pending: 1,
 			reason:  `pod needs zone b, c (pod anti-affinity on topology.kubernetes.io/zone)`,
@@ -93,13 +94,13 @@ func TestMultiZoneGroups(t *testing.T) {
 		},
 		{
 			name:   "hostname anti-affinity does not depend on the zone: accepted",
-			groups: []NodeGroup{multi, fixed},
+			groups: []snapshot.NodeGroup{multi, fixed},
 			pods:   append(pendingPods("db", 2, "1", "1Gi", podAffinityOpt(true, labelHostname, "db")), busy...),
 			grow:   map[string]int{"multi": 2},
 		},
 		{
 			name:   "zone label in a multi-zone template is not trusted",
-			groups: []NodeGroup{withTemplateLabels(withZones(group("multi", 0, 10, 0, "4", "16Gi"), "a", "b"), labelZone, "a"), fixed},
+			groups: []snapshot.NodeGroup{withTemplateLabels(withZones(group("multi", 0, 10, 0, "4", "16Gi"), "a", "b"), labelZone, "a"), fixed},
 			pods:   append(pendingPods("web", 1, "1", "1Gi", selector(labelZone, "a")), busy...),
 			reason: `group "multi" spans zones a, b and the cloud picks a new node's zone; pod needs zone a`,
 			code:   ReasonNodeSelector, pending: 1,
@@ -107,7 +108,7 @@ func TestMultiZoneGroups(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := Decide(snapshot(tt.groups, nodes, tt.pods), DefaultSettings(), t0)
+			p := Decide(clusterOf(tt.groups, nodes, tt.pods), DefaultSettings(), t0)
 			got := map[string]int{}
 			for _, su := range p.ScaleUp {
 				got[su.NodeGroup] += su.Delta

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -18,23 +19,23 @@ func TestMultiZoneGroupVolumes(t *testing.T) {
 	pending := pod("db-0", "1", "1Gi", pending(), claimVolume("data"))
 	tests := []struct {
 		name   string
-		groups []NodeGroup
+		groups []snapshot.NodeGroup
 		pv     corev1.PersistentVolume
 		grow   string // the group that grows; "" for none
 		reason string // in the unschedulable reason when none grows
 	}{
 		{name: "volume in one zone: the multi-zone group cannot promise it",
-			groups: []NodeGroup{multi, fixed}, pv: pvLabelled("pv-1", zoneKey, "a"),
+			groups: []snapshot.NodeGroup{multi, fixed}, pv: pvLabelled("pv-1", zoneKey, "a"),
 			reason: `group "multi" spans zones a, b, c and the cloud picks a new node's zone; pod needs zone a (volume "data"`},
 		{name: "volume in one zone: the group in that zone takes it",
-			groups: []NodeGroup{multi, fixed, withZones(group("only-a", 0, 10, 0, "4", "16Gi"), "a")},
+			groups: []snapshot.NodeGroup{multi, fixed, withZones(group("only-a", 0, 10, 0, "4", "16Gi"), "a")},
 			pv:     pvAffinity("pv-1", req(labelZone, corev1.NodeSelectorOpIn, "a")), grow: "only-a"},
 		{name: "volume in every zone of the group: accepted",
-			groups: []NodeGroup{multi, fixed}, pv: pvLabelled("pv-1", zoneKey, "a__b__c"), grow: "multi"},
+			groups: []snapshot.NodeGroup{multi, fixed}, pv: pvLabelled("pv-1", zoneKey, "a__b__c"), grow: "multi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap := withVolumes(snapshot(tt.groups, nodes, append([]corev1.Pod{pending}, busy...)), claims, []corev1.PersistentVolume{tt.pv})
+			snap := withVolumes(clusterOf(tt.groups, nodes, append([]corev1.Pod{pending}, busy...)), claims, []corev1.PersistentVolume{tt.pv})
 			p := Decide(snap, DefaultSettings(), t0)
 			if tt.grow != "" {
 				if len(p.ScaleUp) != 1 || p.ScaleUp[0].NodeGroup != tt.grow || len(p.Unschedulable) != 0 {

@@ -14,9 +14,9 @@ import (
 	"github.com/nodetide/nodetide/internal/fake/fakescaleway"
 	"github.com/nodetide/nodetide/internal/providertest"
 	"github.com/nodetide/nodetide/internal/testbed"
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }
@@ -35,7 +35,7 @@ func TestContractKamatera(t *testing.T) { providertest.Run(t, kamateraFactory) }
 func kwokFactory(t *testing.T, spec providertest.Spec) *providertest.Bed {
 	cp := testbed.Cluster(t)
 	name := "ct-" + randomHex(8)
-	tpl := planner.Template{
+	tpl := snapshot.Template{
 		Allocatable: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("4"),
 			corev1.ResourceMemory: resource.MustParse("16Gi"),

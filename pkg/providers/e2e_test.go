@@ -27,6 +27,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kamatera"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -57,8 +58,8 @@ type e2e struct {
 	cloudHas func(providerID string) bool
 
 	mu         sync.Mutex
-	tpl        *planner.Template // what a booted machine's Node offers
-	registered map[string]string // provider ID → Node name
+	tpl        *snapshot.Template // what a booted machine's Node offers
+	registered map[string]string  // provider ID → Node name
 }
 
 const poolLabel = "e2e.nodetide.io/pool"
@@ -136,7 +137,7 @@ func (e *e2e) groupNow() providers.NodeGroup {
 
 // learnTemplate reads the group's template, which booted machines' Nodes
 // copy; the group's labels must be on it.
-func (e *e2e) learnTemplate() planner.Template {
+func (e *e2e) learnTemplate() snapshot.Template {
 	e.t.Helper()
 	tpl, err := e.groupNow().Template(e.t.Context())
 	if err != nil {
@@ -180,7 +181,7 @@ func (e *e2e) run() evaluate.Result {
 
 // deploy runs replicas pods on the group's nodes, each asking for 60% of a
 // node's CPU, so each needs a node of its own.
-func (e *e2e) deploy(name string, replicas int32, tpl planner.Template) {
+func (e *e2e) deploy(name string, replicas int32, tpl snapshot.Template) {
 	e.t.Helper()
 	cpu := resource.NewMilliQuantity(tpl.Allocatable.Cpu().MilliValue()*6/10, resource.DecimalSI)
 	labels := map[string]string{"app": name}

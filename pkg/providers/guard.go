@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Guard serialises the writers of one node group's size across processes
@@ -33,7 +33,7 @@ type guarded struct {
 func (g *guarded) BoundsFrom() string { return BoundsFrom(g.NodeGroup) }
 func (g *guarded) MinFrom() string    { return MinFrom(g.NodeGroup) }
 
-func (g *guarded) MaxFrom() planner.BoundSource { return MaxFrom(g.NodeGroup) }
+func (g *guarded) MaxFrom() snapshot.BoundSource { return MaxFrom(g.NodeGroup) }
 
 func (g *guarded) locked(ctx context.Context, fn func() error) error {
 	unlock, err := g.guard.LockGroup(ctx, g.Name())

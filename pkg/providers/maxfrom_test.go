@@ -3,8 +3,8 @@ package providers_test
 import (
 	"testing"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // TestMaxFrom: each narrowing reports itself as what set the maximum only
@@ -22,14 +22,14 @@ func TestMaxFrom(t *testing.T) {
 	cases := []struct {
 		name   string
 		bounds []*providers.Bounds // innermost first
-		want   planner.BoundSource
+		want   snapshot.BoundSource
 	}{
-		{"nothing narrows", nil, planner.BoundProvider},
-		{"config lowers the max", []*providers.Bounds{providers.NewBounds(nil, ptr(8))}, planner.BoundConfig},
-		{"config keeps the provider's max", []*providers.Bounds{providers.NewBounds(ptr(1), ptr(10))}, planner.BoundProvider},
-		{"a schedule lowers the config's max", []*providers.Bounds{providers.NewBounds(nil, ptr(8)), {Max: ptr(2), From: "schedule night"}}, planner.BoundSchedule},
-		{"a schedule keeps the config's max", []*providers.Bounds{providers.NewBounds(nil, ptr(8)), {Max: ptr(8), From: "schedule night"}}, planner.BoundConfig},
-		{"a schedule's min only", []*providers.Bounds{{Min: ptr(2), From: "schedule day"}}, planner.BoundProvider},
+		{"nothing narrows", nil, snapshot.BoundProvider},
+		{"config lowers the max", []*providers.Bounds{providers.NewBounds(nil, ptr(8))}, snapshot.BoundConfig},
+		{"config keeps the provider's max", []*providers.Bounds{providers.NewBounds(ptr(1), ptr(10))}, snapshot.BoundProvider},
+		{"a schedule lowers the config's max", []*providers.Bounds{providers.NewBounds(nil, ptr(8)), {Max: ptr(2), From: "schedule night"}}, snapshot.BoundSchedule},
+		{"a schedule keeps the config's max", []*providers.Bounds{providers.NewBounds(nil, ptr(8)), {Max: ptr(8), From: "schedule night"}}, snapshot.BoundConfig},
+		{"a schedule's min only", []*providers.Bounds{{Min: ptr(2), From: "schedule day"}}, snapshot.BoundProvider},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

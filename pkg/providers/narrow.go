@@ -7,9 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // Static is a Provider with a fixed set of groups.
@@ -81,15 +80,15 @@ func BoundsFrom(g NodeGroup) string {
 
 // MaxSource is implemented by groups that know what set their maximum.
 type MaxSource interface {
-	MaxFrom() planner.BoundSource
+	MaxFrom() snapshot.BoundSource
 }
 
 // MaxFrom returns what set g's maximum: what g reports, else the provider.
-func MaxFrom(g NodeGroup) planner.BoundSource {
+func MaxFrom(g NodeGroup) snapshot.BoundSource {
 	if s, ok := g.(MaxSource); ok {
 		return s.MaxFrom()
 	}
-	return planner.BoundProvider
+	return snapshot.BoundProvider
 }
 
 // MinSource is implemented by groups whose minimum something other than
@@ -128,14 +127,14 @@ func (n *narrowed) BoundsFrom() string {
 
 // MaxFrom is what set the maximum: this narrowing when it lowered it (the
 // config, or a schedule when From names one), else the group inside.
-func (n *narrowed) MaxFrom() planner.BoundSource {
+func (n *narrowed) MaxFrom() snapshot.BoundSource {
 	switch {
 	case n.max >= n.NodeGroup.MaxSize():
 		return MaxFrom(n.NodeGroup)
 	case n.from != "":
-		return planner.BoundSchedule
+		return snapshot.BoundSchedule
 	}
-	return planner.BoundConfig
+	return snapshot.BoundConfig
 }
 
 // MinFrom names what set the minimum: this narrowing when it raised it.
@@ -207,7 +206,7 @@ type Zoner interface {
 // Zones returns the zones a new machine of g may start in, sorted: the
 // provider's own answer when it has one, else the zone label of tpl (a
 // Kapsule pool, a Kamatera template that sets it), else none.
-func Zones(g NodeGroup, tpl planner.Template) []string {
+func Zones(g NodeGroup, tpl snapshot.Template) []string {
 	if z, ok := Own(g).(Zoner); ok {
 		zones := slices.Clone(z.Zones())
 		slices.Sort(zones)

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // fixedGroup is a provider group whose own bounds are 0..10.
@@ -23,8 +23,8 @@ func (f *fixedGroup) MinSize() int                                            { 
 func (f *fixedGroup) MaxSize() int                                            { return 10 }
 func (f *fixedGroup) TargetSize(context.Context) (int, error)                 { return f.target, nil }
 func (f *fixedGroup) Instances(context.Context) ([]providers.Instance, error) { return nil, nil }
-func (f *fixedGroup) Template(context.Context) (planner.Template, error) {
-	return planner.Template{}, nil
+func (f *fixedGroup) Template(context.Context) (snapshot.Template, error) {
+	return snapshot.Template{}, nil
 }
 func (f *fixedGroup) IncreaseSize(_ context.Context, d int) error { f.increased += d; return nil }
 func (f *fixedGroup) DeleteInstance(_ context.Context, id string) error {

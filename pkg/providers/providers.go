@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // InstanceState is where a machine is in its life.
@@ -61,7 +61,7 @@ type NodeGroup interface {
 	// Template describes a new node (allocatable, labels, taints), so pods
 	// can be packed onto a group at zero. An error means the group cannot be
 	// grown by the planner this cycle; nothing else.
-	Template(ctx context.Context) (planner.Template, error)
+	Template(ctx context.Context) (snapshot.Template, error)
 	// IncreaseSize raises the target by delta > 0. A target above MaxSize
 	// is ErrAboveMax and nothing is asked (see CheckIncrease: no overflow).
 	// It returns once the cloud accepted the new target, not when machines

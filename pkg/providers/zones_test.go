@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodetide/nodetide/internal/testbed"
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // A kwok group over zones places each new Node as an Auto Scaling Group
@@ -21,7 +21,7 @@ import (
 func TestKwokZonesBalance(t *testing.T) {
 	cp := testbed.Cluster(t)
 	name := "zn-" + randomHex(6)
-	tpl := planner.Template{Allocatable: corev1.ResourceList{
+	tpl := snapshot.Template{Allocatable: corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("4"),
 		corev1.ResourceMemory: resource.MustParse("16Gi"),
 	}}
@@ -69,18 +69,18 @@ type plain struct{ providers.NodeGroup }
 // Without a provider answer, a group's zone is its template's zone label;
 // a narrowed group still answers with its provider's zones.
 func TestZonesFallBackToTheTemplate(t *testing.T) {
-	tpl := planner.Template{Labels: map[string]string{corev1.LabelTopologyZone: "fr-par-2"}}
+	tpl := snapshot.Template{Labels: map[string]string{corev1.LabelTopologyZone: "fr-par-2"}}
 	if got := providers.Zones(plain{}, tpl); !slices.Equal(got, []string{"fr-par-2"}) {
 		t.Errorf("zones from the template label = %v", got)
 	}
-	if got := providers.Zones(plain{}, planner.Template{}); got != nil {
+	if got := providers.Zones(plain{}, snapshot.Template{}); got != nil {
 		t.Errorf("zones without a label = %v, want none", got)
 	}
-	g, err := providers.Narrow(kwok.New(nil, "g", 0, 5, planner.Template{}).WithZones([]string{"b", "a", "b"}), nil, nil)
+	g, err := providers.Narrow(kwok.New(nil, "g", 0, 5, snapshot.Template{}).WithZones([]string{"b", "a", "b"}), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := providers.Zones(g, planner.Template{}); !slices.Equal(got, []string{"a", "b"}) {
+	if got := providers.Zones(g, snapshot.Template{}); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("zones through a narrowing = %v, want [a b]", got)
 	}
 }

@@ -4,7 +4,7 @@
 // schedules a tick fires, and what a fire did (Result). All of it is pure:
 // no I/O, no clock. The schedule function's handler and the applier, which
 // claim due fires in the store and carry them out on the cluster and the
-// node groups, are in pkg/schedule/fire.
+// node groups, are in pkg/schedulefire.
 package schedule
 
 import (

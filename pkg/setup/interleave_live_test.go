@@ -34,7 +34,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
-	"github.com/nodetide/nodetide/pkg/schedule/fire"
+	"github.com/nodetide/nodetide/pkg/schedulefire"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -118,7 +118,7 @@ type interleaveBed struct {
 	sfn     *sfn.Client
 	machine string
 	evs     []*evaluate.Evaluator
-	scheds  []*fire.Handler
+	scheds  []*schedulefire.Handler
 	drains  []*drain.Handler
 	watch   *evaluate.Evaluator // reads the effective bounds
 	store   setup.Stores

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // tenGroup is a provider group of bounds 0..10.
@@ -28,21 +28,21 @@ func TestNarrow(t *testing.T) {
 		config           *providers.Bounds
 		override         *schedule.Override
 		wantMin, wantMax int
-		wantMaxFrom      planner.BoundSource
+		wantMaxFrom      snapshot.BoundSource
 		wantBoundsFrom   string
 		wantErr          string
 	}{
 		{name: "provider's own", config: providers.NewBounds(nil, nil), wantMax: 10},
-		{name: "config", config: providers.NewBounds(ptr(1), ptr(8)), wantMin: 1, wantMax: 8, wantMaxFrom: planner.BoundConfig},
+		{name: "config", config: providers.NewBounds(ptr(1), ptr(8)), wantMin: 1, wantMax: 8, wantMaxFrom: snapshot.BoundConfig},
 		{name: "schedule within the config", config: providers.NewBounds(ptr(1), ptr(8)),
 			override: &schedule.Override{Group: "g", Schedule: "night", Max: ptr(2)},
-			wantMin:  1, wantMax: 2, wantMaxFrom: planner.BoundSchedule, wantBoundsFrom: "schedule night"},
+			wantMin:  1, wantMax: 2, wantMaxFrom: snapshot.BoundSchedule, wantBoundsFrom: "schedule night"},
 		{name: "a schedule's max above the config's is clamped to it", config: providers.NewBounds(nil, ptr(8)),
 			override: &schedule.Override{Group: "g", Schedule: "day", Min: ptr(3), Max: ptr(20)},
-			wantMin:  3, wantMax: 8, wantMaxFrom: planner.BoundConfig},
+			wantMin:  3, wantMax: 8, wantMaxFrom: snapshot.BoundConfig},
 		{name: "a schedule without bounds gives the config's back", config: providers.NewBounds(nil, ptr(8)),
 			override: &schedule.Override{Group: "g", Schedule: "day", Desired: ptr(4)},
-			wantMax:  8, wantMaxFrom: planner.BoundConfig},
+			wantMax:  8, wantMaxFrom: snapshot.BoundConfig},
 		{name: "another group's schedule", config: providers.NewBounds(nil, nil),
 			override: &schedule.Override{Group: "other", Schedule: "night", Max: ptr(1)}, wantMax: 10},
 		{name: "config wider than the provider", config: providers.NewBounds(nil, ptr(11)),

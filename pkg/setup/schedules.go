@@ -7,7 +7,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/evaluate"
-	"github.com/nodetide/nodetide/pkg/schedule/fire"
+	"github.com/nodetide/nodetide/pkg/schedulefire"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -31,7 +31,7 @@ func ScheduleStore(ctx context.Context, cfg *config.Config, a *AWS) (state.Sched
 
 // Schedules wires the schedule function: the schedule store, and the
 // cluster and node groups fired schedules are applied to.
-func Schedules(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, log *slog.Logger) (*fire.Handler, error) {
+func Schedules(ctx context.Context, cfg *config.Config, kubeconfig string, a *AWS, log *slog.Logger) (*schedulefire.Handler, error) {
 	ev, err := Evaluator(ctx, cfg, kubeconfig, a, log, InstanceID("schedule"))
 	if err != nil {
 		return nil, err
@@ -42,13 +42,13 @@ func Schedules(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 // SchedulesWith wires the schedule handler around an evaluate cycle (its
 // cluster client, and its drainer for shrinking groups), as `nodetide run`
 // shares one.
-func SchedulesWith(ctx context.Context, cfg *config.Config, a *AWS, ev *evaluate.Evaluator, log *slog.Logger) (*fire.Handler, error) {
+func SchedulesWith(ctx context.Context, cfg *config.Config, a *AWS, ev *evaluate.Evaluator, log *slog.Logger) (*schedulefire.Handler, error) {
 	store, err := ScheduleStore(ctx, cfg, a)
 	if err != nil {
 		return nil, err
 	}
 	client := ev.Client
-	applier := &fire.Applier{
+	applier := &schedulefire.Applier{
 		Client: client,
 		// The configured bounds: a fired schedule replaces the override.
 		Groups:    NodeGroups(cfg, client, a, nil, guardOf(ev.Store, ev.Holder)),
@@ -58,21 +58,21 @@ func SchedulesWith(ctx context.Context, cfg *config.Config, a *AWS, ev *evaluate
 	if ev.Drainer != nil {
 		applier.Shrinker = shrinker{ev}
 	}
-	return &fire.Handler{Store: store, Applier: applier, Log: log}, nil
+	return &schedulefire.Handler{Store: store, Applier: applier, Log: log}, nil
 }
 
 // shrinker lets a schedule remove nodes through the evaluate cycle's
 // planner and drains.
 type shrinker struct{ ev *evaluate.Evaluator }
 
-func (s shrinker) Shrink(ctx context.Context, sizes map[string]int, from string) ([]fire.Removal, error) {
+func (s shrinker) Shrink(ctx context.Context, sizes map[string]int, from string) ([]schedulefire.Removal, error) {
 	res, err := s.ev.Shrink(ctx, sizes, from)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]fire.Removal, 0, len(res.Actions))
+	out := make([]schedulefire.Removal, 0, len(res.Actions))
 	for _, a := range res.Actions {
-		r := fire.Removal{NodeGroup: a.NodeGroup, Node: a.Node, Error: a.Error}
+		r := schedulefire.Removal{NodeGroup: a.NodeGroup, Node: a.Node, Error: a.Error}
 		if a.Kind == "decreaseTarget" {
 			r.Delta = -a.Delta // the action's delta is the (negative) change in size
 		}

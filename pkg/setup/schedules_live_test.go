@@ -20,7 +20,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/schedule"
-	"github.com/nodetide/nodetide/pkg/schedule/fire"
+	"github.com/nodetide/nodetide/pkg/schedulefire"
 	"github.com/nodetide/nodetide/pkg/setup"
 )
 
@@ -181,7 +181,7 @@ drain: {timeout: 2m}
 	}
 
 	// Deleting day clears its override: the configured bounds are back.
-	del := invoke(`{"action":"delete","name":"day"}`).(fire.Deleted)
+	del := invoke(`{"action":"delete","name":"day"}`).(schedulefire.Deleted)
 	if !slices.Equal(del.ClearedOverrides, []string{pool}) {
 		t.Fatalf("delete day cleared %v, want [%s]", del.ClearedOverrides, pool)
 	}

@@ -39,7 +39,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/providers"
 	awsprovider "github.com/nodetide/nodetide/pkg/providers/aws"
 	"github.com/nodetide/nodetide/pkg/schedule"
-	"github.com/nodetide/nodetide/pkg/schedule/fire"
+	"github.com/nodetide/nodetide/pkg/schedulefire"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -101,7 +101,7 @@ type deployment struct {
 	machine  string // the drain state machine's ARN
 	ev       *evaluate.Evaluator
 	drain    *drain.Handler
-	schedule *fire.Handler
+	schedule *schedulefire.Handler
 	firedAt  time.Time // its schedule night's lastFiredAt after its tick
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -134,15 +134,15 @@ func TestEndDrainWithAStaleID(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, open func(string) state.Store) {
 		ctx := t.Context()
 		s := drains(t, open("prod"))
-		unneeded := planner.State{UnneededSince: times("node-a", at(-10*time.Minute))}
-		save(t, s, planner.State{}, unneeded)
+		unneeded := snapshot.State{UnneededSince: times("node-a", at(-10*time.Minute))}
+		save(t, s, snapshot.State{}, unneeded)
 
 		// drain-1 ran and ended; drain-2 now holds the node.
 		begin(t, s, drainRec("node-a", "drain-1", "workers", 0))
 		if err := s.EndDrain(ctx, "node-a", "drain-1", state.DrainRolledBack, "PDB", at(time.Minute)); err != nil {
 			t.Fatalf("EndDrain drain-1: %v", err)
 		}
-		save(t, s, planner.State{}, unneeded)
+		save(t, s, snapshot.State{}, unneeded)
 		begin(t, s, drainRec("node-a", "drain-2", "workers", 2*time.Minute))
 		first := drainRec("node-a", "drain-1", "workers", 0)
 		first.Status, first.Error, first.FinishedAt = state.DrainRolledBack, "PDB", at(time.Minute)
@@ -173,7 +173,7 @@ func TestEndDrainWithAStaleID(t *testing.T) {
 		}
 		wantHolder(t, s, "node-a", "", 2)
 		wantRunning(t, s)
-		wantState(t, s, planner.State{})
+		wantState(t, s, snapshot.State{})
 	})
 }
 
@@ -184,19 +184,19 @@ func TestSaveStateDuringADrain(t *testing.T) {
 		// The drain marks a node that has no item yet; evaluate then
 		// records the node unneeded and, later, needed again.
 		begin(t, s, drainRec("node-a", "drain-1", "workers", 0))
-		unneeded := planner.State{UnneededSince: times("node-a", at(-time.Minute), "node-b", at(-time.Minute))}
-		save(t, s, planner.State{}, unneeded)
+		unneeded := snapshot.State{UnneededSince: times("node-a", at(-time.Minute), "node-b", at(-time.Minute))}
+		save(t, s, snapshot.State{}, unneeded)
 		wantHolder(t, s, "node-a", "drain-1", 0)
 		wantRunning(t, s, running)
 
-		save(t, s, unneeded, planner.State{})
-		wantState(t, s, planner.State{})
+		save(t, s, unneeded, snapshot.State{})
+		wantState(t, s, snapshot.State{})
 		wantHolder(t, s, "node-a", "drain-1", 0)
 		wantRunning(t, s, running)
 
 		// Again, now that the item holds both.
-		save(t, s, planner.State{}, unneeded)
-		save(t, s, unneeded, planner.State{})
+		save(t, s, snapshot.State{}, unneeded)
+		save(t, s, unneeded, snapshot.State{})
 		wantHolder(t, s, "node-a", "drain-1", 0)
 		wantRunning(t, s, running)
 
@@ -220,7 +220,7 @@ func TestRunningDrainsAndLastDrain(t *testing.T) {
 
 		// A node only unneeded, and another cluster's drain, are not
 		// running drains of this cluster.
-		save(t, s, planner.State{}, planner.State{UnneededSince: times("node-c", at(0))})
+		save(t, s, snapshot.State{}, snapshot.State{UnneededSince: times("node-c", at(0))})
 		begin(t, staging, drainRec("node-a", "staging-1", "workers", 0))
 
 		// IDs sort the other way round from their start times, so only

@@ -11,8 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client this package calls;
@@ -57,7 +56,7 @@ func (s *DynamoDB) key(sk string) map[string]types.AttributeValue {
 
 // LoadState reads the cluster's GROUP# and NODE# items with strongly
 // consistent queries, so a run sees what the previous run wrote.
-func (s *DynamoDB) LoadState(ctx context.Context) (planner.State, error) {
+func (s *DynamoDB) LoadState(ctx context.Context) (snapshot.State, error) {
 	st := emptyState()
 	err := s.query(ctx, "load state of", groupPrefix, func(group string, item map[string]types.AttributeValue) error {
 		for attr, m := range map[string]map[string]time.Time{
@@ -73,7 +72,7 @@ func (s *DynamoDB) LoadState(ctx context.Context) (planner.State, error) {
 		return nil
 	})
 	if err != nil {
-		return planner.State{}, err
+		return snapshot.State{}, err
 	}
 	err = s.query(ctx, "load state of", nodePrefix, func(node string, item map[string]types.AttributeValue) error {
 		t, ok, err := timeAttr(item, attrUnneededSince)
@@ -83,7 +82,7 @@ func (s *DynamoDB) LoadState(ctx context.Context) (planner.State, error) {
 		return err
 	})
 	if err != nil {
-		return planner.State{}, err
+		return snapshot.State{}, err
 	}
 	return st, nil
 }
@@ -139,7 +138,7 @@ func timeAttr(item map[string]types.AttributeValue, attr string) (time.Time, boo
 
 // SaveState writes one conditional UpdateItem (or DeleteItem, for a node no
 // longer unneeded) per changed item; unchanged items get no request.
-func (s *DynamoDB) SaveState(ctx context.Context, prev, next planner.State) error {
+func (s *DynamoDB) SaveState(ctx context.Context, prev, next snapshot.State) error {
 	var conflicts []string
 	for _, c := range diff(prev, next) {
 		err := s.write(ctx, c)

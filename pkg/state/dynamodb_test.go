@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -101,8 +101,8 @@ func TestDynamoDBItems(t *testing.T) {
 	client, table := newTable(t)
 	s := state.NewDynamoDB(client, table, "prod")
 	base := sample()
-	save(t, s, planner.State{}, base)
-	next := with(base, func(s *planner.State) {
+	save(t, s, snapshot.State{}, base)
+	next := with(base, func(s *snapshot.State) {
 		delete(s.BackoffUntil, "gpu")
 		s.LastScaleUp["workers"] = time.Date(2026, 11, 30, 10, 1, 0, 500, time.UTC)
 	})
@@ -130,18 +130,18 @@ func TestDynamoDBWritesOnlyChangedItems(t *testing.T) {
 	rec := &recorder{DynamoDBAPI: client}
 	s := state.NewDynamoDB(rec, table, "prod")
 	base := sample()
-	save(t, s, planner.State{}, base)
+	save(t, s, snapshot.State{}, base)
 
 	tests := []struct {
 		name       string
-		prev, next planner.State
+		prev, next snapshot.State
 		wantWrites int64
 	}{
 		{"unchanged", base, base, 0},
-		{"same instants in another zone", base, with(base, func(s *planner.State) {
+		{"same instants in another zone", base, with(base, func(s *snapshot.State) {
 			s.LastScaleUp["workers"] = s.LastScaleUp["workers"].In(time.FixedZone("X", 7200))
 		}), 0},
-		{"one node dropped, one group changed", base, with(base, func(s *planner.State) {
+		{"one node dropped, one group changed", base, with(base, func(s *snapshot.State) {
 			delete(s.UnneededSince, "node-a")
 			s.LastScaleUp["gpu"] = at(0)
 			s.BackoffUntil["gpu"] = at(10 * time.Minute)
@@ -166,16 +166,16 @@ func TestDynamoDBWritesOnlyChangedItems(t *testing.T) {
 func TestDynamoDBLoadStateFollowsPages(t *testing.T) {
 	t.Parallel()
 	client, table := newTable(t)
-	want := planner.State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{}}
+	want := snapshot.State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{}}
 	for i := range 23 {
 		want.UnneededSince[fmt.Sprintf("node-%02d", i)] = at(time.Duration(i) * time.Second)
 	}
 	for i := range 9 {
 		want.LastScaleUp[fmt.Sprintf("group-%d", i)] = at(time.Duration(i) * time.Minute)
 	}
-	save(t, state.NewDynamoDB(client, table, "prod"), planner.State{}, want)
+	save(t, state.NewDynamoDB(client, table, "prod"), snapshot.State{}, want)
 	// Items of other kinds and clusters are not read into the State.
-	save(t, state.NewDynamoDB(client, table, "prod-2"), planner.State{}, sample())
+	save(t, state.NewDynamoDB(client, table, "prod-2"), snapshot.State{}, sample())
 	_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{
 		TableName: aws.String(table),
 		Item: map[string]types.AttributeValue{

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Memory is a Store held in this process, for local runs and unit tests. It
@@ -18,7 +18,7 @@ type Memory struct {
 	cluster string
 
 	mu     sync.Mutex
-	state  planner.State
+	state  snapshot.State
 	leases map[string]Lease
 	// statuses are the STATUS# documents, by writer.
 	statuses map[string][]byte
@@ -35,10 +35,10 @@ func NewMemory(cluster string) *Memory {
 }
 
 // LoadState returns a copy of the stored State.
-func (m *Memory) LoadState(ctx context.Context) (planner.State, error) {
+func (m *Memory) LoadState(ctx context.Context) (snapshot.State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return planner.State{
+	return snapshot.State{
 		UnneededSince: maps.Clone(m.state.UnneededSince),
 		LastScaleUp:   maps.Clone(m.state.LastScaleUp),
 		BackoffUntil:  maps.Clone(m.state.BackoffUntil),
@@ -47,7 +47,7 @@ func (m *Memory) LoadState(ctx context.Context) (planner.State, error) {
 
 // SaveState applies the differences between prev and next, item by item,
 // like the DynamoDB store.
-func (m *Memory) SaveState(ctx context.Context, prev, next planner.State) error {
+func (m *Memory) SaveState(ctx context.Context, prev, next snapshot.State) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var conflicts []string

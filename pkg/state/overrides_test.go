@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -165,7 +165,7 @@ func TestOverrideBesideState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := planner.State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{"workers": at}, BackoffUntil: map[string]time.Time{}}
+	next := snapshot.State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{"workers": at}, BackoffUntil: map[string]time.Time{}}
 	if err := d.SaveState(t.Context(), prev, next); err != nil {
 		t.Fatal(err)
 	}

@@ -18,21 +18,21 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
-// Store keeps what the planner remembers between runs (planner.State:
+// Store keeps what the planner remembers between runs (snapshot.State:
 // unneededSince per node, lastScaleUp and backoffUntil per group) and the
 // leases that keep two runs of a function from acting at once.
 type Store interface {
 	// LoadState returns the stored State; its maps are never nil.
-	LoadState(ctx context.Context) (planner.State, error)
+	LoadState(ctx context.Context) (snapshot.State, error)
 	// SaveState writes only what differs between prev (what was loaded)
 	// and next. Each changed item is written only if its stored value is
 	// still prev's (or already next's, so a retry succeeds); items changed
 	// meanwhile by someone else are left alone and reported with
 	// ErrConflict after the other items are written.
-	SaveState(ctx context.Context, prev, next planner.State) error
+	SaveState(ctx context.Context, prev, next snapshot.State) error
 	// AcquireLease takes the named lease for holder until now+ttl (rounded
 	// up to a whole second). It fails with ErrLeaseHeld while another
 	// holder's lease has not expired; the same holder re-acquiring extends
@@ -112,7 +112,7 @@ func (c itemChange) sk() string { return c.prefix + c.name }
 
 // diff lists the items whose times differ between prev and next, groups
 // first, each kind sorted by name so writes happen in a stable order.
-func diff(prev, next planner.State) []itemChange {
+func diff(prev, next snapshot.State) []itemChange {
 	var changes []itemChange
 	groups := map[string]bool{}
 	for _, m := range []map[string]time.Time{prev.LastScaleUp, next.LastScaleUp, prev.BackoffUntil, next.BackoffUntil} {
@@ -163,8 +163,8 @@ func conflictError(cluster string, sks []string) error {
 	return fmt.Errorf("save state of cluster %q: %w: %v", cluster, ErrConflict, sks)
 }
 
-func emptyState() planner.State {
-	return planner.State{
+func emptyState() snapshot.State {
+	return snapshot.State{
 		UnneededSince: map[string]time.Time{},
 		LastScaleUp:   map[string]time.Time{},
 		BackoffUntil:  map[string]time.Time{},

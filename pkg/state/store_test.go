@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/nodetide/nodetide/internal/testbed"
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -94,8 +94,8 @@ func times(kv ...any) map[string]time.Time {
 }
 
 // sample is a State with every kind of entry.
-func sample() planner.State {
-	return planner.State{
+func sample() snapshot.State {
+	return snapshot.State{
 		UnneededSince: times("node-a", at(-15*time.Minute), "node-b", at(-time.Minute)),
 		LastScaleUp:   times("workers", at(-time.Hour), "gpu", at(-2*time.Hour)),
 		BackoffUntil:  times("gpu", at(5*time.Minute)),
@@ -103,8 +103,8 @@ func sample() planner.State {
 }
 
 // with returns a copy of s changed by edit.
-func with(s planner.State, edit func(*planner.State)) planner.State {
-	c := planner.State{
+func with(s snapshot.State, edit func(*snapshot.State)) snapshot.State {
+	c := snapshot.State{
 		UnneededSince: maps.Clone(s.UnneededSince),
 		LastScaleUp:   maps.Clone(s.LastScaleUp),
 		BackoffUntil:  maps.Clone(s.BackoffUntil),
@@ -120,7 +120,7 @@ func with(s planner.State, edit func(*planner.State)) planner.State {
 
 // describe prints a State in a stable form for comparisons: nil and empty
 // maps read the same, and times are compared as instants.
-func describe(s planner.State) string {
+func describe(s snapshot.State) string {
 	var b strings.Builder
 	for _, f := range []struct {
 		name string
@@ -135,7 +135,7 @@ func describe(s planner.State) string {
 	return b.String()
 }
 
-func load(t *testing.T, s state.Store) planner.State {
+func load(t *testing.T, s state.Store) snapshot.State {
 	t.Helper()
 	got, err := s.LoadState(t.Context())
 	if err != nil {
@@ -147,14 +147,14 @@ func load(t *testing.T, s state.Store) planner.State {
 	return got
 }
 
-func save(t *testing.T, s state.Store, prev, next planner.State) {
+func save(t *testing.T, s state.Store, prev, next snapshot.State) {
 	t.Helper()
 	if err := s.SaveState(t.Context(), prev, next); err != nil {
 		t.Fatalf("SaveState: %v", err)
 	}
 }
 
-func wantState(t *testing.T, s state.Store, want planner.State) {
+func wantState(t *testing.T, s state.Store, want snapshot.State) {
 	t.Helper()
 	if got := load(t, s); describe(got) != describe(want) {
 		t.Errorf("stored state:\n%swant:\n%s", describe(got), describe(want))
@@ -164,18 +164,18 @@ func wantState(t *testing.T, s state.Store, want planner.State) {
 func TestRoundTrip(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, open func(string) state.Store) {
 		s := open("prod")
-		wantState(t, s, planner.State{})
+		wantState(t, s, snapshot.State{})
 
 		amsterdam, err := time.LoadLocation("Europe/Amsterdam")
 		if err != nil {
 			amsterdam = time.FixedZone("CET", 3600)
 		}
-		want := with(sample(), func(s *planner.State) {
+		want := with(sample(), func(s *snapshot.State) {
 			// Nanoseconds and zones survive as the same instant.
 			s.UnneededSince["node-c"] = time.Date(2026, 11, 30, 11, 0, 0, 123456789, amsterdam)
 			s.LastScaleUp["tiny"] = time.Unix(1, 1)
 		})
-		save(t, s, planner.State{}, want)
+		save(t, s, snapshot.State{}, want)
 		got := load(t, s)
 		wantState(t, s, want)
 		for node, ts := range got.UnneededSince {
@@ -193,33 +193,33 @@ func TestSaveStateWritesDifferences(t *testing.T) {
 	base := sample()
 	tests := []struct {
 		name string
-		next planner.State
+		next snapshot.State
 	}{
 		{"nothing changed", base},
-		{"node dropped", with(base, func(s *planner.State) { delete(s.UnneededSince, "node-a") })},
-		{"node added", with(base, func(s *planner.State) { s.UnneededSince["node-z"] = at(0) })},
-		{"node time changed", with(base, func(s *planner.State) { s.UnneededSince["node-b"] = at(time.Second) })},
-		{"backoff cleared", with(base, func(s *planner.State) { delete(s.BackoffUntil, "gpu") })},
-		{"scale-up recorded", with(base, func(s *planner.State) { s.LastScaleUp["workers"] = at(0) })},
-		{"new group backed off", with(base, func(s *planner.State) { s.BackoffUntil["spot"] = at(time.Minute) })},
-		{"group forgotten", with(base, func(s *planner.State) {
+		{"node dropped", with(base, func(s *snapshot.State) { delete(s.UnneededSince, "node-a") })},
+		{"node added", with(base, func(s *snapshot.State) { s.UnneededSince["node-z"] = at(0) })},
+		{"node time changed", with(base, func(s *snapshot.State) { s.UnneededSince["node-b"] = at(time.Second) })},
+		{"backoff cleared", with(base, func(s *snapshot.State) { delete(s.BackoffUntil, "gpu") })},
+		{"scale-up recorded", with(base, func(s *snapshot.State) { s.LastScaleUp["workers"] = at(0) })},
+		{"new group backed off", with(base, func(s *snapshot.State) { s.BackoffUntil["spot"] = at(time.Minute) })},
+		{"group forgotten", with(base, func(s *snapshot.State) {
 			delete(s.LastScaleUp, "gpu")
 			delete(s.BackoffUntil, "gpu")
 		})},
-		{"everything cleared", planner.State{}},
+		{"everything cleared", snapshot.State{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, open func(string) state.Store) {
 				s := open("prod")
-				save(t, s, planner.State{}, base)
+				save(t, s, snapshot.State{}, base)
 				// Someone else records a scale-up of a group this run
 				// leaves unchanged; writing only differences keeps it.
-				outside := with(base, func(s *planner.State) { s.LastScaleUp["batch"] = at(-time.Second) })
+				outside := with(base, func(s *snapshot.State) { s.LastScaleUp["batch"] = at(-time.Second) })
 				save(t, open("prod"), base, outside)
 
 				save(t, s, base, tt.next)
-				want := with(tt.next, func(s *planner.State) { s.LastScaleUp["batch"] = at(-time.Second) })
+				want := with(tt.next, func(s *snapshot.State) { s.LastScaleUp["batch"] = at(-time.Second) })
 				wantState(t, s, want)
 			})
 		})
@@ -231,17 +231,17 @@ func TestSaveStateConflicts(t *testing.T) {
 		ctx := t.Context()
 		s, other := open("prod"), open("prod")
 		base := sample()
-		save(t, s, planner.State{}, base)
+		save(t, s, snapshot.State{}, base)
 
 		// Another writer moves workers' scale-up and drops node-b after we
 		// loaded base.
-		theirs := with(base, func(s *planner.State) {
+		theirs := with(base, func(s *snapshot.State) {
 			s.LastScaleUp["workers"] = at(time.Minute)
 			delete(s.UnneededSince, "node-b")
 		})
 		save(t, other, base, theirs)
 
-		ours := with(base, func(s *planner.State) {
+		ours := with(base, func(s *snapshot.State) {
 			s.LastScaleUp["workers"] = at(2 * time.Minute) // conflicts
 			s.UnneededSince["node-b"] = at(0)              // conflicts: gone meanwhile
 			s.UnneededSince["node-c"] = at(0)              // independent
@@ -257,7 +257,7 @@ func TestSaveStateConflicts(t *testing.T) {
 			}
 		}
 		// Their changes stay, ours that did not collide are written.
-		wantState(t, s, with(theirs, func(s *planner.State) {
+		wantState(t, s, with(theirs, func(s *snapshot.State) {
 			s.UnneededSince["node-c"] = at(0)
 			delete(s.BackoffUntil, "gpu")
 		}))
@@ -273,18 +273,18 @@ func TestClustersShareNothing(t *testing.T) {
 		ctx := t.Context()
 		prod, staging := open("prod"), open("staging")
 		prodState := sample()
-		stagingState := planner.State{
+		stagingState := snapshot.State{
 			UnneededSince: times("node-a", at(-3*time.Minute)),
 			LastScaleUp:   times("workers", at(-5*time.Minute)),
 		}
-		save(t, prod, planner.State{}, prodState)
-		save(t, staging, planner.State{}, stagingState)
+		save(t, prod, snapshot.State{}, prodState)
+		save(t, staging, snapshot.State{}, stagingState)
 		wantState(t, prod, prodState)
 		wantState(t, staging, stagingState)
 
 		// Clearing one cluster leaves the other alone.
-		save(t, staging, stagingState, planner.State{})
-		wantState(t, staging, planner.State{})
+		save(t, staging, stagingState, snapshot.State{})
+		wantState(t, staging, snapshot.State{})
 		wantState(t, prod, prodState)
 
 		// Leases of the same name are separate per cluster.

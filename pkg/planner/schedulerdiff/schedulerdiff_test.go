@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 func TestMain(m *testing.M) { testbed.Main(m) }
@@ -49,7 +50,7 @@ type trial struct {
 	down     bool // a scale-down trial: no pending pods
 	balance  bool // plan with balanceSimilarNodeGroups
 	seed     uint64
-	groups   []planner.NodeGroup
+	groups   []snapshot.NodeGroup
 	nodes    []testbed.Node
 	bound    []corev1.Pod
 	pending  []corev1.Pod
@@ -92,9 +93,9 @@ func generate(r *rand.Rand, idx int, ns string) trial {
 		if !tr.down && r.IntN(4) == 0 {
 			upcoming = 1 + r.IntN(2)
 		}
-		ng := planner.NodeGroup{
+		ng := snapshot.NodeGroup{
 			Name: name, Provider: "kwok", MinSize: 0, MaxSize: existing + upcoming + r.IntN(4), TargetSize: existing + upcoming,
-			Template: planner.Template{
+			Template: snapshot.Template{
 				Allocatable: corev1.ResourceList{corev1.ResourceCPU: quantity(cpu), corev1.ResourceMemory: quantity("8Gi"), corev1.ResourcePods: quantity("110")},
 				Labels:      l,
 			},
@@ -411,8 +412,8 @@ func cloudZone(r *rand.Rand, zones []string, inZone map[string]int) string {
 	return best[r.IntN(len(best))]
 }
 
-func (tr *trial) snapshot() planner.Snapshot {
-	s := planner.Snapshot{CapturedAt: t0, NodeGroups: tr.groups}
+func (tr *trial) snapshot() snapshot.Snapshot {
+	s := snapshot.Snapshot{CapturedAt: t0, NodeGroups: tr.groups}
 	for _, n := range tr.nodes {
 		node := testbed.NodeObject(n)
 		node.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour))
@@ -487,7 +488,7 @@ func (tr *trial) outcome() outcome {
 	// them, not where the plan might hope.
 	cloud := rand.New(rand.NewPCG(tr.seed, 1))
 	inZone := map[string]map[string]int{}
-	groupOf := map[string]*planner.NodeGroup{}
+	groupOf := map[string]*snapshot.NodeGroup{}
 	for i := range tr.groups {
 		g := &tr.groups[i]
 		groupOf[g.Name] = g

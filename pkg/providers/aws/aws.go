@@ -44,8 +44,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // ProviderName is what Group.Provider reports.
@@ -99,7 +99,7 @@ type Options struct {
 	SystemReserved corev1.ResourceList
 	// NodeTemplate, when set, is the last resort for a template: it returns
 	// one built from a registered Node of the group, or nil when there is none.
-	NodeTemplate func(ctx context.Context, group string) (*planner.Template, error)
+	NodeTemplate func(ctx context.Context, group string) (*snapshot.Template, error)
 	// Logger gets the warnings (a node-template tag skipped); nil is
 	// slog.Default().
 	Logger *slog.Logger

@@ -13,8 +13,8 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // ProviderIDPrefix starts every provider ID of an EC2 instance.
@@ -30,11 +30,11 @@ type Group struct {
 	name     string
 	asgName  string
 	min, max int
-	maxFrom  planner.BoundSource
+	maxFrom  snapshot.BoundSource
 
 	mu  sync.Mutex
 	asg astypes.AutoScalingGroup // as last described, plus this group's own changes
-	tpl *planner.Template        // built on first use; instance types and tags rarely change
+	tpl *snapshot.Template       // built on first use; instance types and tags rarely change
 }
 
 var _ providers.NodeGroup = (*Group)(nil)
@@ -51,14 +51,14 @@ func (p *Provider) newGroup(asg astypes.AutoScalingGroup) (*Group, error) {
 	}
 	g := &Group{p: p, name: name, asgName: asgName, min: lo, max: hi, asg: asg}
 	if hi < int(awssdk.ToInt32(asg.MaxSize)) {
-		g.maxFrom = planner.BoundConfig
+		g.maxFrom = snapshot.BoundConfig
 	}
 	return g, nil
 }
 
 // MaxFrom implements providers.MaxSource: the config when its maxSize
 // lowered the ASG's MaxSize, else the ASG.
-func (g *Group) MaxFrom() planner.BoundSource { return g.maxFrom }
+func (g *Group) MaxFrom() snapshot.BoundSource { return g.maxFrom }
 
 // Name implements providers.NodeGroup.
 func (g *Group) Name() string { return g.name }

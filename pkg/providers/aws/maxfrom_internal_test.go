@@ -5,8 +5,7 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
-
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // TestMaxFrom: a group's max is the config's when its maxSize lowered the
@@ -18,11 +17,11 @@ func TestMaxFrom(t *testing.T) {
 		name    string
 		max     *int
 		wantMax int
-		want    planner.BoundSource
+		want    snapshot.BoundSource
 	}{
-		{"the ASG's", nil, 5, planner.BoundProvider},
-		{"config equal to the ASG's", size(5), 5, planner.BoundProvider},
-		{"config lowers it", size(3), 3, planner.BoundConfig},
+		{"the ASG's", nil, 5, snapshot.BoundProvider},
+		{"config equal to the ASG's", size(5), 5, snapshot.BoundProvider},
+		{"config lowers it", size(3), 3, snapshot.BoundConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := (&Provider{opts: Options{MaxSize: tc.max}}).newGroup(asg)

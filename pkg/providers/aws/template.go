@@ -21,7 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/podfacts"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // defaultMaxPods is the kubelet's default, used when an instance type's ENI
@@ -55,7 +56,7 @@ const defaultMaxPods = 110
 // cluster-autoscaler does. For an ASG behind an EKS managed node group
 // (tagged eks:nodegroup-name) the node group's labels and taints come first
 // (Options.EKS), under the tags.
-func (g *Group) Template(ctx context.Context) (planner.Template, error) {
+func (g *Group) Template(ctx context.Context) (snapshot.Template, error) {
 	g.mu.Lock()
 	cached := g.tpl
 	g.mu.Unlock()
@@ -64,7 +65,7 @@ func (g *Group) Template(ctx context.Context) (planner.Template, error) {
 	}
 	t, err := g.buildTemplate(ctx)
 	if err != nil {
-		return planner.Template{}, err
+		return snapshot.Template{}, err
 	}
 	g.mu.Lock()
 	g.tpl = &t
@@ -72,8 +73,8 @@ func (g *Group) Template(ctx context.Context) (planner.Template, error) {
 	return copyTemplate(t), nil
 }
 
-func copyTemplate(t planner.Template) planner.Template {
-	return planner.Template{
+func copyTemplate(t snapshot.Template) snapshot.Template {
+	return snapshot.Template{
 		Allocatable: t.Allocatable.DeepCopy(),
 		Labels:      maps.Clone(t.Labels),
 		Taints:      slices.Clone(t.Taints),
@@ -153,7 +154,7 @@ func parseTaint(key, v string) (corev1.Taint, error) {
 	return corev1.Taint{}, fmt.Errorf("taint %q: effect %q is not NoSchedule, PreferNoSchedule or NoExecute (want value:Effect)", v, effect)
 }
 
-func (g *Group) buildTemplate(ctx context.Context) (planner.Template, error) {
+func (g *Group) buildTemplate(ctx context.Context) (snapshot.Template, error) {
 	asg := g.snapshot()
 	tags, skipped := parseTemplateTags(asg.Tags)
 	for _, err := range skipped {
@@ -203,23 +204,23 @@ func (g *Group) buildTemplate(ctx context.Context) (planner.Template, error) {
 	if hook := g.p.opts.NodeTemplate; hook != nil {
 		t, err := hook(ctx, g.name)
 		if err != nil {
-			return planner.Template{}, errors.Join(typeErr, fmt.Errorf("%s: template from a registered node: %w", g.label(), err))
+			return snapshot.Template{}, errors.Join(typeErr, fmt.Errorf("%s: template from a registered node: %w", g.label(), err))
 		}
 		if t != nil {
 			return copyTemplate(*t), nil
 		}
 	}
 	if typeErr != nil {
-		return planner.Template{}, typeErr
+		return snapshot.Template{}, typeErr
 	}
-	return planner.Template{}, fmt.Errorf("%s: no template: no node-template resource tags for cpu and memory, no instance type in its launch template, launch configuration or mixed instances policy, and no registered node", g.label())
+	return snapshot.Template{}, fmt.Errorf("%s: no template: no node-template resource tags for cpu and memory, no instance type in its launch template, launch configuration or mixed instances policy, and no registered node", g.label())
 }
 
-func finish(alloc corev1.ResourceList, labels map[string]string, tags templateTags) planner.Template {
+func finish(alloc corev1.ResourceList, labels map[string]string, tags templateTags) snapshot.Template {
 	for k, v := range tags.labels {
 		labels[k] = v
 	}
-	return planner.Template{Allocatable: alloc, Labels: labels, Taints: slices.Clone(tags.taints)}
+	return snapshot.Template{Allocatable: alloc, Labels: labels, Taints: slices.Clone(tags.taints)}
 }
 
 // region comes from the ASG's ARN; the zone less its letter is a fallback
@@ -406,7 +407,7 @@ func (p *Provider) allocatable(info ec2types.InstanceTypeInfo) corev1.ResourceLi
 		corev1.ResourcePods:   *resource.NewQuantity(int64(pods), resource.DecimalSI),
 	}
 	if gpus := nvidiaGPUs(info); gpus > 0 {
-		capacity[planner.ResourceGPU] = *resource.NewQuantity(gpus, resource.DecimalSI)
+		capacity[podfacts.ResourceGPU] = *resource.NewQuantity(gpus, resource.DecimalSI)
 	}
 	reserve := p.opts.SystemReserved
 	if reserve == nil {

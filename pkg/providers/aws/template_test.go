@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodetide/nodetide/internal/fake/fakeaws"
-	"github.com/nodetide/nodetide/pkg/planner"
 	ngaws "github.com/nodetide/nodetide/pkg/providers/aws"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 func q(s string) resource.Quantity { return resource.MustParse(s) }
@@ -64,7 +64,7 @@ func TestMaxPods(t *testing.T) {
 }
 
 func TestTemplate(t *testing.T) {
-	hookTemplate := &planner.Template{
+	hookTemplate := &snapshot.Template{
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: q("3"), corev1.ResourceMemory: q("12Gi")},
 		Labels:      map[string]string{"from": "node"},
 	}
@@ -142,7 +142,7 @@ func TestTemplate(t *testing.T) {
 			name:  "no launch source: from a registered node",
 			group: fakeaws.Group{},
 			opts: func(o *ngaws.Options) {
-				o.NodeTemplate = func(_ context.Context, group string) (*planner.Template, error) {
+				o.NodeTemplate = func(_ context.Context, group string) (*snapshot.Template, error) {
 					if group != "asg" {
 						return nil, errors.New("wrong group " + group)
 					}
@@ -156,7 +156,7 @@ func TestTemplate(t *testing.T) {
 			name:  "missing launch template falls back to a registered node",
 			group: fakeaws.Group{LaunchTemplate: &fakeaws.LaunchTemplateRef{ID: "lt-gone"}},
 			opts: func(o *ngaws.Options) {
-				o.NodeTemplate = func(context.Context, string) (*planner.Template, error) { return hookTemplate, nil }
+				o.NodeTemplate = func(context.Context, string) (*snapshot.Template, error) { return hookTemplate, nil }
 			},
 			want:   hookTemplate.Allocatable,
 			labels: map[string]string{"from": "node"},
@@ -165,7 +165,7 @@ func TestTemplate(t *testing.T) {
 			name:  "no source at all",
 			group: fakeaws.Group{},
 			opts: func(o *ngaws.Options) {
-				o.NodeTemplate = func(context.Context, string) (*planner.Template, error) { return nil, nil }
+				o.NodeTemplate = func(context.Context, string) (*snapshot.Template, error) { return nil, nil }
 			},
 			wantErr: "aws group asg: no template",
 		},

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // NodeGroup is one [nodegroup] of the cloud config.
@@ -379,10 +379,10 @@ func (g *NodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 }
 
 // Template implements providers.NodeGroup (see template.go).
-func (g *NodeGroup) Template(context.Context) (planner.Template, error) {
+func (g *NodeGroup) Template(context.Context) (snapshot.Template, error) {
 	t, err := buildTemplate(g.cfg, g.p.opts.reserve)
 	if err != nil {
-		return planner.Template{}, fmt.Errorf("kamatera group %s: %w", g.cfg.Name, err)
+		return snapshot.Template{}, fmt.Errorf("kamatera group %s: %w", g.cfg.Name, err)
 	}
 	return t, nil
 }

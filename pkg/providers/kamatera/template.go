@@ -5,10 +5,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-
-	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // GroupLabel is the label that carries the node group, as on kwok nodes. The
@@ -42,13 +41,13 @@ const evictionMemory = 100 << 20
 // 0.25% above; memory 25% of the first 4 GiB, 20% of the next 4, 10% of the
 // next 8, 6% of the next 112 and 2% above 128 GiB. A 2A/4096 server thus
 // offers 1930m CPU and 2972 MiB.
-func buildTemplate(g *NodeGroupConfig, reserve func(cpuMilli, memBytes int64) (int64, int64)) (planner.Template, error) {
+func buildTemplate(g *NodeGroupConfig, reserve func(cpuMilli, memBytes int64) (int64, int64)) (snapshot.Template, error) {
 	cores, err := cpuCount(g.Server.CPU)
 	if err != nil {
-		return planner.Template{}, err
+		return snapshot.Template{}, err
 	}
 	if g.Server.RAM <= 0 {
-		return planner.Template{}, fmt.Errorf("no ram size to build a node template from")
+		return snapshot.Template{}, fmt.Errorf("no ram size to build a node template from")
 	}
 	cpuMilli := int64(cores) * 1000
 	memBytes := int64(g.Server.RAM) << 20
@@ -56,7 +55,7 @@ func buildTemplate(g *NodeGroupConfig, reserve func(cpuMilli, memBytes int64) (i
 	allocCPU := cpuMilli - rCPU
 	allocMem := memBytes - rMem - evictionMemory
 	if allocCPU <= 0 || allocMem <= 0 {
-		return planner.Template{}, fmt.Errorf("cpu %s / ram %d MB leaves nothing once the system reserve is taken", g.Server.CPU, g.Server.RAM)
+		return snapshot.Template{}, fmt.Errorf("cpu %s / ram %d MB leaves nothing once the system reserve is taken", g.Server.CPU, g.Server.RAM)
 	}
 	alloc := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(allocCPU, resource.DecimalSI),
@@ -74,7 +73,7 @@ func buildTemplate(g *NodeGroupConfig, reserve func(cpuMilli, memBytes int64) (i
 	for k, v := range g.TemplateLabels {
 		labels[k] = v
 	}
-	return planner.Template{Allocatable: alloc, Labels: labels, Taints: []corev1.Taint{}}, nil
+	return snapshot.Template{Allocatable: alloc, Labels: labels, Taints: []corev1.Taint{}}, nil
 }
 
 // cpuCount reads the vCPU count of a Kamatera CPU spec such as "4B".

@@ -19,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Labels and annotations on the Nodes this provider makes.
@@ -38,7 +38,7 @@ type Group struct {
 	client   kubernetes.Interface
 	name     string
 	min, max int
-	template planner.Template
+	template snapshot.Template
 	// zones, when set, are spread over as an Auto Scaling Group spreads
 	// over its Availability Zones (WithZones).
 	zones []string
@@ -55,7 +55,7 @@ type Group struct {
 var _ providers.NodeGroup = (*Group)(nil)
 
 // New returns a kwok group.
-func New(client kubernetes.Interface, name string, minSize, maxSize int, template planner.Template) *Group {
+func New(client kubernetes.Interface, name string, minSize, maxSize int, template snapshot.Template) *Group {
 	return &Group{client: client, name: name, min: minSize, max: maxSize, template: template}
 }
 
@@ -93,7 +93,7 @@ func (g *Group) MinSize() int { return g.min }
 func (g *Group) MaxSize() int { return g.max }
 
 // Template implements providers.NodeGroup.
-func (g *Group) Template(context.Context) (planner.Template, error) { return g.template, nil }
+func (g *Group) Template(context.Context) (snapshot.Template, error) { return g.template, nil }
 
 func (g *Group) nodes(ctx context.Context) ([]corev1.Node, error) {
 	list, err := g.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + g.name})
@@ -203,7 +203,7 @@ func fewest(zones []string, inZone map[string]int) string {
 }
 
 // NodeObject is the Node a kwok group creates, with the given name.
-func NodeObject(group, name string, t planner.Template) *corev1.Node {
+func NodeObject(group, name string, t snapshot.Template) *corev1.Node {
 	labels := map[string]string{
 		GroupLabel:                group,
 		ManagedLabel:              ManagedValue,

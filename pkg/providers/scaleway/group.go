@@ -9,8 +9,8 @@ import (
 	k8s "github.com/scaleway/scaleway-sdk-go/api/k8s/v1"
 	"github.com/scaleway/scaleway-sdk-go/scw"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Group is one Kapsule pool. Its bounds are those the pool had when
@@ -21,7 +21,7 @@ type Group struct {
 	name     string
 	pool     k8s.Pool
 	min, max int
-	maxFrom  planner.BoundSource
+	maxFrom  snapshot.BoundSource
 }
 
 var _ providers.NodeGroup = (*Group)(nil)
@@ -40,7 +40,7 @@ func (g *Group) MaxSize() int { return g.max }
 
 // MaxFrom implements providers.MaxSource: the config when its maxSize
 // replaced the pool's max_size, else the pool.
-func (g *Group) MaxFrom() planner.BoundSource { return g.maxFrom }
+func (g *Group) MaxFrom() snapshot.BoundSource { return g.maxFrom }
 
 // PoolID is the Kapsule pool's ID.
 func (g *Group) PoolID() string { return g.pool.ID }
@@ -272,21 +272,21 @@ func (g *Group) DecreaseTargetSize(ctx context.Context, delta int) error {
 // Template implements providers.NodeGroup: a node of the pool's node type
 // (cpu, memory and GPUs from the Instance catalogue less a system reserve;
 // labels and taints from the pool), else Options.NodeTemplate's answer.
-func (g *Group) Template(ctx context.Context) (planner.Template, error) {
+func (g *Group) Template(ctx context.Context) (snapshot.Template, error) {
 	t, err := g.p.typeTemplate(ctx, &g.pool)
 	if err == nil {
 		return t, nil
 	}
 	hook := g.p.opts.NodeTemplate
 	if hook == nil {
-		return planner.Template{}, err
+		return snapshot.Template{}, err
 	}
 	ht, herr := hook(ctx, g.pool.Name)
 	switch {
 	case herr != nil:
-		return planner.Template{}, fmt.Errorf("%w; from a registered node: %w", err, herr)
+		return snapshot.Template{}, fmt.Errorf("%w; from a registered node: %w", err, herr)
 	case ht == nil:
-		return planner.Template{}, fmt.Errorf("%w; and the pool has no registered node to copy", err)
+		return snapshot.Template{}, fmt.Errorf("%w; and the pool has no registered node to copy", err)
 	}
 	return *ht, nil
 }

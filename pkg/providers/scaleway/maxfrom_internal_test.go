@@ -3,9 +3,8 @@ package scaleway
 import (
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	k8s "github.com/scaleway/scaleway-sdk-go/api/k8s/v1"
-
-	"github.com/nodetide/nodetide/pkg/planner"
 )
 
 // TestMaxFrom: a group's max is the config's when its maxSize replaced the
@@ -18,12 +17,12 @@ func TestMaxFrom(t *testing.T) {
 		name    string
 		max     *int
 		wantMax int
-		want    planner.BoundSource
+		want    snapshot.BoundSource
 	}{
-		{"the pool's", nil, 10, planner.BoundProvider},
-		{"config equal to the pool's", size(10), 10, planner.BoundProvider},
-		{"config narrower", size(6), 6, planner.BoundConfig},
-		{"config wider", size(40), 40, planner.BoundConfig},
+		{"the pool's", nil, 10, snapshot.BoundProvider},
+		{"config equal to the pool's", size(10), 10, snapshot.BoundProvider},
+		{"config narrower", size(6), 6, snapshot.BoundConfig},
+		{"config wider", size(40), 40, snapshot.BoundConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := (&Provider{opts: Options{MaxSize: tc.max}}).group(pool)

@@ -34,8 +34,8 @@ import (
 	k8s "github.com/scaleway/scaleway-sdk-go/api/k8s/v1"
 	"github.com/scaleway/scaleway-sdk-go/scw"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // ProviderName is what Provider() returns for every group.
@@ -75,7 +75,7 @@ type Options struct {
 	// NodeTemplate, when set, describes a pool's node when its node type is
 	// not in the Instance catalogue (or the catalogue can't be read), e.g.
 	// from a registered node of the pool. pool is the pool's name.
-	NodeTemplate func(ctx context.Context, pool string) (*planner.Template, error)
+	NodeTemplate func(ctx context.Context, pool string) (*snapshot.Template, error)
 
 	// MaxAttempts is how many times a call is tried on transient failures
 	// (0: 4). RetryDelay is the first backoff (0: 250ms), doubling up to 4s.
@@ -293,7 +293,7 @@ func (p *Provider) group(pool *k8s.Pool) (*Group, error) {
 	}
 	g := &Group{p: p, name: name, pool: *pool, min: minSize, max: maxSize}
 	if maxSize != int(pool.MaxSize) {
-		g.maxFrom = planner.BoundConfig // it replaced the pool's max_size
+		g.maxFrom = snapshot.BoundConfig // it replaced the pool's max_size
 	}
 	return g, nil
 }

@@ -18,8 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodetide/nodetide/internal/fake/fakescaleway"
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // bed is a double plus a provider pointed at it.
@@ -398,7 +399,7 @@ func TestTemplateFromNodeType(t *testing.T) {
 			t.Errorf("allocatable %s = %s, want %s", name, got.String(), q.String())
 		}
 	}
-	if _, ok := tpl.Allocatable[planner.ResourceGPU]; ok || len(tpl.Allocatable) != 3 {
+	if _, ok := tpl.Allocatable[podfacts.ResourceGPU]; ok || len(tpl.Allocatable) != 3 {
 		t.Errorf("allocatable %v", tpl.Allocatable)
 	}
 	wantLabels := map[string]string{
@@ -431,7 +432,7 @@ func TestTemplateFromNodeType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := gpu.Allocatable[planner.ResourceGPU]; q.Value() != 1 {
+	if q := gpu.Allocatable[podfacts.ResourceGPU]; q.Value() != 1 {
 		t.Errorf("gpu allocatable %v", gpu.Allocatable)
 	}
 	if q := gpu.Allocatable[corev1.ResourcePods]; q.Value() != 110 {
@@ -474,25 +475,25 @@ func TestSystemReserve(t *testing.T) {
 func TestTemplateFromHook(t *testing.T) {
 	b := newBed(t, fakescaleway.Options{})
 	b.scw.AddPool(fakescaleway.PoolSpec{Name: "ext", NodeType: "external", Size: 0, MaxSize: 3})
-	hookTpl := planner.Template{
+	hookTpl := snapshot.Template{
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
 		Labels:      map[string]string{"from": "node"},
 	}
 	tests := []struct {
 		name string
-		hook func(ctx context.Context, pool string) (*planner.Template, error)
+		hook func(ctx context.Context, pool string) (*snapshot.Template, error)
 		err  []string
 	}{
 		{"no hook", nil, []string{`node type "external" is not in zone fr-par-1's Instance catalogue`}},
-		{"hook", func(_ context.Context, pool string) (*planner.Template, error) {
+		{"hook", func(_ context.Context, pool string) (*snapshot.Template, error) {
 			if pool != "ext" {
 				return nil, fmt.Errorf("asked for %s", pool)
 			}
 			return &hookTpl, nil
 		}, nil},
-		{"no registered node", func(context.Context, string) (*planner.Template, error) { return nil, nil },
+		{"no registered node", func(context.Context, string) (*snapshot.Template, error) { return nil, nil },
 			[]string{"not in zone", "no registered node"}},
-		{"hook fails", func(context.Context, string) (*planner.Template, error) { return nil, errors.New("apiserver down") },
+		{"hook fails", func(context.Context, string) (*snapshot.Template, error) { return nil, errors.New("apiserver down") },
 			[]string{"not in zone", "from a registered node: apiserver down"}},
 	}
 	for _, tt := range tests {

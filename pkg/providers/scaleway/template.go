@@ -13,7 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/podfacts"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Labels Kapsule and the Scaleway cloud controller put on nodes.
@@ -33,18 +34,18 @@ const defaultMaxPods = 110
 
 // typeTemplate describes a node of the pool from its node type's specs in the
 // Instance catalogue of the pool's zone, minus systemReserve.
-func (p *Provider) typeTemplate(ctx context.Context, pool *k8s.Pool) (planner.Template, error) {
+func (p *Provider) typeTemplate(ctx context.Context, pool *k8s.Pool) (snapshot.Template, error) {
 	zone := pool.Zone
 	if zone == "" {
 		zone = scw.Zone(p.region.String() + "-1")
 	}
 	catalog, err := p.serverTypes(ctx, zone)
 	if err != nil {
-		return planner.Template{}, fmt.Errorf("scaleway pool %s: template: %w", pool.Name, err)
+		return snapshot.Template{}, fmt.Errorf("scaleway pool %s: template: %w", pool.Name, err)
 	}
 	nt, ok := catalog[normaliseType(pool.NodeType)]
 	if !ok {
-		return planner.Template{}, fmt.Errorf("scaleway pool %s: template: node type %q is not in zone %s's Instance catalogue", pool.Name, pool.NodeType, zone)
+		return snapshot.Template{}, fmt.Errorf("scaleway pool %s: template: node type %q is not in zone %s's Instance catalogue", pool.Name, pool.NodeType, zone)
 	}
 	cpu, mem := systemReserve(int64(nt.spec.Ncpus)*1000, int64(nt.spec.RAM))
 	alloc := corev1.ResourceList{
@@ -53,7 +54,7 @@ func (p *Provider) typeTemplate(ctx context.Context, pool *k8s.Pool) (planner.Te
 		corev1.ResourcePods:   *resource.NewQuantity(maxPods(pool.KubeletArgs), resource.DecimalSI),
 	}
 	if nt.spec.Gpu != nil && *nt.spec.Gpu > 0 {
-		alloc[planner.ResourceGPU] = *resource.NewQuantity(int64(*nt.spec.Gpu), resource.DecimalSI)
+		alloc[podfacts.ResourceGPU] = *resource.NewQuantity(int64(*nt.spec.Gpu), resource.DecimalSI)
 	}
 	labels, taints := tagLabelsAndTaints(pool.Tags)
 	for k, v := range pool.Labels {
@@ -75,7 +76,7 @@ func (p *Provider) typeTemplate(ctx context.Context, pool *k8s.Pool) (planner.Te
 	if arch := kubeArch(nt.spec.Arch); arch != "" {
 		labels[corev1.LabelArchStable] = arch
 	}
-	return planner.Template{Allocatable: alloc, Labels: labels, Taints: taints}, nil
+	return snapshot.Template{Allocatable: alloc, Labels: labels, Taints: taints}, nil
 }
 
 // normaliseType lets a pool's node type ("gp1_xs", "GP1-XS") match the

@@ -1,9 +1,9 @@
-// Package fire carries schedules out: the schedule function's handler (put,
+// Package schedulefire carries schedules out: the schedule function's handler (put,
 // list, get, delete, run, and the tick that claims each due fire once in the
 // store) and the applier, which scales the workloads a schedule names and
 // sets or shrinks its node groups. The schedules themselves, their cron
 // and the pure decision of what a tick fires are pkg/schedule's.
-package fire
+package schedulefire
 
 import (
 	"context"

@@ -1,77 +1,33 @@
-package planner
+package snapshot_test
 
 import (
 	"bytes"
 	"encoding/json"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
+	"github.com/nodetide/nodetide/pkg/snapshot/snapshottest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func planJSON(t *testing.T, s Snapshot, set Settings) string {
+func planJSON(t *testing.T, s snapshot.Snapshot, set planner.Settings) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := WritePlan(&b, Decide(s, set, s.CapturedAt)); err != nil {
+	if err := planner.WritePlan(&b, planner.Decide(s, set, s.CapturedAt)); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
-}
-
-// TestTrimKeepsEveryDecision: a trimmed snapshot gives the same plan as the
-// full one, for every golden fixture and for random snapshots (which use
-// every rule the planner has).
-func TestTrimKeepsEveryDecision(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join("testdata", "*", "snapshot.json"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no golden snapshots: %v", err)
-	}
-	for _, path := range paths {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := ReadSnapshot(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := planJSON(t, s, DefaultSettings())
-		NewTrimmer().Snapshot(&s)
-		if got := planJSON(t, s, DefaultSettings()); got != want {
-			t.Errorf("%s: trimmed plan differs:\n--- got\n%s\n--- want\n%s", path, got, want)
-		}
-	}
-	r := rand.New(rand.NewPCG(7, 11))
-	vr := rand.New(rand.NewPCG(8, 12))
-	for i := range 300 {
-		s, set := randomSnapshot(r)
-		withVols := deepCopySnapshot(s)
-		want := planJSON(t, s, set)
-		NewTrimmer().Snapshot(&s)
-		if got := planJSON(t, s, set); got != want {
-			t.Fatalf("random snapshot %d: trimmed plan differs:\n--- got\n%s\n--- want\n%s", i, got, want)
-		}
-		s = withVols
-		addRandomVolumes(vr, &s)
-		want = planJSON(t, s, set)
-		NewTrimmer().Snapshot(&s)
-		if got := planJSON(t, s, set); got != want {
-			t.Fatalf("random snapshot %d with volumes: trimmed plan differs:\n--- got\n%s\n--- want\n%s", i, got, want)
-		}
-	}
 }
 
 // TestTrimDropsBulkAndShares: what the planner never reads is gone, and pods
 // of one controller share their labels and spec.
 func TestTrimDropsBulkAndShares(t *testing.T) {
 	full := func(name string) corev1.Pod {
-		p := pod("shop/"+name, "500m", "1Gi", ownedBy("ReplicaSet", "rs-1"), podLabels("app", "shop", "tier", "web"),
-			annotate("cluster-autoscaler.kubernetes.io/safe-to-evict", "true"), on("n1"))
+		p := snapshottest.Pod("shop/"+name, "500m", "1Gi", snapshottest.OwnedBy("ReplicaSet", "rs-1"), snapshottest.PodLabels("app", "shop", "tier", "web"),
+			snapshottest.Annotate("cluster-autoscaler.kubernetes.io/safe-to-evict", "true"), snapshottest.On("n1"))
 		p.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = `{"big":"blob"}`
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "SECRET_NAME", Value: "x"}}
@@ -87,7 +43,7 @@ func TestTrimDropsBulkAndShares(t *testing.T) {
 		return p
 	}
 	a, b := full("a"), full("b")
-	tr := NewTrimmer()
+	tr := snapshot.NewTrimmer()
 	ta, tb := tr.Pod(&a), tr.Pod(&b)
 
 	if len(ta.ManagedFields) != 0 || len(ta.Status.ContainerStatuses) != 0 || len(ta.Status.Conditions) != 0 {
@@ -114,7 +70,7 @@ func TestTrimDropsBulkAndShares(t *testing.T) {
 	// A pod of the same owner that differs is not forced into the shape.
 	c := full("c")
 	c.Labels["tier"] = "canary"
-	c.Spec.Containers[0].Resources.Requests = rl("2", "1Gi")
+	c.Spec.Containers[0].Resources.Requests = snapshottest.Resources("2", "1Gi")
 	tc := tr.Pod(&c)
 	if tc.Labels["tier"] != "canary" || tc.Spec.Containers[0].Resources.Requests.Cpu().String() != "2" {
 		t.Errorf("differing pod got the shared shape: labels %v, requests %v", tc.Labels, tc.Spec.Containers[0].Resources.Requests)
@@ -129,7 +85,7 @@ func TestTrimDropsBulkAndShares(t *testing.T) {
 // share one shape and keep their own pins.
 func TestTrimSharesPinnedDaemonSetPods(t *testing.T) {
 	pinned := func(name, node string) corev1.Pod {
-		p := pod("kube-system/"+name, "50m", "64Mi", daemon("ds-agent"), on(node))
+		p := snapshottest.Pod("kube-system/"+name, "50m", "64Mi", snapshottest.Daemon("ds-agent"), snapshottest.On(node))
 		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/os", Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}}},
@@ -138,7 +94,7 @@ func TestTrimSharesPinnedDaemonSetPods(t *testing.T) {
 		return p
 	}
 	a, b := pinned("agent-a", "n1"), pinned("agent-b", "n2")
-	tr := NewTrimmer()
+	tr := snapshot.NewTrimmer()
 	ta, tb := tr.Pod(&a), tr.Pod(&b)
 	if &ta.Spec.Containers[0] != &tb.Spec.Containers[0] {
 		t.Error("the DaemonSet's pods do not share their containers")

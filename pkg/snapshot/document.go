@@ -1,4 +1,4 @@
-package planner
+package snapshot
 
 import (
 	"bufio"
@@ -256,7 +256,7 @@ func WriteSnapshot(w io.Writer, s Snapshot) error {
 	if len(s.StorageClasses) > 0 {
 		writeList(sw, "storageClasses", s.StorageClasses)
 	}
-	sw.field("state", normalState(s.State))
+	sw.field("state", s.State.Normal())
 	sw.raw("\n}\n")
 	return sw.flush()
 }
@@ -378,29 +378,6 @@ func (sw *snapWriter) flush() error {
 	return nil
 }
 
-// WritePlan writes p as the indented `nodetide plan -o json` document.
-func WritePlan(w io.Writer, p Plan) error {
-	p.ScaleUp = slices.Clone(orEmpty(p.ScaleUp))
-	for i := range p.ScaleUp {
-		p.ScaleUp[i].Pods = orEmpty(p.ScaleUp[i].Pods)
-	}
-	p.ScaleDown = orEmpty(p.ScaleDown)
-	p.Unschedulable = orEmpty(p.Unschedulable)
-	p.NodeGroups = orEmpty(p.NodeGroups)
-	p.State = normalState(p.State)
-	return writeJSON(w, "plan", p)
-}
-
-func writeJSON(w io.Writer, what string, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write %s: %w", what, err)
-	}
-	return nil
-}
-
 func orEmpty[T any](s []T) []T {
 	if s == nil {
 		return []T{}
@@ -408,8 +385,9 @@ func orEmpty[T any](s []T) []T {
 	return s
 }
 
-// normalState copies the state with non-nil maps and UTC times.
-func normalState(s State) State {
+// Normal copies the state with non-nil maps and UTC times, as documents
+// write it.
+func (s State) Normal() State {
 	utc := func(m map[string]time.Time) map[string]time.Time {
 		out := make(map[string]time.Time, len(m))
 		for k, t := range m {

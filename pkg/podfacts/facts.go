@@ -1,10 +1,10 @@
-// Package facts is nodetide's vocabulary for Kubernetes objects: the taint it
+// Package podfacts is nodetide's vocabulary for Kubernetes objects: the taint it
 // puts on nodes it drains, and what it reads a pod to be (unschedulable,
 // terminal, a mirror or DaemonSet pod). The planner, the drain and the
 // evaluate cycle all ask these questions; answering them in one place keeps
 // their answers the same. It depends on the API types only, never on a
 // client.
-package facts
+package podfacts
 
 import (
 	"time"
@@ -74,3 +74,23 @@ func IsMirrorPod(p *corev1.Pod) bool {
 	_, ok := p.Annotations[corev1.MirrorPodAnnotationKey]
 	return ok
 }
+
+// AnnotationStorageClass is the storage class of claims made before
+// spec.storageClassName existed; the scheduler still reads it first.
+const AnnotationStorageClass = "volume.beta.kubernetes.io/storage-class"
+
+// VolumeZoneLabels are the zone and region labels the scheduler's
+// VolumeZone check compares between a volume and a node. A beta label on
+// the volume also matches its GA label on the node.
+func VolumeZoneLabels() [4]string {
+	return [...]string{
+		corev1.LabelFailureDomainBetaZone,
+		corev1.LabelFailureDomainBetaRegion,
+		corev1.LabelTopologyZone,
+		corev1.LabelTopologyRegion,
+	}
+}
+
+// ResourceGPU is the extended resource the planner packs besides cpu, memory
+// and pod slots.
+const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"

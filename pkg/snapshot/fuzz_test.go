@@ -1,4 +1,4 @@
-package planner
+package snapshot_test
 
 import (
 	"bytes"
@@ -6,27 +6,29 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 )
 
-// FuzzReadSnapshot: ReadSnapshot never panics, and a snapshot it accepts
+// FuzzReadSnapshot: snapshot.ReadSnapshot never panics, and a snapshot it accepts
 // (in either form) is one nodetide can write, whose quantities the planner
 // can count, which reads back to the same document, and whose compact form
 // plans alike.
 func FuzzReadSnapshot(f *testing.F) {
-	seeds, _ := filepath.Glob(filepath.Join("testdata", "*", "snapshot.json"))
+	seeds, _ := filepath.Glob(filepath.Join("..", "planner", "testdata", "*", "snapshot.json"))
 	for _, p := range seeds {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(data)
-		s, err := ReadSnapshot(bytes.NewReader(data))
+		s, err := snapshot.ReadSnapshot(bytes.NewReader(data))
 		if err != nil {
 			f.Fatal(err)
 		}
 		var compact bytes.Buffer
-		if err := WriteCompactSnapshot(&compact, s); err != nil {
+		if err := snapshot.WriteCompactSnapshot(&compact, s); err != nil {
 			f.Fatal(err)
 		}
 		f.Add(compact.Bytes())
@@ -34,35 +36,35 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Add([]byte(`{"capturedAt": "2026-11-30T10:00:00Z", "pods": [{"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e309"}}}]}}]}`))
 	f.Add([]byte(`{"capturedAt": "2026-11-30T10:00:00Z", "nodeGroups": [{"name": "g", "maxSize": 2, "template": {"allocatable": {"cpu": 4}}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ReadSnapshot(bytes.NewReader(data))
+		s, err := snapshot.ReadSnapshot(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
 		checkCountable(t, s)
 		var first bytes.Buffer
-		if err := WriteSnapshot(&first, s); err != nil {
+		if err := snapshot.WriteSnapshot(&first, s); err != nil {
 			t.Fatalf("accepted snapshot cannot be written: %v", err)
 		}
-		again, err := ReadSnapshot(bytes.NewReader(first.Bytes()))
+		again, err := snapshot.ReadSnapshot(bytes.NewReader(first.Bytes()))
 		if err != nil {
 			t.Fatalf("written snapshot does not read back: %v\n%s", err, first.String())
 		}
 		var second bytes.Buffer
-		if err := WriteSnapshot(&second, again); err != nil {
+		if err := snapshot.WriteSnapshot(&second, again); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(first.Bytes(), second.Bytes()) {
 			t.Fatalf("write, read, write differs:\n%s\n---\n%s", first.String(), second.String())
 		}
 		var compact bytes.Buffer
-		if err := WriteCompactSnapshot(&compact, s); err != nil {
+		if err := snapshot.WriteCompactSnapshot(&compact, s); err != nil {
 			t.Fatalf("accepted snapshot cannot be written compact: %v", err)
 		}
-		fromCompact, err := ReadSnapshot(bytes.NewReader(compact.Bytes()))
+		fromCompact, err := snapshot.ReadSnapshot(bytes.NewReader(compact.Bytes()))
 		if err != nil {
 			t.Fatalf("compact form does not read back: %v\n%s", err, compact.String())
 		}
-		if got, want := planJSON(t, fromCompact, DefaultSettings()), planJSON(t, s, DefaultSettings()); got != want {
+		if got, want := planJSON(t, fromCompact, planner.DefaultSettings()), planJSON(t, s, planner.DefaultSettings()); got != want {
 			t.Fatalf("compact form plans differently:\n--- got\n%s\n--- want\n%s", got, want)
 		}
 	})
@@ -70,7 +72,7 @@ func FuzzReadSnapshot(f *testing.F) {
 
 // checkCountable fails t if an accepted snapshot holds a quantity the
 // planner cannot count.
-func checkCountable(t *testing.T, s Snapshot) {
+func checkCountable(t *testing.T, s snapshot.Snapshot) {
 	t.Helper()
 	check := func(what string, l map[string]error) {
 		for name, err := range l {
@@ -82,7 +84,7 @@ func checkCountable(t *testing.T, s Snapshot) {
 	for _, g := range s.NodeGroups {
 		m := map[string]error{}
 		for name, q := range g.Template.Allocatable {
-			m[string(name)] = CheckQuantity(q)
+			m[string(name)] = snapshot.CheckQuantity(q)
 		}
 		check("template allocatable", m)
 	}
@@ -90,10 +92,10 @@ func checkCountable(t *testing.T, s Snapshot) {
 		m := map[string]error{}
 		for _, c := range append(append([]corev1.Container(nil), p.Spec.Containers...), p.Spec.InitContainers...) {
 			for name, q := range c.Resources.Requests {
-				m[c.Name+"/"+string(name)] = CheckQuantity(q)
+				m[c.Name+"/"+string(name)] = snapshot.CheckQuantity(q)
 			}
 			for name, q := range c.Resources.Limits {
-				m[c.Name+"/limit/"+string(name)] = CheckQuantity(q)
+				m[c.Name+"/limit/"+string(name)] = snapshot.CheckQuantity(q)
 			}
 		}
 		check("pod "+p.Name, m)
@@ -101,7 +103,7 @@ func checkCountable(t *testing.T, s Snapshot) {
 	for _, n := range s.Nodes {
 		m := map[string]error{}
 		for name, q := range n.Status.Allocatable {
-			m[string(name)] = CheckQuantity(q)
+			m[string(name)] = snapshot.CheckQuantity(q)
 		}
 		check("node "+n.Name, m)
 	}

@@ -1,4 +1,4 @@
-package planner
+package snapshot
 
 import (
 	"maps"
@@ -11,6 +11,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodetide/nodetide/pkg/podfacts"
 )
 
 // Trimmer keeps of each object only the fields the planner (and the
@@ -54,7 +56,7 @@ func keptAnnotation(key string) bool {
 	return strings.HasPrefix(key, "cluster-autoscaler.kubernetes.io/") ||
 		strings.HasPrefix(key, "karpenter.sh/") ||
 		strings.HasPrefix(key, "nodetide.io/") ||
-		key == annotationMirror
+		key == corev1.MirrorPodAnnotationKey
 }
 
 func (t *Trimmer) str(s string) string {
@@ -371,8 +373,8 @@ func (t *Trimmer) PersistentVolumeClaim(c *corev1.PersistentVolumeClaim) corev1.
 	out.Namespace = t.str(c.Namespace)
 	out.UID = c.UID
 	out.DeletionTimestamp = c.DeletionTimestamp
-	if v, ok := c.Annotations[annotationStorageClass]; ok {
-		out.Annotations = map[string]string{annotationStorageClass: t.str(v)}
+	if v, ok := c.Annotations[podfacts.AnnotationStorageClass]; ok {
+		out.Annotations = map[string]string{podfacts.AnnotationStorageClass: t.str(v)}
 	}
 	out.Spec.VolumeName = c.Spec.VolumeName
 	if c.Spec.StorageClassName != nil {
@@ -389,7 +391,7 @@ func (t *Trimmer) PersistentVolume(v *corev1.PersistentVolume) corev1.Persistent
 	out := corev1.PersistentVolume{TypeMeta: v.TypeMeta}
 	out.Name = v.Name
 	out.UID = v.UID
-	for _, key := range volumeZoneLabels {
+	for _, key := range podfacts.VolumeZoneLabels() {
 		if val, ok := v.Labels[key]; ok {
 			if out.Labels == nil {
 				out.Labels = map[string]string{}

@@ -1,4 +1,4 @@
-package planner
+package snapshot_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -41,7 +42,7 @@ func TestCompactPodsReadWithFewAllocations(t *testing.T) {
 	allocs := func(pods int) float64 {
 		d := doc(pods)
 		return testing.AllocsPerRun(3, func() {
-			if _, err := ReadSnapshot(bytes.NewReader(d)); err != nil {
+			if _, err := snapshot.ReadSnapshot(bytes.NewReader(d)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -61,12 +62,12 @@ func TestUTCSecondsReadsAsTimeParse(t *testing.T) {
 		"2026-11-30T10:00:00.5Z", "2026-11-30T10:00:00+01:00", "2026-11-30T10:00:00",
 	} {
 		want, werr := time.Parse(time.RFC3339, s)
-		got, ok := utcSeconds([]byte(s))
+		got, ok := snapshot.UTCSeconds([]byte(s))
 		switch {
 		case ok && (werr != nil || !got.Equal(want) || got.Location() != want.Location()):
-			t.Errorf("utcSeconds(%q) = %v, time.Parse = %v, %v", s, got, want, werr)
+			t.Errorf("snapshot.UTCSeconds(%q) = %v, time.Parse = %v, %v", s, got, want, werr)
 		case !ok && werr == nil && len(s) == len("2006-01-02T15:04:05Z") && strings.HasSuffix(s, "Z"):
-			t.Errorf("utcSeconds(%q) left to time.Parse a time in the form it reads", s)
+			t.Errorf("snapshot.UTCSeconds(%q) left to time.Parse a time in the form it reads", s)
 		}
 	}
 }
@@ -77,7 +78,7 @@ func TestCompactReadsEscapedKeys(t *testing.T) {
 	doc := `{"format": "nodetide.io/snapshot-compact/v1", "capturedAt": "2026-11-30T10:00:00Z",
 	  "podShapes": [{"spec": {"containers": [{"name": "c"}]}}],
 	  "pods": [{"na\u006de": "b", "namespace": "d", "shape": 0, "creation\u0054imestamp": "2026-11-30T09:00:00Z"}]}`
-	s, err := ReadSnapshot(strings.NewReader(doc))
+	s, err := snapshot.ReadSnapshot(strings.NewReader(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestTrimmerSharesNodeResourceLists(t *testing.T) {
 		n.Status.Allocatable, n.Status.Capacity = alloc, alloc
 		return n
 	}
-	tr := NewTrimmer()
+	tr := snapshot.NewTrimmer()
 	a, b := node("a", list("8", "32Gi")), node("b", list("8", "32Gi"))
 	c, d := node("c", list("16", "32Gi")), node("d", list("8", "34359738368"))
 	ta, tb, tc, td := tr.Node(&a), tr.Node(&b), tr.Node(&c), tr.Node(&d)
@@ -115,14 +116,14 @@ func TestTrimmerSharesNodeResourceLists(t *testing.T) {
 		t.Errorf("memory reads %s, want it as written", q.String())
 	}
 
-	// Bounded: past maxSharedLists distinct lists, new ones are kept as
+	// Bounded: past snapshot.MaxSharedLists distinct lists, new ones are kept as
 	// they are.
-	for i := range maxSharedLists + 10 {
+	for i := range snapshot.MaxSharedLists + 10 {
 		n := node("n", list(resource.NewMilliQuantity(int64(1000+i), resource.DecimalSI).String(), "1Gi"))
 		tr.Node(&n)
 	}
-	if len(tr.lists) > maxSharedLists {
-		t.Errorf("%d lists kept, want at most %d", len(tr.lists), maxSharedLists)
+	if tr.SharedLists() > snapshot.MaxSharedLists {
+		t.Errorf("%d lists kept, want at most %d", tr.SharedLists(), snapshot.MaxSharedLists)
 	}
 }
 
@@ -136,14 +137,14 @@ func TestCheckQuantityBounds(t *testing.T) {
 		{"9223372036854775808m", false}, {"9223372036854776", false}, {"1e16", false}, {"1e309", false},
 		{"-1", false}, {"-100m", false},
 	} {
-		err := CheckQuantity(resource.MustParse(tc.q))
+		err := snapshot.CheckQuantity(resource.MustParse(tc.q))
 		if (err == nil) != tc.ok {
 			t.Errorf("CheckQuantity(%s) = %v, want ok %t", tc.q, err, tc.ok)
 		}
 	}
 	// A read checks every node's lists: ordinary amounts cost nothing.
 	q := resource.MustParse("32Gi")
-	if n := testing.AllocsPerRun(10, func() { _ = CheckQuantity(q) }); n != 0 {
+	if n := testing.AllocsPerRun(10, func() { _ = snapshot.CheckQuantity(q) }); n != 0 {
 		t.Errorf("CheckQuantity(32Gi) allocates %.0f times", n)
 	}
 }

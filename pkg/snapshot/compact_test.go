@@ -1,112 +1,36 @@
-package planner
+package snapshot_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
 
+	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
+	"github.com/nodetide/nodetide/pkg/snapshot/snapshottest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-func writeForm(t testing.TB, s Snapshot, compact bool) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	write := WriteSnapshot
-	if compact {
-		write = WriteCompactSnapshot
-	}
-	if err := write(&b, s); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-func readDoc(t testing.TB, doc []byte) Snapshot {
-	t.Helper()
-	s, err := ReadSnapshot(bytes.NewReader(doc))
-	if err != nil {
-		t.Fatalf("%v\n%.2000s", err, doc)
-	}
-	return s
-}
-
-func goldenSnapshots(t *testing.T) map[string]Snapshot {
-	t.Helper()
-	paths, err := filepath.Glob(filepath.Join("testdata", "*", "snapshot.json"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no golden snapshots: %v", err)
-	}
-	out := map[string]Snapshot{}
-	for _, path := range paths {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[path] = readDoc(t, data)
-	}
-	return out
-}
-
-// TestFormsGiveTheSamePlan: the full and the compact form of one cluster
-// plan byte for byte alike, and alike to the cluster they were written
-// from, for every golden fixture, random snapshots (which use every rule
-// the planner has) and a synthetic cluster; the compact form reads back to
-// the same document.
-func TestFormsGiveTheSamePlan(t *testing.T) {
-	check := func(name string, s Snapshot, set Settings) {
-		t.Helper()
-		want := planJSON(t, s, set)
-		full := readDoc(t, writeForm(t, s, false))
-		compactDoc := writeForm(t, s, true)
-		compact := readDoc(t, compactDoc)
-		if got := planJSON(t, full, set); got != want {
-			t.Fatalf("%s: plan from the full form differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-		}
-		if got := planJSON(t, compact, set); got != want {
-			t.Fatalf("%s: plan from the compact form differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-		}
-		if again := writeForm(t, compact, true); !bytes.Equal(again, compactDoc) {
-			t.Fatalf("%s: compact write, read, write differs:\n%s\n---\n%s", name, compactDoc, again)
-		}
-	}
-	for path, s := range goldenSnapshots(t) {
-		check(path, s, DefaultSettings())
-		check(path+", balanced", s, balanced())
-	}
-	r := rand.New(rand.NewPCG(3, 5))
-	vr := rand.New(rand.NewPCG(4, 6))
-	for i := range 300 {
-		s, set := randomSnapshot(r)
-		check(fmt.Sprint("random snapshot ", i), s, set)
-		addRandomVolumes(vr, &s)
-		check(fmt.Sprint("random snapshot with volumes ", i), s, set)
-	}
-	check("synthetic cluster", syntheticCluster(60, 30, 0.05, 9), DefaultSettings())
-}
 
 // TestWriteSnapshotUnchanged: the streamed full form is byte for byte the
 // document nodetide wrote as one indented value, so recorded snapshots and
 // fixtures keep their shape.
 func TestWriteSnapshotUnchanged(t *testing.T) {
-	snaps := goldenSnapshots(t)
-	snaps["synthetic"] = syntheticCluster(20, 10, 0.1, 4)
-	snaps["empty"] = Snapshot{CapturedAt: t0}
+	snaps := snapshottest.Golden(t, filepath.Join("..", "planner", "testdata"))
+	snaps["synthetic"] = snapshottest.Synthetic(20, 10, 0.1, 4)
+	snaps["empty"] = snapshot.Snapshot{CapturedAt: snapshottest.T0}
 	for name, s := range snaps {
 		old := s
 		old.CapturedAt = s.CapturedAt.UTC()
-		old.NodeGroups = normalGroups(s.NodeGroups)
-		old.Nodes, old.Pods, old.PodDisruptionBudgets = orEmpty(s.Nodes), orEmpty(s.Pods), orEmpty(s.PodDisruptionBudgets)
-		old.State = normalState(s.State)
+		old.NodeGroups = snapshot.NormalGroups(s.NodeGroups)
+		old.Nodes, old.Pods, old.PodDisruptionBudgets = snapshot.OrEmpty(s.Nodes), snapshot.OrEmpty(s.Pods), snapshot.OrEmpty(s.PodDisruptionBudgets)
+		old.State = s.State.Normal()
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetIndent("", "  ")
@@ -114,7 +38,7 @@ func TestWriteSnapshotUnchanged(t *testing.T) {
 		if err := enc.Encode(old); err != nil {
 			t.Fatal(err)
 		}
-		if got := writeForm(t, s, false); !bytes.Equal(got, want.Bytes()) {
+		if got := snapshottest.Write(t, s, false); !bytes.Equal(got, want.Bytes()) {
 			t.Errorf("%s: streamed full form differs:\n%s\n--- want\n%s", name, got, want.String())
 		}
 	}
@@ -123,11 +47,11 @@ func TestWriteSnapshotUnchanged(t *testing.T) {
 // TestCompactSharesShapes: pods of one controller are written as one shape,
 // and the compact form of a synthetic cluster is a fraction of the full one.
 func TestCompactSharesShapes(t *testing.T) {
-	s := syntheticCluster(50, 30, 0.05, 1)
-	compact := writeForm(t, s, true)
+	s := snapshottest.Synthetic(50, 30, 0.05, 1)
+	compact := snapshottest.Write(t, s, true)
 	var doc struct {
-		Counts    compactCounts     `json:"counts"`
-		PodShapes []json.RawMessage `json:"podShapes"`
+		Counts    snapshot.CompactCounts `json:"counts"`
+		PodShapes []json.RawMessage      `json:"podShapes"`
 	}
 	if err := json.Unmarshal(compact, &doc); err != nil {
 		t.Fatal(err)
@@ -137,7 +61,7 @@ func TestCompactSharesShapes(t *testing.T) {
 	if doc.Counts.Pods != len(s.Pods) || len(doc.PodShapes) != doc.Counts.PodShapes || doc.Counts.PodShapes > 81+2+len(s.Pods)/50 {
 		t.Errorf("counts %+v for %d pods, %d shapes: pods of one controller do not share a shape", doc.Counts, len(s.Pods), len(doc.PodShapes))
 	}
-	full := writeForm(t, s, false)
+	full := snapshottest.Write(t, s, false)
 	if len(compact)*3 > len(full) {
 		t.Errorf("compact form is %d bytes, full %d: want under a third", len(compact), len(full))
 	}
@@ -205,14 +129,14 @@ func TestReadCompactErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ReadSnapshot(strings.NewReader(tc.doc))
+			_, err := snapshot.ReadSnapshot(strings.NewReader(tc.doc))
 			if err == nil {
 				t.Fatalf("no error, want %q", tc.want)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q\nwant it to contain %q", err, tc.want)
 			}
-			var de *DocumentError
+			var de *snapshot.DocumentError
 			if !errors.As(err, &de) {
 				t.Errorf("error %T is not a *DocumentError", err)
 			}
@@ -224,20 +148,20 @@ func TestReadCompactErrors(t *testing.T) {
 // (numbers and strings split across reads) gives the same snapshot and the
 // same errors, positions included.
 func TestReadSnapshotInSmallReads(t *testing.T) {
-	s := syntheticCluster(10, 10, 0.2, 2)
+	s := snapshottest.Synthetic(10, 10, 0.2, 2)
 	for _, compact := range []bool{false, true} {
-		doc := writeForm(t, s, compact)
-		got, err := ReadSnapshot(iotest.OneByteReader(bytes.NewReader(doc)))
+		doc := snapshottest.Write(t, s, compact)
+		got, err := snapshot.ReadSnapshot(iotest.OneByteReader(bytes.NewReader(doc)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if planJSON(t, got, DefaultSettings()) != planJSON(t, readDoc(t, doc), DefaultSettings()) {
+		if planJSON(t, got, planner.DefaultSettings()) != planJSON(t, snapshottest.Read(t, doc), planner.DefaultSettings()) {
 			t.Errorf("compact %v: byte-at-a-time read plans differently", compact)
 		}
 	}
 	bad := "{\"capturedAt\": \"2026-11-30T10:00:00Z\",\n \"pods\": [{\"metadata\": {\"name\": \"p\"}, \"spec\": {\"containers\": [{\"resources\": {\"requests\": {\"cpu\": 1e-99999}}}]}}]}"
 	for _, r := range []io.Reader{strings.NewReader(bad), iotest.OneByteReader(strings.NewReader(bad)), iotest.HalfReader(strings.NewReader(bad))} {
-		_, err := ReadSnapshot(r)
+		_, err := snapshot.ReadSnapshot(r)
 		if err == nil || !strings.Contains(err.Error(), `line 2:98: quantity "1e-99999"`) {
 			t.Errorf("error %v, want the huge exponent at line 2:98", err)
 		}
@@ -258,11 +182,11 @@ func (m *maxReadReader) Read(p []byte) (int, error) {
 // TestReadSnapshotStreams: the reader never asks for the document in one
 // buffer: its reads stay small however large the document is.
 func TestReadSnapshotStreams(t *testing.T) {
-	s := syntheticCluster(200, 30, 0.05, 3)
+	s := snapshottest.Synthetic(200, 30, 0.05, 3)
 	for _, compact := range []bool{false, true} {
-		doc := writeForm(t, s, compact)
+		doc := snapshottest.Write(t, s, compact)
 		m := &maxReadReader{r: bytes.NewReader(doc)}
-		if _, err := ReadSnapshot(m); err != nil {
+		if _, err := snapshot.ReadSnapshot(m); err != nil {
 			t.Fatal(err)
 		}
 		if m.max > 64<<10 || m.max*10 > len(doc) {
@@ -292,7 +216,7 @@ func TestFirstDuplicate(t *testing.T) {
 		{mk("a/q", "a/x", "a/x", "a/q"), 2, 1},
 	}
 	for i, c := range cases {
-		if dup, also := firstDuplicate(c.pods); dup != c.dup || also != c.also {
+		if dup, also := snapshot.FirstDuplicate(c.pods); dup != c.dup || also != c.also {
 			t.Errorf("case %d: got %d (also %d), want %d (also %d)", i, dup, also, c.dup, c.also)
 		}
 	}
@@ -301,17 +225,17 @@ func TestFirstDuplicate(t *testing.T) {
 	for i := range same {
 		same[i].Name = "p"
 	}
-	if dup, also := firstDuplicate(same); dup != 1 || also != 0 {
+	if dup, also := snapshot.FirstDuplicate(same); dup != 1 || also != 0 {
 		t.Errorf("got %d (also %d), want 1 (also 0)", dup, also)
 	}
 }
 
 // TestReadFullFormWithFormat: the full form may name itself.
 func TestReadFullFormWithFormat(t *testing.T) {
-	s := syntheticCluster(5, 10, 0.2, 6)
-	doc := writeForm(t, s, false)
-	named := append([]byte(`{"format": "`+FormatFull+`",`), bytes.TrimPrefix(doc, []byte("{"))...)
-	if got, want := planJSON(t, readDoc(t, named), DefaultSettings()), planJSON(t, readDoc(t, doc), DefaultSettings()); got != want {
+	s := snapshottest.Synthetic(5, 10, 0.2, 6)
+	doc := snapshottest.Write(t, s, false)
+	named := append([]byte(`{"format": "`+snapshot.FormatFull+`",`), bytes.TrimPrefix(doc, []byte("{"))...)
+	if got, want := planJSON(t, snapshottest.Read(t, named), planner.DefaultSettings()), planJSON(t, snapshottest.Read(t, doc), planner.DefaultSettings()); got != want {
 		t.Errorf("a full form that names itself plans differently:\n%s\n---\n%s", got, want)
 	}
 }
@@ -324,7 +248,7 @@ func TestCountsCannotMakeReadingAllocate(t *testing.T) {
 	for _, r := range []io.Reader{strings.NewReader(doc), iotest.HalfReader(strings.NewReader(doc))} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		_, err := ReadSnapshot(r)
+		_, err := snapshot.ReadSnapshot(r)
 		runtime.ReadMemStats(&after)
 		if err == nil || !strings.Contains(err.Error(), "counts.nodes: says 1000000, but the document has 0") {
 			t.Errorf("error %v, want the counts refused", err)
@@ -339,16 +263,16 @@ func TestCountsCannotMakeReadingAllocate(t *testing.T) {
 // list grows towards what counts says and ends exactly that long, and the
 // plan is the same.
 func TestReadCompactFromAPipe(t *testing.T) {
-	s := syntheticCluster(600, 30, 0.05, 8)
-	doc := writeForm(t, s, true)
-	fromPipe, err := ReadSnapshot(struct{ io.Reader }{bytes.NewReader(doc)})
+	s := snapshottest.Synthetic(600, 30, 0.05, 8)
+	doc := snapshottest.Write(t, s, true)
+	fromPipe, err := snapshot.ReadSnapshot(struct{ io.Reader }{bytes.NewReader(doc)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fromPipe.Pods) <= maxPreallocUnknown || cap(fromPipe.Pods) != len(fromPipe.Pods) {
-		t.Errorf("%d pods in a list of capacity %d: want more than %d, sized exactly", len(fromPipe.Pods), cap(fromPipe.Pods), maxPreallocUnknown)
+	if len(fromPipe.Pods) <= snapshot.MaxPrealloc || cap(fromPipe.Pods) != len(fromPipe.Pods) {
+		t.Errorf("%d pods in a list of capacity %d: want more than %d, sized exactly", len(fromPipe.Pods), cap(fromPipe.Pods), snapshot.MaxPrealloc)
 	}
-	if planJSON(t, fromPipe, DefaultSettings()) != planJSON(t, readDoc(t, doc), DefaultSettings()) {
+	if planJSON(t, fromPipe, planner.DefaultSettings()) != planJSON(t, snapshottest.Read(t, doc), planner.DefaultSettings()) {
 		t.Error("read from a pipe, the snapshot plans differently")
 	}
 }

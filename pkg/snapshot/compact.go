@@ -1,4 +1,4 @@
-package planner
+package snapshot
 
 import (
 	"errors"
@@ -121,7 +121,7 @@ func WriteCompactSnapshot(w io.Writer, s Snapshot) error {
 	sw.field("counts", compactCounts{Nodes: len(s.Nodes), PodShapes: len(shapes), Pods: len(s.Pods), PodDisruptionBudgets: len(s.PodDisruptionBudgets)})
 	groups := normalGroups(s.NodeGroups)
 	sw.list("nodeGroups", len(groups), func(i int) { sw.encode(&groups[i], 2, false) })
-	sw.field("state", normalState(s.State))
+	sw.field("state", s.State.Normal())
 	sw.list("nodes", len(s.Nodes), func(i int) {
 		n := tr.Node(&s.Nodes[i])
 		sw.encode(&n, 2, false)

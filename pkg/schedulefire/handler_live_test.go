@@ -1,4 +1,4 @@
-package fire_test
+package schedulefire_test
 
 import (
 	"bytes"
@@ -18,10 +18,10 @@ import (
 	"github.com/nodetide/nodetide/internal/metricstest"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/metrics"
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/schedule"
-	"github.com/nodetide/nodetide/pkg/schedule/fire"
+	"github.com/nodetide/nodetide/pkg/schedulefire"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -46,8 +46,8 @@ func (g *fakeGroup) TargetSize(context.Context) (int, error) {
 	return g.target, nil
 }
 func (g *fakeGroup) Instances(context.Context) ([]providers.Instance, error) { return nil, nil }
-func (g *fakeGroup) Template(context.Context) (planner.Template, error) {
-	return planner.Template{}, nil
+func (g *fakeGroup) Template(context.Context) (snapshot.Template, error) {
+	return snapshot.Template{}, nil
 }
 func (g *fakeGroup) IncreaseSize(_ context.Context, delta int) error {
 	g.mu.Lock()
@@ -115,10 +115,10 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 		return []providers.NodeGroup{big, small, shrink}, nil
 	}
 
-	newHandler := func(now time.Time) *fire.Handler {
-		return &fire.Handler{
+	newHandler := func(now time.Time) *schedulefire.Handler {
+		return &schedulefire.Handler{
 			Store:   state.NewDynamoDB(db.Client(t), table, "c-"+ns),
-			Applier: &fire.Applier{Client: cp.Client, Groups: groups},
+			Applier: &schedulefire.Applier{Client: cp.Client, Groups: groups},
 			Now:     func() time.Time { return now },
 		}
 	}
@@ -160,7 +160,7 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 	tickAt := time.Date(2027, 3, 1, 8, 0, 10, 0, time.UTC)
 	tick := json.RawMessage(`{"version":"0","id":"1","detail-type":"Scheduled Event","source":"aws.events","account":"1","time":"2027-03-01T08:00:00Z","region":"eu-west-1","resources":[],"detail":{}}`)
 	var wg sync.WaitGroup
-	results := make([]fire.TickResult, 2)
+	results := make([]schedulefire.TickResult, 2)
 	errs := make([]error, 2)
 	m := metrics.New("prod", nil) // both ticks' metrics, as one invocation's
 	for i := range 2 {
@@ -168,7 +168,7 @@ func TestPutThenTickScalesOnce(t *testing.T) {
 			out, err := newHandler(tickAt).Handle(metrics.NewContext(ctx, m), tick)
 			errs[i] = err
 			if err == nil {
-				results[i] = out.(fire.TickResult)
+				results[i] = out.(schedulefire.TickResult)
 			}
 		})
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package planner
+package snapshot_test
 
 import (
 	"bytes"
@@ -13,10 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/snapshot"
+	"github.com/nodetide/nodetide/pkg/snapshot/snapshottest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +32,7 @@ import (
 // addAPIFields gives the cluster what API objects carry that the planner
 // reads too (UIDs, the labels controllers and cloud providers set, node
 // pressure conditions), so both forms hold them.
-func addAPIFields(s *Snapshot) {
+func addAPIFields(s *snapshot.Snapshot) {
 	for i := range s.Nodes {
 		n := &s.Nodes[i]
 		n.UID = types.UID(fmt.Sprintf("6f1c2a4e-%04x-4e0b-9c1d-%012x", i%0xffff, i))
@@ -42,7 +43,7 @@ func addAPIFields(s *Snapshot) {
 		} {
 			n.Labels[k] = v
 		}
-		since := metav1.NewTime(t0.Add(-48 * time.Hour))
+		since := metav1.NewTime(snapshottest.T0.Add(-48 * time.Hour))
 		n.Status.Conditions = append([]corev1.NodeCondition{
 			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastTransitionTime: since},
 			{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastTransitionTime: since},
@@ -122,7 +123,7 @@ func withAPIBulk(p corev1.Pod, i int) corev1.Pod {
 	p.Spec.RestartPolicy = corev1.RestartPolicyAlways
 	p.Spec.ServiceAccountName = "default"
 	p.Spec.SecurityContext = &corev1.PodSecurityContext{}
-	since := metav1.NewTime(t0.Add(-time.Hour))
+	since := metav1.NewTime(snapshottest.T0.Add(-time.Hour))
 	if p.Spec.NodeName != "" {
 		p.Status.HostIP = fmt.Sprintf("10.1.%d.%d", i/250%250, i%250)
 		p.Status.PodIP = fmt.Sprintf("10.2.%d.%d", i/250%250, i%250)
@@ -161,28 +162,13 @@ func withNodeBulk(n corev1.Node, i int) corev1.Node {
 
 // writeAPIShapedFull writes s in the full form with withAPIBulk and
 // withNodeBulk applied, an object at a time.
-func writeAPIShapedFull(path string, s Snapshot) error {
+func writeAPIShapedFull(path string, s snapshot.Snapshot) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	sw := newSnapWriter(f, "  ")
-	sw.raw("{\n")
-	sw.field("capturedAt", s.CapturedAt.UTC())
-	sw.field("nodeGroups", normalGroups(s.NodeGroups))
-	sw.list("nodes", len(s.Nodes), func(i int) {
-		n := withNodeBulk(s.Nodes[i], i)
-		sw.encode(&n, 2, true)
-	})
-	sw.list("pods", len(s.Pods), func(i int) {
-		p := withAPIBulk(s.Pods[i], i)
-		sw.encode(&p, 2, true)
-	})
-	writeList(sw, "podDisruptionBudgets", s.PodDisruptionBudgets)
-	sw.field("state", normalState(s.State))
-	sw.raw("\n}\n")
-	if err := sw.flush(); err != nil {
+	if err := snapshot.WriteFullWith(f, s, withNodeBulk, withAPIBulk); err != nil {
 		return err
 	}
 	return f.Close()
@@ -193,8 +179,8 @@ func writeAPIShapedFull(path string, s Snapshot) error {
 // The cluster is built for each (the same, from its seed) and not kept, so
 // it does not weigh on the reads measured.
 func snapshotFiles(b *testing.B, dir string) (full, compact func() string) {
-	cluster := func() Snapshot {
-		s := syntheticCluster(5000, 30, 0.05, 5000)
+	cluster := func() snapshot.Snapshot {
+		s := snapshottest.Synthetic(5000, 30, 0.05, 5000)
 		addAPIFields(&s)
 		return s
 	}
@@ -215,7 +201,7 @@ func snapshotFiles(b *testing.B, dir string) (full, compact func() string) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := WriteCompactSnapshot(f, cluster()); err != nil {
+			if err := snapshot.WriteCompactSnapshot(f, cluster()); err != nil {
 				b.Fatal(err)
 			}
 			if err := f.Close(); err != nil {
@@ -225,15 +211,6 @@ func snapshotFiles(b *testing.B, dir string) (full, compact func() string) {
 		return compactPath
 	}
 	return full, compact
-}
-
-// cpuTime is the user and system time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // peakHeap runs f and returns the most heap its objects took above what
@@ -290,20 +267,20 @@ func BenchmarkSnapshotFile(b *testing.B) {
 			var pods int
 			var cpu time.Duration
 			for b.Loop() {
-				start := cpuTime()
+				start := snapshottest.CPUTime()
 				peak = max(peak, peakHeap(func() {
 					f, err := os.Open(path)
 					if err != nil {
 						b.Fatal(err)
 					}
 					defer f.Close()
-					s, err := ReadSnapshot(f)
+					s, err := snapshot.ReadSnapshot(f)
 					if err != nil {
 						b.Fatal(err)
 					}
 					pods = len(s.Pods)
 				}))
-				cpu += cpuTime() - start
+				cpu += snapshottest.CPUTime() - start
 			}
 			b.ReportMetric(float64(fi.Size())/1e6, "file-MB")
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")

@@ -1,4 +1,4 @@
-package planner
+package snapshot
 
 import (
 	corev1 "k8s.io/api/core/v1"

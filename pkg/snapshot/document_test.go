@@ -1,57 +1,21 @@
-package planner
+package snapshot_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
+	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/snapshot"
+	"github.com/nodetide/nodetide/pkg/snapshot/snapshottest"
 )
-
-func TestSnapshotRoundTrip(t *testing.T) {
-	s := scaleDownBase(light("a", hostPath("data")))
-	s.NodeGroups = append(s.NodeGroups, withTemplateTaint(group("gpu", 0, 2, 0, "8", "32Gi"), "nvidia.com/gpu", "true", corev1.TaintEffectNoSchedule))
-	s.PodDisruptionBudgets = []policyv1.PodDisruptionBudget{pdb("default/web", 1, "app", "web")}
-	s.State.LastScaleUp = map[string]time.Time{"workers": t0.Add(-time.Hour)}
-	// Reading keeps what the planner reads (see Trimmer).
-	NewTrimmer().Snapshot(&s)
-	var first bytes.Buffer
-	if err := WriteSnapshot(&first, s); err != nil {
-		t.Fatal(err)
-	}
-	got, err := ReadSnapshot(bytes.NewReader(first.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var second bytes.Buffer
-	if err := WriteSnapshot(&second, got); err != nil {
-		t.Fatal(err)
-	}
-	if first.String() != second.String() {
-		t.Errorf("write, read, write differs:\n%s\n---\n%s", first.String(), second.String())
-	}
-	if !equalSnapshots(normalizedForCompare(s), normalizedForCompare(got)) {
-		t.Errorf("read snapshot differs from the written one")
-	}
-}
-
-// normalizedForCompare applies what writing does to empty collections.
-func normalizedForCompare(s Snapshot) Snapshot {
-	var b bytes.Buffer
-	_ = WriteSnapshot(&b, s)
-	var out Snapshot
-	_ = json.Unmarshal(b.Bytes(), &out)
-	return out
-}
 
 func TestWriteEmptyDocuments(t *testing.T) {
 	var b bytes.Buffer
-	if err := WritePlan(&b, Plan{ScaleUp: []ScaleUp{{NodeGroup: "g"}}}); err != nil {
+	if err := planner.WritePlan(&b, planner.Plan{ScaleUp: []planner.ScaleUp{{NodeGroup: "g"}}}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -64,7 +28,7 @@ func TestWriteEmptyDocuments(t *testing.T) {
 		t.Errorf("plan has null or an empty optional list:\n%s", out)
 	}
 	b.Reset()
-	if err := WriteSnapshot(&b, Snapshot{CapturedAt: t0, NodeGroups: []NodeGroup{{Name: "g"}}}); err != nil {
+	if err := snapshot.WriteSnapshot(&b, snapshot.Snapshot{CapturedAt: snapshottest.T0, NodeGroups: []snapshot.NodeGroup{{Name: "g"}}}); err != nil {
 		t.Fatal(err)
 	}
 	out = b.String()
@@ -83,7 +47,7 @@ func TestReadSnapshotToleratesNewKubernetesFields(t *testing.T) {
 	  "nodes": [{"metadata": {"name": "n1", "futureField": 1}, "spec": {"someNewThing": {"a": 1}}}],
 	  "pods": [{"metadata": {"name": "p", "namespace": "d"}, "spec": {"containers": [], "fancy": true}, "status": {"newPhaseInfo": "x"}}],
 	  "podDisruptionBudgets": null}`
-	s, err := ReadSnapshot(strings.NewReader(doc))
+	s, err := snapshot.ReadSnapshot(strings.NewReader(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,14 +128,14 @@ func TestReadSnapshotErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ReadSnapshot(strings.NewReader(tc.doc))
+			_, err := snapshot.ReadSnapshot(strings.NewReader(tc.doc))
 			if err == nil {
 				t.Fatalf("no error, want %q", tc.want)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q\nwant it to contain %q", err, tc.want)
 			}
-			var de *DocumentError
+			var de *snapshot.DocumentError
 			if !errors.As(err, &de) {
 				t.Errorf("error %T is not a *DocumentError", err)
 			}
@@ -193,7 +157,7 @@ func TestReadSnapshotHugeExponentIsFast(t *testing.T) {
 	}
 	b.WriteString("]}")
 	start := time.Now()
-	_, err := ReadSnapshot(strings.NewReader(b.String()))
+	_, err := snapshot.ReadSnapshot(strings.NewReader(b.String()))
 	if err == nil || !strings.Contains(err.Error(), `quantity "1e-9999999"`) {
 		t.Errorf("error %v, want the first huge exponent refused", err)
 	}
@@ -201,20 +165,20 @@ func TestReadSnapshotHugeExponentIsFast(t *testing.T) {
 		t.Errorf("reading took %s", elapsed)
 	}
 	for _, tok := range []string{"3e12345-0", "x1e99999", "1e999", "1.5e-999", "e99999", "1e", "-", "1.2.3e9999"} {
-		if bigExponent([]byte(tok)) {
+		if snapshot.BigExponent([]byte(tok)) {
 			t.Errorf("%q taken for a huge exponent", tok)
 		}
 	}
 	for _, tok := range []string{"1e1000", "-1.5E-00001000", ".5e+99999", "7e9999999999999999999"} {
-		if !bigExponent([]byte(tok)) {
+		if !snapshot.BigExponent([]byte(tok)) {
 			t.Errorf("%q not taken for a huge exponent", tok)
 		}
 	}
 }
 
 func TestWriteSnapshotValidates(t *testing.T) {
-	s := snapshot([]NodeGroup{group("a", 3, 1, 0, "4", "16Gi")}, nil, nil)
-	if err := WriteSnapshot(&bytes.Buffer{}, s); err == nil || !strings.Contains(err.Error(), "nodeGroups[0].minSize: 3 is greater than maxSize 1") {
+	s := snapshottest.Cluster([]snapshot.NodeGroup{snapshottest.Group("a", 3, 1, 0, "4", "16Gi")}, nil, nil)
+	if err := snapshot.WriteSnapshot(&bytes.Buffer{}, s); err == nil || !strings.Contains(err.Error(), "nodeGroups[0].minSize: 3 is greater than maxSize 1") {
 		t.Errorf("error = %v", err)
 	}
 }
@@ -224,7 +188,7 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestWriteErrorsAreWrapped(t *testing.T) {
-	err := WritePlan(failingWriter{}, Plan{})
+	err := planner.WritePlan(failingWriter{}, planner.Plan{})
 	if err == nil || !strings.Contains(err.Error(), "write plan: disk full") {
 		t.Errorf("error = %v", err)
 	}

@@ -1,10 +1,12 @@
-package planner
+package snapshottest
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/podfacts"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -43,10 +45,10 @@ type syntheticWorkload struct {
 // groups (two tainted), podsPerNode pods a node (two of them DaemonSet
 // pods), pendingShare of all pods pending, PDBs, and the odd bare pod,
 // local-storage pod, opted-out node and kube-system pod.
-func syntheticCluster(nodes, podsPerNode int, pendingShare float64, seed uint64) Snapshot {
+func Synthetic(nodes, podsPerNode int, pendingShare float64, seed uint64) snapshot.Snapshot {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	now := t0
-	s := Snapshot{CapturedAt: now, State: State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{}}}
+	now := T0
+	s := snapshot.Snapshot{CapturedAt: now, State: snapshot.State{UnneededSince: map[string]time.Time{}, LastScaleUp: map[string]time.Time{}}}
 
 	var workloads []syntheticWorkload
 	cpus := []int64{25, 50, 100, 150, 200, 250, 400, 600}
@@ -93,20 +95,20 @@ func syntheticCluster(nodes, podsPerNode int, pendingShare float64, seed uint64)
 				Labels:            map[string]string{"pool": p.name, "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": fmt.Sprintf("z%d", i%3)},
 				CreationTimestamp: metav1.NewTime(now.Add(-48 * time.Hour)),
 			},
-			Spec: corev1.NodeSpec{ProviderID: providerID(name)},
+			Spec: corev1.NodeSpec{ProviderID: ProviderID(name)},
 			Status: corev1.NodeStatus{
-				Allocatable: rl(p.cpu, p.mem, "pods", "110"),
+				Allocatable: Resources(p.cpu, p.mem, "pods", "110"),
 				Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 			},
 		}
 		if p.gpu != "" {
-			n.Status.Allocatable[ResourceGPU] = resource.MustParse(p.gpu)
+			n.Status.Allocatable[podfacts.ResourceGPU] = resource.MustParse(p.gpu)
 		}
 		if p.taint != nil {
 			n.Spec.Taints = []corev1.Taint{*p.taint}
 		}
 		if i%97 == 0 {
-			n.Annotations = map[string]string{annotationScaleDownDisabled: "true"}
+			n.Annotations = map[string]string{"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
 		}
 		if i%13 == 0 {
 			s.State.UnneededSince[name] = now.Add(-time.Duration(r.IntN(30)) * time.Minute)
@@ -114,18 +116,18 @@ func syntheticCluster(nodes, podsPerNode int, pendingShare float64, seed uint64)
 		s.Nodes = append(s.Nodes, n)
 	}
 	for pi, p := range syntheticPools {
-		g := NodeGroup{
+		g := snapshot.NodeGroup{
 			Name: p.name, Provider: "kwok", MinSize: 1, MaxSize: 2*len(perPool[pi]) + 10, TargetSize: len(perPool[pi]),
-			Template: Template{Allocatable: rl(p.cpu, p.mem, "pods", "110"), Labels: map[string]string{"pool": p.name}},
+			Template: snapshot.Template{Allocatable: Resources(p.cpu, p.mem, "pods", "110"), Labels: map[string]string{"pool": p.name}},
 		}
 		if p.gpu != "" {
-			g.Template.Allocatable[ResourceGPU] = resource.MustParse(p.gpu)
+			g.Template.Allocatable[podfacts.ResourceGPU] = resource.MustParse(p.gpu)
 		}
 		if p.taint != nil {
 			g.Template.Taints = []corev1.Taint{*p.taint}
 		}
 		for _, n := range perPool[pi] {
-			g.Instances = append(g.Instances, providerID(n))
+			g.Instances = append(g.Instances, ProviderID(n))
 		}
 		if p.name == "compute" {
 			// Two nodes asked for two minutes ago are still coming up.
@@ -159,7 +161,7 @@ func syntheticCluster(nodes, podsPerNode int, pendingShare float64, seed uint64)
 			},
 		}
 		if w.gpu > 0 {
-			p.Spec.Containers[0].Resources.Requests[ResourceGPU] = *resource.NewQuantity(w.gpu, resource.DecimalSI)
+			p.Spec.Containers[0].Resources.Requests[podfacts.ResourceGPU] = *resource.NewQuantity(w.gpu, resource.DecimalSI)
 			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 		}
 		if w.pool != "" {
@@ -196,7 +198,7 @@ func syntheticCluster(nodes, podsPerNode int, pendingShare float64, seed uint64)
 		// Each node leans to small or large pods, so utilisation spreads
 		// from light to full and scale-down has work to do.
 		maxCPU := pick(r, []int64{100, 250, 600, 2000})
-		free := resourceList(s.Nodes[i].Status.Allocatable)
+		free := freeOf(s.Nodes[i].Status.Allocatable)
 		free.cpu -= 150
 		free.mem -= 264 << 20
 		placed := 0
@@ -220,7 +222,7 @@ func syntheticCluster(nodes, podsPerNode int, pendingShare float64, seed uint64)
 			case 1:
 				p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 			case 2:
-				p.Annotations = map[string]string{annotationSafeToEvict: "true"}
+				p.Annotations = map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
 				p.OwnerReferences = nil
 			}
 			s.Pods = append(s.Pods, p)
@@ -250,7 +252,7 @@ func syntheticCluster(nodes, podsPerNode int, pendingShare float64, seed uint64)
 		if i == 7 {
 			allowed = 0
 		}
-		b := pdb(w.ns+"/"+w.name, allowed, "app", w.name)
+		b := PDB(w.ns+"/"+w.name, allowed, "app", w.name)
 		s.PodDisruptionBudgets = append(s.PodDisruptionBudgets, b)
 	}
 	s.PodDisruptionBudgets = append(s.PodDisruptionBudgets, policyv1.PodDisruptionBudget{
@@ -259,4 +261,23 @@ func syntheticCluster(nodes, podsPerNode int, pendingShare float64, seed uint64)
 		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1},
 	})
 	return s
+}
+
+func pick[T any](r *rand.Rand, s []T) T { return s[r.IntN(len(s))] }
+
+// free is a node's room left for synthetic pods: milli-CPU, bytes, GPUs.
+type free struct{ cpu, mem, gpu int64 }
+
+func freeOf(l corev1.ResourceList) free {
+	var f free
+	if q, ok := l[corev1.ResourceCPU]; ok {
+		f.cpu = q.MilliValue()
+	}
+	if q, ok := l[corev1.ResourceMemory]; ok {
+		f.mem = q.Value()
+	}
+	if q, ok := l[podfacts.ResourceGPU]; ok {
+		f.gpu = q.Value()
+	}
+	return f
 }

@@ -367,7 +367,7 @@ func (h *Handler) joinRunning(ctx context.Context, node string, in Interruption)
 	if err != nil {
 		return "", err
 	}
-	if rec.Status != state.DrainRunning || rec.Interruption != nil || state.PhaseAtLeast(rec.Phase, state.PhaseTerminating) {
+	if rec.Status != state.DrainRunning || rec.Interruption != nil || rec.Phase.AtLeast(state.PhaseTerminating) {
 		return "", nil
 	}
 	rec.Interruption = &in.Interruption
@@ -546,14 +546,14 @@ func (d *Steps) heartbeat(ctx context.Context, s *State) {
 	s.HeartbeatAt = d.now()
 }
 
-// ReleaseHook completes the lifecycle action of a drain Prepare refused
+// releaseHook completes the lifecycle action of a drain Prepare refused
 // because there is nothing it may drain (no node has the machine any more,
 // or it is in no managed group), so the machine need not wait for the
 // hook's timeout. It checks that again itself: a step event made by hand
 // cannot release a machine whose node nodetide would drain, nor one of a
 // hook or group this deployment does not manage, nor one its group does
 // not own.
-func (d *Steps) ReleaseHook(ctx context.Context, s State) (State, error) {
+func (d *Steps) releaseHook(ctx context.Context, s State) (State, error) {
 	in := s.Interruption
 	if in == nil || in.Kind != state.InterruptLifecycle {
 		return s, stepErr(ErrNameInvalidInput, "step ReleaseHook: drain %s of node %s carries no lifecycle action", s.DrainID, s.Node)

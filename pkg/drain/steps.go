@@ -112,56 +112,6 @@ func (d *Steps) log() *slog.Logger {
 	return slog.Default()
 }
 
-// Run dispatches one step by name.
-func (d *Steps) Run(ctx context.Context, step string, s State) (State, error) {
-	fns := map[string]func(context.Context, State) (State, error){
-		"Prepare": d.Prepare, "Cordon": d.Cordon, "Surge": d.SurgeStep, "Evict": d.Evict,
-		"ForceDelete": d.ForceDelete, "WaitReplacements": d.WaitReplacements, "Terminate": d.Terminate,
-		"RemoveNode": d.RemoveNode, "Finish": d.Finish, "Rollback": d.Rollback, "ReleaseHook": d.ReleaseHook,
-	}
-	fn, ok := fns[step]
-	if !ok {
-		names := make([]string, 0, len(fns))
-		for k := range fns {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		return s, stepErr(ErrNameInvalidInput, "unknown step %q (one of %v)", step, names)
-	}
-	if err := s.Validate(); err != nil {
-		return s, &StepError{Name: ErrNameInvalidInput, Err: fmt.Errorf("step %s: %w", step, err)}
-	}
-	start := time.Now()
-	var out State
-	var err error
-	switch step {
-	case "Prepare", "ReleaseHook":
-		out, err = fn(ctx, s)
-	case "Cordon", "Surge", "Evict", "ForceDelete", "WaitReplacements":
-		if out, err = d.checked(ctx, step, s, fn); err == nil {
-			d.heartbeat(ctx, &out)
-		}
-	default:
-		out, err = d.checked(ctx, step, s, fn)
-	}
-	attrs := []any{"step", step, "node", s.Node, "drainId", s.DrainID, "ms", time.Since(start).Milliseconds()}
-	if step == "Prepare" && err != nil && rejected(err) {
-		metrics.From(ctx).Add(metrics.DrainsRejected, 1, nil)
-	}
-	if err != nil {
-		name := ErrorName(err)
-		d.log().Warn("drain step failed", append(attrs, "error", err.Error(), "errorName", name)...)
-		if name != ErrNameTransient && step != "Rollback" {
-			// Transient failures are retried; this one ends the drain.
-			d.nodeEvent(ctx, s.Node, corev1.EventTypeWarning, kubeevents.ReasonDrainFailed,
-				fmt.Sprintf("drain %s failed at %s: %s: %v", s.DrainID, step, name, err))
-		}
-		return s, err
-	}
-	d.log().Info("drain step", append(attrs, "remaining", len(out.Remaining))...)
-	return out, nil
-}
-
 // ErrorName is the name the state machine sees for err: Transient for what a
 // retry can fix, a specific name for what it cannot.
 func ErrorName(err error) string {
@@ -201,64 +151,6 @@ func cloudTransient(err error) bool {
 		}
 	}
 	return false
-}
-
-// checked runs a step after Prepare only for a drain the record knows: the
-// record must exist, name the same node group and machine, and (except for
-// Finish and Rollback, which are then no-ops) still be running. The record's
-// policy, deadline and flags replace the event's, so a hand-made step event
-// can neither start a drain's later steps nor steer them elsewhere.
-func (d *Steps) checked(ctx context.Context, step string, s State, fn func(context.Context, State) (State, error)) (State, error) {
-	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
-	if errors.Is(err, state.ErrNoDrain) {
-		return s, stepErr(ErrNameInvalidInput, "step %s: no drain %s of node %s was prepared", step, s.DrainID, s.Node)
-	}
-	if err != nil {
-		return s, err
-	}
-	if rec.NodeGroup != s.NodeGroup || rec.ProviderID != s.ProviderID {
-		return s, stepErr(ErrNameInvalidInput, "step %s: node group %q and providerID %q do not match drain %s of node %s (%q, %q)",
-			step, s.NodeGroup, s.ProviderID, s.DrainID, s.Node, rec.NodeGroup, rec.ProviderID)
-	}
-	s.Policy, s.Deadline, s.BelowMin, s.Force, s.Interruption = rec.Policy, rec.Deadline, rec.BelowMin, rec.Force, rec.Interruption
-	if rec.Status != state.DrainRunning {
-		if step == "Finish" || step == "Rollback" {
-			// Ended already: a retried or late last step. Ending again only
-			// frees the node if the first end's second write was lost.
-			return s, d.Store.EndDrain(ctx, s.Node, s.DrainID, rec.Status, rec.Error, d.now())
-		}
-		return s, stepErr(ErrNameInvalidInput, "step %s: drain %s of node %s has ended (%s)", step, s.DrainID, s.Node, rec.Status)
-	}
-	return fn(ctx, s)
-}
-
-// setPhase records how far the drain got.
-func (d *Steps) setPhase(ctx context.Context, s State, phase string) error {
-	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
-	if err != nil {
-		return err
-	}
-	if rec.Phase == phase {
-		return nil
-	}
-	rec.Phase = phase
-	return d.Store.UpdateDrain(ctx, rec)
-}
-
-// needPhase refuses a step whose prerequisite the record does not show.
-func (d *Steps) needPhase(ctx context.Context, step string, s State, want string) (state.DrainRecord, error) {
-	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
-	if err != nil {
-		return rec, err
-	}
-	if !state.PhaseAtLeast(rec.Phase, want) {
-		have := rec.Phase
-		if have == "" {
-			have = "none"
-		}
-		return rec, stepErr(ErrNameInvalidInput, "step %s: drain %s of node %s has not reached %s (it is at %s)", step, s.DrainID, s.Node, want, have)
-	}
-	return rec, nil
 }
 
 // Prepare checks the node can be drained and claims it: it exists, belongs
@@ -486,12 +378,12 @@ func hasTaint(n *corev1.Node, key string) bool {
 	return false
 }
 
-// Cordon makes the node unschedulable and taints it as draining.
+// cordon makes the node unschedulable and taints it as draining.
 //
 // A Cordon whose invocation outlived its task timeout may land after the
 // drain has ended (rolled back or recovered); it then undoes itself, so no
 // node is left cordoned without a drain.
-func (d *Steps) Cordon(ctx context.Context, s State) (State, error) {
+func (d *Steps) cordon(ctx context.Context, s State, _ state.DrainRecord) (State, error) {
 	if err := k8s.Cordon(ctx, d.Client, s.Node, TaintKey); err != nil {
 		return s, err
 	}
@@ -600,23 +492,20 @@ func (d *Steps) pdbBlocks(ctx context.Context, p *corev1.Pod) (bool, error) {
 	return false, nil
 }
 
-// SurgeStep replaces, before eviction, the pods whose eviction would leave
+// surge replaces, before eviction, the pods whose eviction would leave
 // their Deployment with no ready replica (one replica, or a PDB allowing no
 // disruption): it raises the Deployment by the pods on this node, waits until
 // the replacements are Ready elsewhere, gives the old pods the lowest
 // deletion cost and restores the count, so the ReplicaSet itself removes the
 // old pods. The original counts are in the drain record before anything
 // changes. Called again until SurgeDone.
-func (d *Steps) SurgeStep(ctx context.Context, s State) (State, error) {
+func (d *Steps) surge(ctx context.Context, s State, rec state.DrainRecord) (State, error) {
 	s.PastDeadline = !d.now().Before(s.Deadline)
 	if !s.Surge {
 		s.SurgeDone = true
 		return s, nil
 	}
-	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
-	if err != nil {
-		return s, err
-	}
+	var err error
 	if len(rec.Surged) == 0 && len(rec.NotSurged) == 0 && !s.SurgeDone {
 		if rec.Surged, rec.NotSurged, err = d.surgeCandidates(ctx, s.Node); err != nil {
 			return s, err
@@ -953,10 +842,10 @@ func (d *Steps) annotatePod(ctx context.Context, ns, name, key, value string) er
 	return nil
 }
 
-// Evict asks the Eviction API to remove every movable pod; a PDB refusal
+// evict asks the Eviction API to remove every movable pod; a PDB refusal
 // (429) leaves the pod for the next round. Evicted is set when no movable
 // pod is left on the node.
-func (d *Steps) Evict(ctx context.Context, s State) (State, error) {
+func (d *Steps) evict(ctx context.Context, s State, _ state.DrainRecord) (State, error) {
 	err := d.settle(ctx, func() (bool, error) {
 		refused, err := d.evictRound(ctx, &s)
 		// Refused pods wait for the state machine's next round; pods on
@@ -1019,9 +908,9 @@ func (d *Steps) noteWorkload(ctx context.Context, s *State, p *corev1.Pod) error
 	return nil
 }
 
-// ForceDelete deletes the movable pods still on the node at the deadline
+// forceDelete deletes the movable pods still on the node at the deadline
 // (policy force), PodDisruptionBudgets notwithstanding.
-func (d *Steps) ForceDelete(ctx context.Context, s State) (State, error) {
+func (d *Steps) forceDelete(ctx context.Context, s State, rec state.DrainRecord) (State, error) {
 	// s carries the record's policy and deadline (see checked).
 	if s.Policy != PolicyForce {
 		return s, stepErr(ErrNameInvalidInput, "step ForceDelete: drain %s of node %s has policy %s, not force", s.DrainID, s.Node, s.Policy)
@@ -1031,7 +920,7 @@ func (d *Steps) ForceDelete(ctx context.Context, s State) (State, error) {
 	}
 	// A surge that never got its replacements Ready gives way too: the
 	// Deployment goes back to its recorded count.
-	if err := d.restoreSurged(ctx, s); err != nil {
+	if err := d.restoreSurged(ctx, &rec); err != nil {
 		return s, err
 	}
 	pods, err := d.podsOn(ctx, s.Node)
@@ -1056,9 +945,9 @@ func (d *Steps) ForceDelete(ctx context.Context, s State) (State, error) {
 	return s, d.setPhase(ctx, s, state.PhaseEvicted)
 }
 
-// WaitReplacements sets Replaced once every workload whose pods left the
+// waitReplacements sets Replaced once every workload whose pods left the
 // node is back at its desired ready replicas.
-func (d *Steps) WaitReplacements(ctx context.Context, s State) (State, error) {
+func (d *Steps) waitReplacements(ctx context.Context, s State, _ state.DrainRecord) (State, error) {
 	err := d.settle(ctx, func() (bool, error) {
 		s.Replaced = true
 		for _, w := range s.Workloads {
@@ -1112,14 +1001,10 @@ func derefReplicas(p *int32) int32 {
 	return *p
 }
 
-// Terminate removes the machine through its provider, which lowers the
+// terminate removes the machine through its provider, which lowers the
 // group's target by one.
-// The record must show the pods gone; the machine is the record's.
-func (d *Steps) Terminate(ctx context.Context, s State) (State, error) {
-	rec, err := d.needPhase(ctx, "Terminate", s, state.PhaseEvicted)
-	if err != nil {
-		return s, err
-	}
+// The record shows the pods gone (need); the machine is the record's.
+func (d *Steps) terminate(ctx context.Context, s State, rec state.DrainRecord) (State, error) {
 	if rec.Phase == state.PhaseTerminated {
 		s.Terminated = true
 		return s, nil
@@ -1128,7 +1013,7 @@ func (d *Steps) Terminate(ctx context.Context, s State) (State, error) {
 	if err != nil {
 		return s, err
 	}
-	if err := d.setPhase(ctx, s, state.PhaseTerminating); err != nil {
+	if err := d.advance(ctx, &rec, state.PhaseTerminating); err != nil {
 		return s, err
 	}
 	in := rec.Interruption
@@ -1169,15 +1054,12 @@ func (d *Steps) Terminate(ctx context.Context, s State) (State, error) {
 		return s, fmt.Errorf("node group %s: terminate %s: %w", s.NodeGroup, s.ProviderID, err)
 	}
 	s.Terminated = true
-	return s, d.setPhase(ctx, s, state.PhaseTerminated)
+	return s, d.advance(ctx, &rec, state.PhaseTerminated)
 }
 
-// RemoveNode deletes the Node object if it is still there (clusters without
-// a cloud controller manager keep it); only once its machine is gone.
-func (d *Steps) RemoveNode(ctx context.Context, s State) (State, error) {
-	if _, err := d.needPhase(ctx, "RemoveNode", s, state.PhaseTerminated); err != nil {
-		return s, err
-	}
+// removeNode deletes the Node object if it is still there (clusters without
+// a cloud controller manager keep it); only once its machine is gone (need).
+func (d *Steps) removeNode(ctx context.Context, s State, _ state.DrainRecord) (State, error) {
 	err := d.Client.CoreV1().Nodes().Delete(ctx, s.Node, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return s, fmt.Errorf("delete node %s: %w", s.Node, err)
@@ -1185,14 +1067,10 @@ func (d *Steps) RemoveNode(ctx context.Context, s State) (State, error) {
 	return s, nil
 }
 
-// Finish records success and frees the node's drain mark; a surge still
+// finish records success and frees the node's drain mark; a surge still
 // raised is taken back first.
-func (d *Steps) Finish(ctx context.Context, s State) (State, error) {
-	rec, err := d.needPhase(ctx, "Finish", s, state.PhaseTerminated)
-	if err != nil {
-		return s, err
-	}
-	if err := d.restoreSurged(ctx, s); err != nil {
+func (d *Steps) finish(ctx context.Context, s State, rec state.DrainRecord) (State, error) {
+	if err := d.restoreSurged(ctx, &rec); err != nil {
 		return s, err
 	}
 	if err := d.Store.EndDrain(ctx, s.Node, s.DrainID, state.DrainSucceeded, "", d.now()); err != nil {
@@ -1229,32 +1107,21 @@ func rejected(err error) bool {
 	return false
 }
 
-// restoreSurged takes back the delta of every surged Deployment not yet
-// restored.
-func (d *Steps) restoreSurged(ctx context.Context, s State) error {
-	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
-	if errors.Is(err, state.ErrNoDrain) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+// restoreSurged takes back the delta of every surged Deployment of rec
+// not yet restored.
+func (d *Steps) restoreSurged(ctx context.Context, rec *state.DrainRecord) error {
 	for i := range rec.Surged {
-		if err := d.shrink(ctx, &rec, i); err != nil {
+		if err := d.shrink(ctx, rec, i); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Rollback undoes what the drain did (see undo) and records the failure;
+// rollback undoes what the drain did (see undo) and records the failure;
 // a drain whose Terminate already reached the cloud is completed instead
 // (see end).
-func (d *Steps) Rollback(ctx context.Context, s State) (State, error) {
-	rec, err := d.Store.GetDrain(ctx, s.Node, s.DrainID)
-	if err != nil {
-		return s, err
-	}
+func (d *Steps) rollback(ctx context.Context, s State, rec state.DrainRecord) (State, error) {
 	cause := "rolled back"
 	if s.Error != nil {
 		cause = s.Error.Error + ": " + s.Error.Cause

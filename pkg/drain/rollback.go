@@ -31,6 +31,55 @@ func (d *Steps) rollback(ctx context.Context, s State, rec state.DrainRecord) (S
 	return s, err
 }
 
+// ending is how a drain its steps will not finish ends (see end).
+type ending int
+
+const (
+	// endRollBack: the machine stays: what the drain did is undone.
+	endRollBack ending = iota
+	// endAskMachine: Terminate was under way and may have reached the
+	// cloud: the group is asked whether the machine is gone.
+	endAskMachine
+	// endComplete: the machine was terminated: the removal is completed.
+	endComplete
+)
+
+// endingOf decides how a drain at phase ends outside its steps.
+func endingOf(phase state.Phase) ending {
+	switch phase {
+	case state.PhaseTerminated:
+		return endComplete
+	case state.PhaseTerminating:
+		return endAskMachine
+	}
+	return endRollBack
+}
+
+// cordonUndo is what undoing a drain does to its node's cordon.
+type cordonUndo int
+
+const (
+	// keepCordon: the cloud takes the machine anyway: no pod should land
+	// on it meanwhile.
+	keepCordon cordonUndo = iota
+	// removeTaintOnly: a person cordoned the node before the drain: only
+	// the drain's taint goes.
+	removeTaintOnly
+	// uncordonNode: the node is made schedulable again.
+	uncordonNode
+)
+
+// cordonUndoOf decides what undoing rec's drain does to the cordon.
+func cordonUndoOf(rec state.DrainRecord) cordonUndo {
+	switch {
+	case rec.Interruption.Terminal():
+		return keepCordon
+	case rec.WasUnschedulable:
+		return removeTaintOnly
+	}
+	return uncordonNode
+}
+
 // undo puts back what a drain changed, from its record alone (the
 // execution's state may be lost): the taint goes, the node is uncordoned
 // unless it was cordoned before the drain, surged Deployments lose the
@@ -39,12 +88,11 @@ func (d *Steps) rollback(ctx context.Context, s State, rec state.DrainRecord) (S
 func (d *Steps) undo(ctx context.Context, rec state.DrainRecord, cause string) error {
 	var errs []error
 	var err error
-	switch {
-	case rec.Interruption.Terminal():
-		// The machine goes anyway: no pod should land on it meanwhile.
-	case rec.WasUnschedulable:
+	switch cordonUndoOf(rec) {
+	case keepCordon: // left as it is
+	case removeTaintOnly:
 		err = k8s.RemoveTaint(ctx, d.Client, rec.Node, TaintKey)
-	default:
+	case uncordonNode:
 		err = k8s.Uncordon(ctx, d.Client, rec.Node, TaintKey)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {

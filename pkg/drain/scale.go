@@ -29,7 +29,7 @@ func (d *Steps) grow(ctx context.Context, rec *state.DrainRecord, i int) error {
 		if err != nil {
 			return fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
 		}
-		if w.Growing && scale.Spec.Replicas == addReplicas(w.GrowFrom, w.Delta) {
+		if nextSurgeMove(*w, scale.Spec.Replicas, 0) == surgeGrown {
 			w.Grown = true
 			return d.Store.UpdateDrain(ctx, *rec)
 		}
@@ -122,7 +122,7 @@ func (d *Steps) settleGrow(ctx context.Context, rec *state.DrainRecord, i int) e
 	if err != nil {
 		return fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
 	}
-	if scale.Spec.Replicas == addReplicas(w.GrowFrom, w.Delta) {
+	if nextSurgeMove(*w, scale.Spec.Replicas, 0) == surgeGrown {
 		w.Grown = true
 		return d.Store.UpdateDrain(ctx, *rec)
 	}

@@ -129,7 +129,7 @@ func (d *Steps) surgeRound(ctx context.Context, rec *state.DrainRecord, node str
 		if err != nil {
 			return err
 		}
-		if ready < want-w.Delta {
+		if nextSurgeMove(*w, want, ready) != surgeHandOver {
 			continue
 		}
 		for _, pod := range w.Pods {
@@ -142,6 +142,46 @@ func (d *Steps) surgeRound(ctx context.Context, rec *state.DrainRecord, node str
 		}
 	}
 	return nil
+}
+
+// surgeMove is a surged Deployment's next move in the surge.
+type surgeMove int
+
+const (
+	// surgeNone: the surge was taken back; nothing is left to do.
+	surgeNone surgeMove = iota
+	// surgeGrow: raise the count by the delta, recording the count found
+	// first.
+	surgeGrow
+	// surgeGrown: the raise recorded as about to happen landed (the count
+	// is the one found then plus the delta): record it, write nothing.
+	surgeGrown
+	// surgeWait: grown, and the replacements are not all Ready off the
+	// node yet.
+	surgeWait
+	// surgeHandOver: the replacements are Ready off the node: the old pods
+	// get the lowest deletion cost and the delta is taken back.
+	surgeHandOver
+)
+
+// nextSurgeMove decides a surged Deployment's next move from its record
+// entry and what was read of it: found, its replica count now, and ready,
+// its Ready pods off the node (read only once it is grown). A count that is
+// neither the one found before the raise nor that plus the delta (a person
+// changed it too) is taken as not grown, since one replica too many is
+// better than one too few.
+func nextSurgeMove(w state.SurgedWorkload, found, ready int32) surgeMove {
+	switch {
+	case w.Restored:
+		return surgeNone
+	case w.Grown && ready < found-w.Delta:
+		return surgeWait
+	case w.Grown:
+		return surgeHandOver
+	case w.Growing && found == addReplicas(w.GrowFrom, w.Delta):
+		return surgeGrown
+	}
+	return surgeGrow
 }
 
 func allRestored(ws []state.SurgedWorkload) bool {

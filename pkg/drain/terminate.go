@@ -15,11 +15,50 @@ import (
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
+// removal is how Terminate removes a drain's machine.
+type removal int
+
+const (
+	// removalDone: the record shows the machine terminated (a retried
+	// Terminate): nothing is left to do.
+	removalDone removal = iota
+	// removalHook: the Auto Scaling Group terminates the machine and has
+	// already lowered its desired capacity; it only waits for the
+	// lifecycle hook, whose action is completed.
+	removalHook
+	// removalInterrupted: EC2 reclaims the machine anyway; removing it now
+	// through the group lowers the target the replacement raised, down to
+	// the provider's own minimum, at which it is left to the cloud.
+	removalInterrupted
+	// removalBelowMin: Prepare allowed going below nodetide's minimum:
+	// through the group, keeping only the provider's own minimum.
+	removalBelowMin
+	// removalInGroup: through the group, within its effective minimum.
+	removalInGroup
+)
+
+// removalOf decides how Terminate removes the record's machine.
+func removalOf(rec state.DrainRecord) removal {
+	in := rec.Interruption
+	switch {
+	case rec.Phase == state.PhaseTerminated:
+		return removalDone
+	case in != nil && in.Kind == state.InterruptLifecycle:
+		return removalHook
+	case in.Terminal():
+		return removalInterrupted
+	case rec.BelowMin:
+		return removalBelowMin
+	}
+	return removalInGroup
+}
+
 // terminate removes the machine through its provider, which lowers the
 // group's target by one.
 // The record shows the pods gone (need); the machine is the record's.
 func (d *Steps) terminate(ctx context.Context, s State, rec state.DrainRecord) (State, error) {
-	if rec.Phase == state.PhaseTerminated {
+	way := removalOf(rec)
+	if way == removalDone {
 		s.Terminated = true
 		return s, nil
 	}
@@ -30,35 +69,7 @@ func (d *Steps) terminate(ctx context.Context, s State, rec state.DrainRecord) (
 	if err := d.advance(ctx, &rec, state.PhaseTerminating); err != nil {
 		return s, err
 	}
-	in := rec.Interruption
-	switch {
-	case in != nil && in.Kind == state.InterruptLifecycle:
-		// The Auto Scaling Group terminates the machine, and has already
-		// lowered its desired capacity: it only waits for the hook. A
-		// machine the group is not terminating after that (the action was
-		// not the group's) keeps its node.
-		if err = d.completeHook(ctx, in); err == nil {
-			var gone bool
-			if gone, err = d.machineGone(ctx, rec); err == nil && !gone {
-				err = stepErr(ErrNameFailed, "machine %s of node %s is not terminating after its lifecycle action completed: the action was not its group's", in.InstanceID, s.Node)
-			}
-		}
-	case in.Terminal():
-		// EC2 reclaims it anyway; removing it now through the group lowers
-		// the target the replacement raised. At the provider's own
-		// minimum the group keeps its size and replaces it itself.
-		err = providers.DeleteBelowMin(ctx, g, rec.ProviderID)
-		if errors.Is(err, providers.ErrBelowMin) {
-			d.log().Info("interrupted machine left to the cloud: its group is at its minimum", "node", s.Node, "providerID", rec.ProviderID)
-			err = nil
-		}
-	case rec.BelowMin:
-		// Prepare allowed going below nodetide's minimum: the provider's
-		// own minimum is the one left to keep.
-		err = providers.DeleteBelowMin(ctx, g, rec.ProviderID)
-	default:
-		err = g.DeleteInstance(ctx, rec.ProviderID)
-	}
+	err = d.remove(ctx, way, g, rec)
 	switch {
 	case errors.Is(err, providers.ErrUnknownInstance):
 		// Prepare found the machine in this group: a cloud that no longer
@@ -69,6 +80,36 @@ func (d *Steps) terminate(ctx context.Context, s State, rec state.DrainRecord) (
 	}
 	s.Terminated = true
 	return s, d.advance(ctx, &rec, state.PhaseTerminated)
+}
+
+// remove removes rec's machine of group g the way removalOf decided.
+func (d *Steps) remove(ctx context.Context, way removal, g providers.NodeGroup, rec state.DrainRecord) error {
+	switch way {
+	case removalHook:
+		// A machine the group is not terminating once the action is
+		// completed (the action was not the group's) keeps its node.
+		in := rec.Interruption
+		if err := d.completeHook(ctx, in); err != nil {
+			return err
+		}
+		gone, err := d.machineGone(ctx, rec)
+		if err == nil && !gone {
+			err = stepErr(ErrNameFailed, "machine %s of node %s is not terminating after its lifecycle action completed: the action was not its group's", in.InstanceID, rec.Node)
+		}
+		return err
+	case removalInterrupted:
+		err := providers.DeleteBelowMin(ctx, g, rec.ProviderID)
+		if errors.Is(err, providers.ErrBelowMin) {
+			d.log().Info("interrupted machine left to the cloud: its group is at its minimum", "node", rec.Node, "providerID", rec.ProviderID)
+			return nil
+		}
+		return err
+	case removalBelowMin:
+		return providers.DeleteBelowMin(ctx, g, rec.ProviderID)
+	case removalInGroup:
+		return g.DeleteInstance(ctx, rec.ProviderID)
+	}
+	return nil
 }
 
 // removeNode deletes the Node object if it is still there (clusters without

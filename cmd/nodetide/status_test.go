@@ -68,7 +68,7 @@ var sampleBuild = buildinfo.Info{Version: "0.1.0", Commit: "fedcba9876543210fedc
 func TestStatusTableGolden(t *testing.T) {
 	doc := statusDoc{Cluster: "prod", Status: sampleStatus(), DrainsReadAt: statusNow}
 	doc.Drains = []evaluate.DrainSummary{{Node: "ip-10-0-1-4.eu-west-1.compute.internal", NodeGroup: "workers",
-		ID: "ip-10-0-1-4-1764582000", Phase: state.PhaseEvicted, StartedAt: statusNow.Add(-4 * time.Minute), Deadline: statusNow.Add(6 * time.Minute)}}
+		ID: "ip-10-0-1-4-1764582000", Phase: state.PhaseEvicted.String(), StartedAt: statusNow.Add(-4 * time.Minute), Deadline: statusNow.Add(6 * time.Minute)}}
 	doc.UnneededOmitted = 12
 	doc.FunctionBuilds = map[string]state.FunctionBuild{"drain": {Build: sampleBuild, Since: statusNow.Add(-26 * time.Hour)},
 		"schedule": {Build: sampleBuild, Since: statusNow.Add(-26 * time.Hour)}}
@@ -138,7 +138,7 @@ nodeGroups:
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	wantDrains := []evaluate.DrainSummary{{Node: "n1", NodeGroup: "workers", ID: "d1", Phase: state.PhasePrepared, StartedAt: started}}
+	wantDrains := []evaluate.DrainSummary{{Node: "n1", NodeGroup: "workers", ID: "d1", Phase: state.PhasePrepared.String(), StartedAt: started}}
 	if !reflect.DeepEqual(got.Drains, wantDrains) || got.DrainsReadAt.Before(got.CycleAt) || got.Cluster != "prod" {
 		t.Errorf("drains %+v read at %s, cluster %q; want %+v read now", got.Drains, got.DrainsReadAt, got.Cluster, wantDrains)
 	}

@@ -204,8 +204,11 @@ func (d *Steps) end(ctx context.Context, rec state.DrainRecord, cause string) (c
 	if err := d.completeHook(ctx, rec.Interruption); err != nil {
 		return false, err
 	}
-	gone := rec.Phase == state.PhaseTerminated
-	if rec.Phase == state.PhaseTerminating {
+	gone := false
+	switch endingOf(rec.Phase) {
+	case endComplete:
+		gone = true
+	case endAskMachine:
 		if gone, err = d.machineGone(ctx, rec); err != nil {
 			return false, err
 		}

@@ -1,7 +1,9 @@
-// Package drain removes one node without costing availability. Each step of
-// the drain state machine (functions/drain/statemachine.asl.json) is a method
-// over the execution's typed State: Prepare, Cordon, Surge, Evict,
-// ForceDelete, WaitReplacements, Terminate, RemoveNode, Finish and Rollback.
+// Package drain removes one node without costing availability. Each Task
+// step of the drain state machine (functions/drain/statemachine.asl.json) is
+// an entry of the step table (run.go) over the execution's typed State:
+// Prepare, ReleaseHook, Cordon, Surge, Evict, ForceDelete, WaitReplacements,
+// Terminate, RemoveNode, Finish and Rollback. The runner reads the drain
+// record once and checks it, then the step acts on what it decides from it.
 // Every step is idempotent, since Step Functions may run one again after a
 // timeout; the durable facts (which node is being drained, the replica counts
 // a surge changed) live in the drain record, written before the cluster is

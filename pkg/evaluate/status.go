@@ -176,7 +176,7 @@ func RunningDrains(ctx context.Context, store state.DrainStore, limit int) ([]Dr
 		case err != nil:
 			return nil, 0, fmt.Errorf("drain %s of node %s: %w", r.ID, r.Node, err)
 		default:
-			d.Phase, d.StartedAt, d.Deadline = rec.Phase, rec.StartedAt, rec.Deadline
+			d.Phase, d.StartedAt, d.Deadline = rec.Phase.String(), rec.StartedAt, rec.Deadline
 		}
 		out = append(out, d)
 	}

@@ -50,7 +50,7 @@ func TestCycleWritesStatus(t *testing.T) {
 	if len(g.Health) != 1 || g.Health[0] != evaluate.HealthProvisioning {
 		t.Errorf("health = %v, want [Provisioning]", g.Health)
 	}
-	if len(st.Drains) != 1 || st.Drains[0].Node != "n-draining" || st.Drains[0].Phase != state.PhasePrepared || !st.Drains[0].StartedAt.Equal(started) {
+	if len(st.Drains) != 1 || st.Drains[0].Node != "n-draining" || st.Drains[0].Phase != state.PhasePrepared.String() || !st.Drains[0].StartedAt.Equal(started) {
 		t.Errorf("drains = %+v, want n-draining prepared since %s", st.Drains, started)
 	}
 	if st.CycleAt.IsZero() || st.Duration == "" || st.Error != "" || st.LastError != nil {

@@ -57,9 +57,9 @@ type DrainRecord struct {
 	// WasUnschedulable: the node was cordoned before the drain began
 	// (by a person); a rollback then leaves it cordoned.
 	WasUnschedulable bool `json:"wasUnschedulable,omitempty"`
-	// Phase is how far the drain got (the Phase constants), recorded
-	// before the step that depends on it acts.
-	Phase string `json:"phase,omitempty"`
+	// Phase is how far the drain got, recorded before the step that
+	// depends on it acts.
+	Phase Phase `json:"phase,omitempty"`
 	// Interruption is set when the cloud, not nodetide, decided the machine
 	// goes (an Auto Scaling lifecycle hook, a Spot interruption, ...).
 	Interruption *Interruption `json:"interruption,omitempty"`
@@ -92,21 +92,6 @@ type Interruption struct {
 // Terminal reports whether the machine goes whatever the drain does.
 func (i *Interruption) Terminal() bool {
 	return i != nil && (i.Kind == InterruptLifecycle || i.Kind == InterruptSpot)
-}
-
-// Drain phases, in order. A step that needs an earlier one done refuses
-// to act before it.
-const (
-	PhasePrepared    = "prepared"
-	PhaseEvicted     = "evicted"
-	PhaseTerminating = "terminating"
-	PhaseTerminated  = "terminated"
-)
-
-// PhaseAtLeast reports whether phase has reached want.
-func PhaseAtLeast(phase, want string) bool {
-	order := map[string]int{PhasePrepared: 1, PhaseEvicted: 2, PhaseTerminating: 3, PhaseTerminated: 4}
-	return order[phase] >= order[want]
 }
 
 // RunningDrain is a node a drain holds: the NODE# mark.

@@ -44,10 +44,14 @@ type Comparison struct {
 	Since    time.Time `json:"since"`
 	StatusAt time.Time `json:"statusAt,omitzero"`
 	Groups   []Group   `json:"nodeGroups"`
+	// GroupsOmitted, RemovalsOmitted and UnattributedOmitted count what a
+	// bounded copy (the status's) left out of the lists.
+	GroupsOmitted int `json:"nodeGroupsOmitted,omitempty"`
 	// Unattributed are nodes cluster-autoscaler started removing that the
 	// cycle did not read (already gone); counted apart, not compared.
-	Unattributed []string `json:"unattributed,omitempty"`
-	Problems     []string `json:"problems,omitempty"`
+	Unattributed        []string `json:"unattributed,omitempty"`
+	UnattributedOmitted int      `json:"unattributedOmitted,omitempty"`
+	Problems            []string `json:"problems,omitempty"`
 }
 
 // Group is one node group's comparison.
@@ -71,6 +75,8 @@ type Side struct {
 	Direction string   `json:"direction"`
 	Size      int      `json:"size"`
 	Removals  []string `json:"removals"`
+	// RemovalsOmitted counts the removals a bounded copy left unnamed.
+	RemovalsOmitted int `json:"removalsOmitted,omitempty"`
 }
 
 // The directions of a Side.
@@ -147,7 +153,10 @@ func caTarget(p Planned, obs Observed) *int {
 		}
 	}
 	for _, up := range obs.ScaleUps {
-		if up.Group == name && (target == nil || !up.At.Before(at)) {
+		// Event times are whole seconds; in the status's second the
+		// scale-up wins: cluster-autoscaler writes the status at the end of
+		// the loop that scaled up, with the target it read at its start.
+		if up.Group == name && (target == nil || !up.At.Before(at.Truncate(time.Second))) {
 			to := up.To
 			target, at = &to, up.At
 		}

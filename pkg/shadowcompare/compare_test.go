@@ -44,6 +44,13 @@ func TestCompare(t *testing.T) {
 			why: "target: nodetide 3, cluster-autoscaler 2", ntDir: DirUp, caDir: DirUp, caSize: 1,
 		},
 		{
+			name:    "a scale-up in the status's second: the Event's whole second wins",
+			planned: []Planned{{NodeGroup: "workers", Target: 0, NewTarget: 2}},
+			obs: Observed{Status: status(now.Add(400*time.Millisecond), map[string]int{"workers": 0}),
+				ScaleUps: []ScaleUp{{Group: "workers", From: 0, To: 2, Max: 10, At: now}}},
+			agree: true, ntDir: DirUp, caDir: DirUp, caSize: 2,
+		},
+		{
 			name:    "the status is newer than the scale-up Event",
 			planned: []Planned{{NodeGroup: "workers", Target: 2, NewTarget: 2}},
 			obs: Observed{Status: status(now.Add(-5*time.Second), map[string]int{"workers": 2}),

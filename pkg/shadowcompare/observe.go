@@ -284,7 +284,7 @@ func clip(s string) string {
 
 // Observe turns what was read of cluster-autoscaler into observations: its
 // status (cmErr: why the ConfigMap could not be read), and of its Events
-// those in (since, now]: the scale-ups it triggered and the nodes it started
+// those from since (to the second) to now: the scale-ups it triggered and the nodes it started
 // removing. A status older than staleAfter (0: never stale), an Event that
 // does not parse or has no time, and a read that failed are problems.
 func Observe(cm *corev1.ConfigMap, cmErr error, events []corev1.Event, since, now time.Time, staleAfter time.Duration) Observed {
@@ -316,7 +316,9 @@ func Observe(cm *corev1.ConfigMap, cmErr error, events []corev1.Event, since, no
 		case at.IsZero():
 			bad = append(bad, fmt.Sprintf("%s Event %s/%s has no time", e.Reason, e.Namespace, e.Name))
 			continue
-		case !at.After(since) || at.After(now):
+		case at.Before(since.Truncate(time.Second)) || at.After(now):
+			// Event times are whole seconds: one in the second the window
+			// opens counts, in this window and the one before.
 			continue
 		}
 		if e.Reason == ReasonScaleDown {

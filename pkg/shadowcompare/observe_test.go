@@ -78,7 +78,7 @@ NodeGroups:
 
 func statusMap(doc string, annotations map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: DefaultName, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cluster-autoscaler-status", Annotations: annotations},
 		Data:       map[string]string{StatusKey: doc},
 	}
 }

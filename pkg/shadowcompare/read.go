@@ -11,10 +11,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Defaults of the status ConfigMap read (evaluate.shadowCompare.configMap).
 const (
-	DefaultNamespace = "kube-system"
-	DefaultName      = "cluster-autoscaler-status"
+	// DefaultStaleAfter: cluster-autoscaler writes its status every loop
+	// (10 s by default); one unchanged this long is no running autoscaler's.
+	DefaultStaleAfter = 5 * time.Minute
 )
 
 // The bounds of one read of Events: pages of eventPage, at most maxPages.

@@ -136,6 +136,49 @@ func TestEvaluateShadow(t *testing.T) {
 	}
 }
 
+// evaluate.shadowCompare compares in shadow mode by default, with
+// cluster-autoscaler's usual status ConfigMap; a ConfigMap given is
+// namespace/name, refused with its path and line otherwise.
+func TestEvaluateShadowCompare(t *testing.T) {
+	cases := []struct {
+		name, extra string
+		on          bool
+		ns, cm      string
+		err         string
+	}{
+		{"not in shadow mode", "", false, "kube-system", "cluster-autoscaler-status", ""},
+		{"shadow: on by default", "evaluate: {shadow: true}\n", true, "kube-system", "cluster-autoscaler-status", ""},
+		{"off", "evaluate: {shadow: true, shadowCompare: {enabled: false}}\n", false, "kube-system", "cluster-autoscaler-status", ""},
+		{"another ConfigMap", "evaluate: {shadow: true, shadowCompare: {configMap: autoscaler/ca-status}}\n", true, "autoscaler", "ca-status", ""},
+		{"no namespace", "evaluate: {shadow: true, shadowCompare: {configMap: ca-status}}\n", false, "", "",
+			`x.yaml:10: evaluate.shadowCompare.configMap: "ca-status" is not namespace/name`},
+		{"bad namespace", "evaluate:\n  shadowCompare: {configMap: Kube_System/ca}\n", false, "", "",
+			`x.yaml:11: evaluate.shadowCompare.configMap: "Kube_System" is not a namespace name`},
+		{"bad name", "evaluate:\n  shadowCompare: {configMap: kube-system/CA Status}\n", false, "", "",
+			`evaluate.shadowCompare.configMap: "CA Status" is not a ConfigMap name`},
+		{"misspelt", "evaluate: {shadowCompare: {configmap: a/b}}\n", false, "", "", "evaluate.shadowCompare.configmap: unknown field"},
+		{"enabled not a bool", "evaluate: {shadowCompare: {enabled: yes please}}\n", false, "", "", "evaluate.shadowCompare.enabled: must be true or false"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(kwokDoc(okTemplate, tc.extra)), "x.yaml")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got error %v, want one with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := cfg.EvaluateSettings()
+			if e.Compare != tc.on || e.CompareNamespace != tc.ns || e.CompareName != tc.cm {
+				t.Errorf("compare %v %s/%s, want %v %s/%s", e.Compare, e.CompareNamespace, e.CompareName, tc.on, tc.ns, tc.cm)
+			}
+		})
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	base := "cluster: {name: c}\nstate: {memory: {}}\n"
 	kwok := "nodeGroups: [{name: g, provider: kwok, minSize: 1, maxSize: 3, kwok: {template: {allocatable: {cpu: 2, memory: 4Gi}}}}]\n"

@@ -4,14 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/metrics"
@@ -255,4 +262,91 @@ func (f *fixture) nodes(t *testing.T, n int) []string {
 		return err == nil && len(names) == n, err
 	})
 	return names
+}
+
+// TestShadowCompareWithEvaluateRBAC: evaluate's RBAC from deploy/rbac.yaml
+// (its ClusterRole and its Role beside the status ConfigMap) is enough to
+// read cluster-autoscaler's status ConfigMap and its Events.
+func TestShadowCompareWithEvaluateRBAC(t *testing.T) {
+	f := newFixture(t, 0, 3, nil)
+	ctx := context.Background()
+	applyStatusRBAC(t, f, "ConfigMap", "Role", "RoleBinding")
+	group := applyEvaluateClusterRole(t, f)
+	cfg := rest.CopyConfig(f.cp.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nodetide-evaluate-test", Groups: []string{"nodetide-evaluate", group}}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.deploy(t, "big", 1, "3")
+	f.waitUnschedulable(t, 1)
+	ca := caStandIn{t: t, client: f.cp.Client, ns: f.ns}
+	ca.status(map[string]int{f.pool: 0})
+	ca.scaleUp(fmt.Sprintf("pod triggered scale-up: [{%s 0->1 (max: 3)}]", f.pool))
+
+	r := &shadowcompare.Reader{Client: client, Namespace: f.ns, Name: caStatusName}
+	var obs shadowcompare.Observed
+	f.cp.WaitFor(t, time.Minute, "evaluate's RBAC to allow the reads", func(ctx context.Context) (bool, error) {
+		obs = r.Read(ctx, time.Now().Add(-time.Minute), time.Now().Add(time.Second))
+		return len(obs.Problems) == 0, nil
+	})
+	found := false
+	for _, up := range obs.ScaleUps {
+		found = found || (up.Group == f.pool && up.To == 1)
+	}
+	if obs.Status == nil || obs.Status.Targets[f.pool] != 0 || !found {
+		t.Errorf("read with evaluate's RBAC: %+v", obs)
+	}
+	// Nothing more: another ConfigMap there stays out of reach.
+	if _, err := client.CoreV1().ConfigMaps(f.ns).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("get of another ConfigMap: %v, want forbidden", err)
+	}
+}
+
+// applyEvaluateClusterRole makes deploy/rbac.yaml's nodetide-evaluate
+// ClusterRole under a name of the test's, bound to a group of the test's
+// (a ClusterRole is not namespaced: others' tests must not see it), and
+// returns that group.
+func applyEvaluateClusterRole(t *testing.T, f *fixture) string {
+	t.Helper()
+	file, err := os.Open("../../deploy/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	dec := k8syaml.NewYAMLOrJSONDecoder(file, 4096)
+	ctx := context.Background()
+	name := f.ns + "-evaluate"
+	for {
+		var obj struct {
+			Kind     string            `json:"kind"`
+			Metadata metav1.ObjectMeta `json:"metadata"`
+			Rules    []rbacv1.PolicyRule
+		}
+		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind != "ClusterRole" || obj.Metadata.Name != "nodetide-evaluate" {
+			continue
+		}
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: obj.Rules}
+		if _, err := f.cp.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: name}}}
+		if _, err := f.cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = f.cp.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+			_ = f.cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+		return name
+	}
+	t.Fatal("deploy/rbac.yaml has no ClusterRole nodetide-evaluate")
+	return ""
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -454,5 +456,38 @@ scaleUp: {balanceSimilarNodeGroups: true}
 	}
 	if z := cfg.NodeGroups[0].Kwok.Zones; len(z) != 2 {
 		t.Errorf("kwok zones = %v", z)
+	}
+}
+
+// TestMigrationGuideFlagTable: every nodetide.yaml snippet in the guide's
+// table of cluster-autoscaler flags parses: its keys are known and its values
+// valid, beside a minimal config (groups discovered by cluster-autoscaler's
+// tags, as the guide's, unless the snippet gives the groups).
+func TestMigrationGuideFlagTable(t *testing.T) {
+	b, err := os.ReadFile("../../docs/migrating-from-cluster-autoscaler.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `--[^|]*\\| `([^`]+)` \\|")
+	rows := row.FindAllStringSubmatch(string(b), -1)
+	if len(rows) < 15 {
+		t.Fatalf("the guide's flag table has %d rows with a snippet; want every flag's", len(rows))
+	}
+	for _, m := range rows {
+		snippet := m[1]
+		parts := map[string]string{
+			"cluster":    "cluster: {name: prod}",
+			"state":      "state: {memory: {}}",
+			"nodeGroups": `nodeGroups: [{provider: aws, aws: {autoDiscovery: ["asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod"]}}]`,
+		}
+		doc := snippet + "\n"
+		for key, part := range parts {
+			if !strings.HasPrefix(snippet, key+":") {
+				doc += part + "\n"
+			}
+		}
+		if _, err := Parse([]byte(doc), "guide"); err != nil {
+			t.Errorf("guide's %q: %v", snippet, err)
+		}
 	}
 }

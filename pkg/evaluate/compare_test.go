@@ -350,3 +350,59 @@ func applyEvaluateClusterRole(t *testing.T, f *fixture) string {
 	t.Fatal("deploy/rbac.yaml has no ClusterRole nodetide-evaluate")
 	return ""
 }
+
+// TestHandOverFromClusterAutoscaler walks the guide's steps on the bed:
+// in shadow mode beside a stand-in that scales the group as
+// cluster-autoscaler would, the two agree; with the stand-in stopped (scaled
+// to 0) its status goes stale and the comparison says so, never agreeing;
+// with shadow off nodetide scales the group itself.
+func TestHandOverFromClusterAutoscaler(t *testing.T) {
+	f := newFixture(t, 0, 3, nil)
+	ctx := context.Background()
+	ca := caStandIn{t: t, client: f.cp.Client, ns: f.ns}
+	f.deploy(t, "big", 2, "3")
+	f.waitUnschedulable(t, 2)
+
+	// 1. cluster-autoscaler scales up; nodetide, in shadow mode, would have
+	// done the same.
+	if err := f.group.IncreaseSize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	ca.scaleUp(fmt.Sprintf("pod triggered scale-up: [{%s 0->2 (max: 3)}]", f.pool))
+	ca.status(map[string]int{f.pool: 2})
+	ev := shadowBeside(f)
+	reader := ev.Compare.(*shadowcompare.Reader)
+	reader.StaleAfter = 3 * time.Second
+	res, err := ev.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.ShadowCompare; c == nil || !c.Agree {
+		t.Fatalf("beside cluster-autoscaler's scale-up: %+v, want agreement", c)
+	}
+	if got := f.target(t); got != 2 {
+		t.Fatalf("target %d, want cluster-autoscaler's 2", got)
+	}
+
+	// 2. cluster-autoscaler scaled to 0: its status is no longer written.
+	time.Sleep(reader.StaleAfter + time.Second)
+	res, err = ev.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.ShadowCompare; c == nil || c.Agree || len(c.Problems) == 0 || !strings.Contains(c.Problems[0], "is cluster-autoscaler running?") {
+		t.Fatalf("with cluster-autoscaler stopped: %+v, want a stale status and no agreement", c)
+	}
+
+	// 3. shadow off: nodetide acts, and compares no more.
+	ev.Shadow = false
+	f.deploy(t, "more", 1, "3")
+	f.waitUnschedulable(t, 1)
+	res, err = ev.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.target(t); got != 3 || res.ShadowCompare != nil {
+		t.Errorf("shadow off: target %d (want 3), comparison %+v (want none)", got, res.ShadowCompare)
+	}
+}

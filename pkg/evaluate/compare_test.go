@@ -33,7 +33,7 @@ const caStatusName = "cluster-autoscaler-status"
 // caStandIn writes what cluster-autoscaler writes, in its shapes (its
 // source: clusterstate/api's status as YAML, the Events of its scale-up
 // status processor and of its scale-down actuator), for shadow mode to
-// compare with. The real cluster-autoscaler cannot be fetched through the
+// compare with. The real cluster-autoscaler cannot be downloaded through the
 // Go module proxy (it refuses k8s.io/autoscaler/cluster-autoscaler), so it
 // cannot run on the bed.
 type caStandIn struct {

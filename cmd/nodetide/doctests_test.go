@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestDocsNameRealTests: every test the READMEs name as proof (`TestXxx`,
+// TestDocsNameRealTests: every test the READMEs and docs/ name as proof (`TestXxx`,
 // `FuzzXxx`, `BenchmarkXxx`) is a function of some test file in the
 // repository, so a renamed or removed test cannot leave a claim behind.
 func TestDocsNameRealTests(t *testing.T) {
@@ -39,7 +39,15 @@ func TestDocsNameRealTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	named := regexp.MustCompile("`((?:Test|Fuzz|Benchmark)[A-Z][A-Za-z0-9_]*)`")
-	for _, doc := range []string{"README.md", "infra/README.md"} {
+	guides, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := []string{"README.md", "infra/README.md"}
+	for _, g := range guides {
+		docs = append(docs, filepath.Join("docs", filepath.Base(g)))
+	}
+	for _, doc := range docs {
 		b, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)

@@ -73,26 +73,51 @@ func TestReadmeExamples(t *testing.T) {
 	})
 	blocks := regexp.MustCompile("(?s)```(yaml|json)\n(.*?)```").FindAllStringSubmatch(readme, -1)
 	var yamls, jsons int
+	checkBlocks(t, "README", blocks, &yamls, &jsons)
+	if yamls == 0 || jsons == 0 {
+		t.Errorf("README has %d yaml and %d json blocks; want the config and the schedules", yamls, jsons)
+	}
+}
+
+// TestGuideExamples: the config and schedule blocks of the guides in docs/
+// validate, as the README's do.
+func TestGuideExamples(t *testing.T) {
+	guides, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(guides) == 0 {
+		t.Fatalf("guides: %v %v", guides, err)
+	}
+	for _, g := range guides {
+		b, err := os.ReadFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := regexp.MustCompile("(?s)```(yaml|json)\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+		var yamls, jsons int
+		checkBlocks(t, filepath.Base(g), blocks, &yamls, &jsons)
+	}
+}
+
+// checkBlocks validates each yaml block as a config and each json block as a
+// schedules file, counting them.
+func checkBlocks(t *testing.T, doc string, blocks [][]string, yamls, jsons *int) {
+	t.Helper()
 	for _, blk := range blocks {
 		dir := t.TempDir()
 		var args []string
 		if blk[1] == "yaml" {
-			yamls++
+			*yamls++
 			path := filepath.Join(dir, "nodetide.yaml")
 			args = []string{"config", "validate", "--config", path}
 			writeTo(t, path, blk[2])
 		} else {
-			jsons++
+			*jsons++
 			path := filepath.Join(dir, "schedules.json")
 			args = []string{"schedules", "validate", path}
 			writeTo(t, path, blk[2])
 		}
 		if out, errOut, code := nodetide(t, args...); code != 0 {
-			t.Errorf("README %s block does not validate (exit %d): %s%s\n%s", blk[1], code, out, errOut, blk[2])
+			t.Errorf("%s %s block does not validate (exit %d): %s%s\n%s", doc, blk[1], code, out, errOut, blk[2])
 		}
-	}
-	if yamls == 0 || jsons == 0 {
-		t.Errorf("README has %d yaml and %d json blocks; want the config and the schedules", yamls, jsons)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/buildinfo"
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/shadowcompare"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -225,5 +226,60 @@ func TestStatusSaysWhenGroupsWereNotRead(t *testing.T) {
 				t.Errorf("says the groups were not read: %v, want %v\n%s", got, tc.want, out.String())
 			}
 		})
+	}
+}
+
+// TestStatusTableShadowGolden: a shadow cycle's status ends with its
+// comparison with cluster-autoscaler: the verdict, what could not be read,
+// and a row per group.
+func TestStatusTableShadowGolden(t *testing.T) {
+	st := sampleStatus()
+	st.Shadow = true
+	st.Actions = []evaluate.Action{{Kind: evaluate.KindShadow, Would: "scaleUp", NodeGroup: "workers", Delta: 2}}
+	three, six, two := 3, 6, 2
+	st.ShadowCompare = &shadowcompare.Comparison{
+		Since: statusNow.Add(-90 * time.Second), StatusAt: statusNow.Add(-35 * time.Second),
+		Groups: []shadowcompare.Group{
+			{NodeGroup: "gpu", Agree: true,
+				Nodetide: shadowcompare.Side{Target: &two, Direction: shadowcompare.DirNone, Removals: []string{}},
+				CA:       shadowcompare.Side{Target: &two, Direction: shadowcompare.DirNone, Removals: []string{}}},
+			{NodeGroup: "workers", Why: "target: nodetide 6, cluster-autoscaler 3",
+				Nodetide: shadowcompare.Side{Target: &six, Direction: shadowcompare.DirUp, Size: 2, Removals: []string{}},
+				CA:       shadowcompare.Side{Target: &three, Direction: shadowcompare.DirDown, Size: 1, Removals: []string{"ip-10-0-3-17.eu-west-1.compute.internal"}}},
+			{NodeGroup: "system", Why: "cluster-autoscaler does not report this group",
+				Nodetide: shadowcompare.Side{Target: &two, Direction: shadowcompare.DirNone, Removals: []string{}},
+				CA:       shadowcompare.Side{Direction: shadowcompare.DirNone, Removals: []string{}}},
+		},
+		Unattributed: []string{"ip-10-0-9-9.eu-west-1.compute.internal"},
+		Problems:     []string{"1 cluster-autoscaler Event(s) unreadable: TriggeredScaleUp Event default/train-0.1: message \"pod triggered scale-up: [?]\" names no node group"},
+	}
+	var out bytes.Buffer
+	if err := writeStatusTable(&out, statusDoc{Cluster: "prod", Status: st, DrainsReadAt: statusNow}, statusNow); err != nil {
+		t.Fatal(err)
+	}
+	const golden = "testdata/status-shadow.golden"
+	if *updateGolden {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("rewrote %s: review the diff, then run again without -update", golden)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("table differs from %s:\n%s", golden, out.String())
+	}
+	// -o json and -o yaml carry it whole.
+	for name, marshal := range map[string]func(any) ([]byte, error){"json": json.Marshal, "yaml": func(v any) ([]byte, error) { return yaml.Marshal(v) }} {
+		b, err := marshal(statusDoc{Cluster: "prod", Status: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back statusDoc
+		if err := yaml.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back.ShadowCompare, st.ShadowCompare) {
+			t.Errorf("-o %s: comparison %+v (%v), want %+v", name, back.ShadowCompare, err, st.ShadowCompare)
+		}
 	}
 }

@@ -366,7 +366,22 @@ type Evaluate struct {
 	// scale-up, drain, recovery or Event): for running beside another
 	// autoscaler before taking over from it.
 	Shadow *bool `yaml:"shadow"`
+	// ShadowCompare is how a shadow cycle compares its plan with what
+	// cluster-autoscaler did.
+	ShadowCompare ShadowCompare `yaml:"shadowCompare"`
 }
+
+// ShadowCompare tunes the comparison with cluster-autoscaler in shadow mode.
+type ShadowCompare struct {
+	// Enabled: compare (the default) whenever evaluate.shadow is on.
+	Enabled *bool `yaml:"enabled"`
+	// ConfigMap is cluster-autoscaler's status ConfigMap, "namespace/name".
+	ConfigMap string `yaml:"configMap"`
+}
+
+// DefaultShadowCompareConfigMap is cluster-autoscaler's status ConfigMap
+// where its Helm chart and manifests run it.
+const DefaultShadowCompareConfigMap = "kube-system/cluster-autoscaler-status"
 
 // Events tunes the Kubernetes Events nodetide records.
 type Events struct {
@@ -463,6 +478,11 @@ type EvaluateSettings struct {
 	Interval time.Duration
 	WatchFor time.Duration
 	Shadow   bool
+	// Compare is on when the shadow cycle compares with
+	// cluster-autoscaler, whose status ConfigMap is CompareNamespace and
+	// CompareName.
+	Compare                       bool
+	CompareNamespace, CompareName string
 }
 
 // EvaluateSettings returns the evaluate timings, defaults filled in.
@@ -473,7 +493,29 @@ func (c *Config) EvaluateSettings() EvaluateSettings {
 	if c.Evaluate.Shadow != nil {
 		e.Shadow = *c.Evaluate.Shadow
 	}
+	sc := c.Evaluate.ShadowCompare
+	e.Compare = e.Shadow && (sc.Enabled == nil || *sc.Enabled)
+	e.CompareNamespace, e.CompareName, _ = strings.Cut(cmp.Or(sc.ConfigMap, DefaultShadowCompareConfigMap), "/")
 	return e
+}
+
+func (c *Config) validateShadowCompare(errs *fieldErrors) {
+	ref := c.Evaluate.ShadowCompare.ConfigMap
+	if ref == "" {
+		return
+	}
+	const path = "evaluate.shadowCompare.configMap"
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok {
+		errs.add(0, path, fmt.Sprintf("%q is not namespace/name (e.g. %s)", ref, DefaultShadowCompareConfigMap))
+		return
+	}
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		errs.add(0, path, fmt.Sprintf("%q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		errs.add(0, path, fmt.Sprintf("%q is not a ConfigMap name: %s", name, strings.Join(msgs, "; ")))
+	}
 }
 
 // Duration is a Go duration string in YAML ("10s", "15m", "1h30m").
@@ -618,6 +660,7 @@ func (c *Config) validate(errs *fieldErrors) {
 	c.validateTiming(errs)
 	c.validateDrain(errs)
 	c.validateStatus(errs)
+	c.validateShadowCompare(errs)
 }
 
 func (c *Config) validateCluster(errs *fieldErrors) {

@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -131,6 +133,49 @@ func TestEvaluateShadow(t *testing.T) {
 			}
 			if got := cfg.EvaluateSettings().Shadow; got != tc.want {
 				t.Errorf("shadow %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// evaluate.shadowCompare compares in shadow mode by default, with
+// cluster-autoscaler's usual status ConfigMap; a ConfigMap given is
+// namespace/name, refused with its path and line otherwise.
+func TestEvaluateShadowCompare(t *testing.T) {
+	cases := []struct {
+		name, extra string
+		on          bool
+		ns, cm      string
+		err         string
+	}{
+		{"not in shadow mode", "", false, "kube-system", "cluster-autoscaler-status", ""},
+		{"shadow: on by default", "evaluate: {shadow: true}\n", true, "kube-system", "cluster-autoscaler-status", ""},
+		{"off", "evaluate: {shadow: true, shadowCompare: {enabled: false}}\n", false, "kube-system", "cluster-autoscaler-status", ""},
+		{"another ConfigMap", "evaluate: {shadow: true, shadowCompare: {configMap: autoscaler/ca-status}}\n", true, "autoscaler", "ca-status", ""},
+		{"no namespace", "evaluate: {shadow: true, shadowCompare: {configMap: ca-status}}\n", false, "", "",
+			`x.yaml:10: evaluate.shadowCompare.configMap: "ca-status" is not namespace/name`},
+		{"bad namespace", "evaluate:\n  shadowCompare: {configMap: Kube_System/ca}\n", false, "", "",
+			`x.yaml:11: evaluate.shadowCompare.configMap: "Kube_System" is not a namespace name`},
+		{"bad name", "evaluate:\n  shadowCompare: {configMap: kube-system/CA Status}\n", false, "", "",
+			`evaluate.shadowCompare.configMap: "CA Status" is not a ConfigMap name`},
+		{"misspelt", "evaluate: {shadowCompare: {configmap: a/b}}\n", false, "", "", "evaluate.shadowCompare.configmap: unknown field"},
+		{"enabled not a bool", "evaluate: {shadowCompare: {enabled: yes please}}\n", false, "", "", "evaluate.shadowCompare.enabled: must be true or false"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(kwokDoc(okTemplate, tc.extra)), "x.yaml")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got error %v, want one with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := cfg.EvaluateSettings()
+			if e.Compare != tc.on || e.CompareNamespace != tc.ns || e.CompareName != tc.cm {
+				t.Errorf("compare %v %s/%s, want %v %s/%s", e.Compare, e.CompareNamespace, e.CompareName, tc.on, tc.ns, tc.cm)
 			}
 		})
 	}
@@ -411,5 +456,38 @@ scaleUp: {balanceSimilarNodeGroups: true}
 	}
 	if z := cfg.NodeGroups[0].Kwok.Zones; len(z) != 2 {
 		t.Errorf("kwok zones = %v", z)
+	}
+}
+
+// TestMigrationGuideFlagTable: every nodetide.yaml snippet in the guide's
+// table of cluster-autoscaler flags parses: its keys are known and its values
+// valid, beside a minimal config (groups discovered by cluster-autoscaler's
+// tags, as the guide's, unless the snippet gives the groups).
+func TestMigrationGuideFlagTable(t *testing.T) {
+	b, err := os.ReadFile("../../docs/migrating-from-cluster-autoscaler.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `--[^|]*\\| `([^`]+)` \\|")
+	rows := row.FindAllStringSubmatch(string(b), -1)
+	if len(rows) < 15 {
+		t.Fatalf("the guide's flag table has %d rows with a snippet; want every flag's", len(rows))
+	}
+	for _, m := range rows {
+		snippet := m[1]
+		parts := map[string]string{
+			"cluster":    "cluster: {name: prod}",
+			"state":      "state: {memory: {}}",
+			"nodeGroups": `nodeGroups: [{provider: aws, aws: {autoDiscovery: ["asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod"]}}]`,
+		}
+		doc := snippet + "\n"
+		for key, part := range parts {
+			if !strings.HasPrefix(snippet, key+":") {
+				doc += part + "\n"
+			}
+		}
+		if _, err := Parse([]byte(doc), "guide"); err != nil {
+			t.Errorf("guide's %q: %v", snippet, err)
+		}
 	}
 }

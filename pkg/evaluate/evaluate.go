@@ -21,6 +21,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
+	"github.com/nodetide/nodetide/pkg/shadowcompare"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -86,6 +87,10 @@ type Evaluator struct {
 	// Event. The status (and its ConfigMap) lists what the cycle would have
 	// done as shadow actions; Add is refused.
 	Shadow bool
+	// Compare, when set in shadow mode, compares each cycle's shadow plan
+	// with what cluster-autoscaler did since the last cycle
+	// (Result.ShadowCompare, Status.ShadowCompare, metrics.ShadowAgreement).
+	Compare Observer
 
 	notTriggered podEventMemory
 }
@@ -123,7 +128,12 @@ type Result struct {
 	// TriggerRuns counts the further cycles a triggered run made for pods
 	// that were too young to count in the first.
 	TriggerRuns int `json:"triggerRuns,omitempty"`
+	// ShadowCompare is a shadow cycle's comparison with cluster-autoscaler
+	// (Evaluator.Compare).
+	ShadowCompare *shadowcompare.Comparison `json:"shadowCompare,omitempty"`
 
+	// caNames is cluster-autoscaler's name of the groups it names otherwise.
+	caNames map[string]string
 	// comingOfAge is when the youngest Unschedulable pod this cycle left out
 	// for its age reaches pendingPodMinAge (zero: none left out).
 	comingOfAge time.Time
@@ -270,9 +280,13 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 	defer e.release(lease)
 	began := time.Now()
 	res, snap, err := e.cycle(ctx)
+	if err == nil && res.Plan != nil && e.Shadow && e.Compare != nil {
+		res.ShadowCompare = e.compare(ctx, snap, res)
+	}
 	problems := e.saveStatus(ctx, began, snap, res, err)
 	if err == nil && res.Plan != nil {
 		recordCycle(ctx, snap, *res.Plan, res.Actions, time.Since(start), e.Shadow)
+		recordComparison(ctx, res.ShadowCompare)
 	}
 	recordProblems(ctx, problems)
 	return res, err
@@ -321,7 +335,7 @@ func (e *Evaluator) cycle(ctx context.Context) (Result, snapshot.Snapshot, error
 		return Result{Plan: &plan, Actions: actions, Recovered: recovered}, snap, fmt.Errorf("save state: %w", err)
 	}
 	plan.State = next
-	return Result{Plan: &plan, Actions: actions, Recovered: recovered,
+	return Result{Plan: &plan, Actions: actions, Recovered: recovered, caNames: caNames(groups),
 		comingOfAge: comingOfAge(snap.Pods, e.Settings.ScaleUp.PendingPodMinAge, snap.CapturedAt)}, snap, nil
 }
 

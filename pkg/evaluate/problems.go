@@ -38,6 +38,11 @@ const (
 	// alarmed on: the cycle's work is done, and `nodetide status` still reads
 	// the stored status.
 	ProblemStatusNotPublished = "StatusNotPublished"
+	// ProblemShadowCompareFailed is a shadow cycle that could not read
+	// what cluster-autoscaler did (its status ConfigMap or Events: missing,
+	// stale, malformed, refused). Reported, not alarmed on: nothing is
+	// changed in shadow mode, and the cycle counts as disagreeing.
+	ProblemShadowCompareFailed = "ShadowCompareFailed"
 )
 
 // Problem is one kind of problem the cycle found, how many, and which.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/buildinfo"
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/shadowcompare"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -55,6 +56,9 @@ type Status struct {
 	// Shadow says the cycle ran in shadow mode (evaluate.shadow): its
 	// actions are what it would have done, and nothing was changed.
 	Shadow bool `json:"shadow,omitempty"`
+	// ShadowCompare is how the shadow cycle's plan compared with what
+	// cluster-autoscaler did (evaluate.shadowCompare); bounded.
+	ShadowCompare *shadowcompare.Comparison `json:"shadowCompare,omitempty"`
 }
 
 // StatusError is an error and when it happened.
@@ -210,6 +214,9 @@ func (e *Evaluator) saveStatus(ctx context.Context, began time.Time, snap snapsh
 		st.Drains = []DrainSummary{}
 	}
 	st.Problems = e.problems(snap, res, st.Drains, cycleErr)
+	if c := st.ShadowCompare; c != nil && len(c.Problems) > 0 {
+		st.Problems = append(st.Problems, Problem{Kind: ProblemShadowCompareFailed, Count: len(c.Problems), Detail: c.Problems[0]})
+	}
 	if st.Problems == nil {
 		st.Problems = []Problem{}
 	}
@@ -236,6 +243,7 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap snapshot.Snap
 	st := Status{
 		CycleAt: now, Duration: time.Since(began).Round(time.Millisecond).String(), Holder: e.Holder,
 		LastError: prev.LastError, Unneeded: []UnneededNode{}, Actions: []Action{}, Shadow: e.Shadow,
+		ShadowCompare: res.ShadowCompare,
 	}
 	if cycleErr != nil {
 		st.Error = clip(cycleErr.Error())

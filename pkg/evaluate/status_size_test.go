@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/shadowcompare"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -56,7 +57,8 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 		actions = append(actions, Action{Kind: "scaleUp", NodeGroup: long("group", i), Delta: 1, Error: strings.Repeat("é", 2000)})
 	}
 	e := &Evaluator{Now: func() time.Time { return now }, Holder: "evaluate-0123456789ab", Headroom: headroom}
-	st := e.buildStatus(Status{}, now, snap, Result{Plan: &plan, Actions: actions}, nil)
+	cmp := maxComparison(snap, long, now)
+	st := e.buildStatus(Status{}, now, snap, Result{Plan: &plan, Actions: actions, ShadowCompare: cmp}, nil)
 	doc, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
@@ -82,4 +84,36 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 	if st.Unneeded[0].Node != long("node", nodes-1) {
 		t.Errorf("first unneeded = %s, want the longest unneeded", st.Unneeded[0].Node)
 	}
+	if c := st.ShadowCompare; c == nil || c.GroupsOmitted != groups-maxCompareGroups || c.Groups[0].CA.RemovalsOmitted == 0 {
+		t.Errorf("comparison: %+v", c)
+	}
+}
+
+// maxComparison is a shadow comparison of every group, each side removing
+// many long-named nodes, every problem and unattributed node there can be,
+// bounded as the status keeps it.
+func maxComparison(snap snapshot.Snapshot, long func(string, int) string, now time.Time) *shadowcompare.Comparison {
+	var planned []shadowcompare.Planned
+	obs := shadowcompare.Observed{Status: &shadowcompare.Status{At: now, Targets: map[string]int{}}, ScaleDowns: map[string]time.Time{}}
+	groupOf := map[string]string{}
+	for i, g := range snap.NodeGroups {
+		p := shadowcompare.Planned{NodeGroup: g.Name, CAName: long("asg", i), Target: 9, NewTarget: 10}
+		for n := range 20 {
+			node := long(fmt.Sprintf("g%d-n", i), n)
+			groupOf[node] = g.Name
+			p.Drains = append(p.Drains, node)
+			obs.ScaleDowns[node] = now
+		}
+		obs.Status.Targets[p.CAName] = 2147483647
+		planned = append(planned, p)
+	}
+	for n := range 1000 {
+		obs.ScaleDowns[long("gone", n)] = now
+	}
+	for range 3 {
+		obs.Problems = append(obs.Problems, strings.Repeat("é", 2000))
+	}
+	c := shadowcompare.Compare(planned, obs, groupOf, now)
+	bound(&c)
+	return &c
 }

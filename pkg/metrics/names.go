@@ -30,6 +30,9 @@ const (
 	// included) and by Cluster and NodeGroup.
 	ShadowScaleUps   = "ShadowScaleUps"   // Count: nodes a shadow cycle would have asked of the provider
 	ShadowScaleDowns = "ShadowScaleDowns" // Count: drains a shadow cycle would have started
+	// ShadowAgreement, by Cluster and by Cluster and NodeGroup, each shadow
+	// cycle that compared with cluster-autoscaler (evaluate.shadowCompare).
+	ShadowAgreement = "ShadowAgreement" // Count: 1 when the cycle (or group) agreed with cluster-autoscaler, else 0
 
 	// Drain, by Cluster.
 	DrainsStarted         = "DrainsStarted"         // Count: Prepare claimed a node

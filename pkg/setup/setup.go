@@ -38,6 +38,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/providers/scaleway"
 	"github.com/nodetide/nodetide/pkg/schedule"
+	"github.com/nodetide/nodetide/pkg/shadowcompare"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/statusmap"
 )
@@ -570,6 +571,10 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 		Holder:   holder,
 		LeaseTTL: 2 * time.Minute,
 		Shadow:   cfg.EvaluateSettings().Shadow,
+	}
+	if es := cfg.EvaluateSettings(); es.Compare {
+		ev.Compare = &shadowcompare.Reader{Client: client, Namespace: es.CompareNamespace, Name: es.CompareName,
+			StaleAfter: shadowcompare.DefaultStaleAfter}
 	}
 	if ns, name, ok := cfg.StatusConfigMapRef(); ok {
 		ev.StatusMap = &statusmap.Writer{Client: client, Namespace: ns, Name: name, Cluster: cfg.Cluster.Name, Log: log}

@@ -249,6 +249,12 @@ func halveLongest(st *evaluate.Status) bool {
 		{sizeOf(st.Drains), len(st.Drains), func(k int) { st.Drains = st.Drains[:k] }, &st.DrainsOmitted},
 		{sizeOf(st.Actions), len(st.Actions), func(k int) { st.Actions = st.Actions[:k] }, &st.ActionsOmitted},
 	}
+	if c := st.ShadowCompare; c != nil {
+		// A copy: the caller's status shares the comparison.
+		cp := *c
+		st.ShadowCompare = &cp
+		lists = append(lists, list{sizeOf(cp.Groups), len(cp.Groups), func(k int) { cp.Groups = cp.Groups[:k] }, &cp.GroupsOmitted})
+	}
 	best := -1
 	for i, l := range lists {
 		if l.n > 0 && (best < 0 || l.size > lists[best].size) {

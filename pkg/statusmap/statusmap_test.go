@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/shadowcompare"
 )
 
 // worstStatus is a status with every list at its cap and every name and
@@ -87,6 +88,45 @@ func TestDataFitsAt5000Nodes(t *testing.T) {
 	}
 	if len(st.NodeGroups) != 10 || st.NodeGroupsOmitted != worst.NodeGroupsOmitted || strings.Contains(data[KeyText], CutMarker) {
 		t.Errorf("a small status was cut: %d groups, text cut %v", len(st.NodeGroups), strings.Contains(data[KeyText], CutMarker))
+	}
+}
+
+// TestDataFitsWithComparison: the worst status with a shadow comparison at
+// its caps (every group, long names, the most problems) still fits: the
+// comparison's groups are halved like the other lists, and counted.
+func TestDataFitsWithComparison(t *testing.T) {
+	worst := worstStatus()
+	long := strings.Repeat("n", 253)
+	target := 1 << 30
+	c := &shadowcompare.Comparison{Since: worst.CycleAt, StatusAt: worst.CycleAt,
+		Unattributed: []string{long, long, long}, UnattributedOmitted: 5000}
+	for i := range 300 {
+		side := shadowcompare.Side{Target: &target, Direction: shadowcompare.DirDown, Size: 1 << 30, Removals: []string{long, long, long}, RemovalsOmitted: 1 << 30}
+		c.Groups = append(c.Groups, shadowcompare.Group{NodeGroup: fmt.Sprintf("group-%05d-%s", i, strings.Repeat("x", 240)),
+			Nodetide: side, CA: side, Why: "target: nodetide 1073741824, cluster-autoscaler 1073741824"})
+	}
+	for range 3 {
+		c.Problems = append(c.Problems, strings.Repeat("é", 150))
+	}
+	worst.ShadowCompare = c
+	data, err := Data("prod", worst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for k, v := range data {
+		size += len(k) + len(v)
+	}
+	var st evaluate.Status
+	if err := json.Unmarshal([]byte(data[KeyJSON]), &st); err != nil {
+		t.Fatal(err)
+	}
+	got := st.ShadowCompare
+	if size > MaxData || len(data[KeyJSON]) > MaxJSON || got == nil || len(got.Groups)+got.GroupsOmitted != 300 || len(got.Groups) == 300 {
+		t.Fatalf("data %d bytes (json %d): comparison groups %d + %d omitted", size, len(data[KeyJSON]), len(got.Groups), got.GroupsOmitted)
+	}
+	if len(c.Groups) != 300 {
+		t.Errorf("the caller's comparison was cut to %d groups", len(c.Groups))
 	}
 }
 

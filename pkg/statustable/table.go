@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/shadowcompare"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -39,7 +40,7 @@ func Write(w io.Writer, d Doc, now time.Time) error {
 	c := statusClock{now: now}
 	writeStatusSummary(w, d, c)
 	for _, section := range []func(io.Writer, Doc, statusClock) error{
-		writeGroupsTable, writeUnneededTable, writeDrainsTable, writeActionsTable,
+		writeGroupsTable, writeUnneededTable, writeDrainsTable, writeActionsTable, writeCompareTable,
 	} {
 		if err := section(w, d, c); err != nil {
 			return err
@@ -199,6 +200,57 @@ func writeActionsTable(w io.Writer, d Doc, _ statusClock) error {
 	}
 	more(w, d.ActionsOmitted, "actions")
 	return nil
+}
+
+// writeCompareTable writes a shadow cycle's comparison with
+// cluster-autoscaler: the verdict, then one row per group.
+func writeCompareTable(w io.Writer, d Doc, c statusClock) error {
+	cmp := d.ShadowCompare
+	if cmp == nil {
+		return nil
+	}
+	verdict := "disagree"
+	if cmp.Agree {
+		verdict = "agree"
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Beside cluster-autoscaler: %s (its actions since %s; its status of %s)\n", verdict, c.at(cmp.Since), c.at(cmp.StatusAt))
+	for _, p := range cmp.Problems {
+		fmt.Fprintf(w, "Not read:     %s\n", p)
+	}
+	if len(cmp.Unattributed) > 0 {
+		fmt.Fprintf(w, "Removed by cluster-autoscaler, not read by nodetide: %s\n", strings.Join(cmp.Unattributed, ", "))
+		more(w, cmp.UnattributedOmitted, "nodes")
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE GROUP\tAGREE\tNODETIDE WOULD\tCLUSTER-AUTOSCALER DID\tWHY NOT")
+	for _, g := range cmp.Groups {
+		fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\n", g.NodeGroup, g.Agree, sideCell(g.Nodetide), sideCell(g.CA), orNone(g.Why))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	more(w, cmp.GroupsOmitted, "node groups")
+	return nil
+}
+
+// sideCell is one scaler's part in a group: "target 3 (up 2)", with the
+// nodes it removes.
+func sideCell(s shadowcompare.Side) string {
+	if s.Target == nil {
+		return "-"
+	}
+	out := fmt.Sprintf("target %d", *s.Target)
+	if s.Direction != shadowcompare.DirNone {
+		out += fmt.Sprintf(" (%s %d)", s.Direction, s.Size)
+	}
+	if len(s.Removals) > 0 {
+		out += ", removing " + strings.Join(s.Removals, " ")
+		if s.RemovalsOmitted > 0 {
+			out += fmt.Sprintf(" and %d more", s.RemovalsOmitted)
+		}
+	}
+	return out
 }
 
 // HeadroomCell is a group's headroom for a table: the rule, what the group

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -369,9 +370,19 @@ func kamateraProvider(ctx context.Context, cfg *config.Config, path string, g co
 }
 
 func awsProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {
+	p, _, err := awsEntry(ctx, cfg, path, g, a)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// awsEntry builds the provider of one aws entry, with the Auto Scaling
+// client of its region: the one build evaluate, drain and the CLI share.
+func awsEntry(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (*awsprovider.Provider, *autoscaling.Client, error) {
 	ac, err := a.Config(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if g.AWS.Region != "" {
 		ac.Region = g.AWS.Region
@@ -389,9 +400,9 @@ func awsProvider(ctx context.Context, cfg *config.Config, path string, g config.
 	}
 	p, err := awsprovider.New(as, ec, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return p, nil
+	return p, as, nil
 }
 
 func scalewayProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {

@@ -280,8 +280,9 @@ func narrow(g providers.NodeGroup, ep *entryProvider, overrides map[string]sched
 	if !ok || !o.Bounds() {
 		return g, nil
 	}
-	lo, hi, _ := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
-	b := &providers.Bounds{Min: &lo, Max: &hi, From: o.Source()}
+	own := g.Bounds()
+	lo, hi, _ := schedule.EffectiveBounds(o, own.Min, own.Max)
+	b := &providers.Narrowing{Min: &lo, Max: &hi, From: o.Source()}
 	if g, err = b.Narrow(g); err != nil {
 		return nil, fmt.Errorf("node group %s: %s: %w", o.Group, o.Source(), err)
 	}
@@ -294,7 +295,7 @@ type entryProvider struct {
 	provider providers.Provider
 	// bounds are the entry's minSize/maxSize where nodetide narrows the
 	// provider's groups by them (see configBounds).
-	bounds *providers.Bounds
+	bounds *providers.Narrowing
 }
 
 func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.Interface, a *AWS) ([]entryProvider, error) {
@@ -328,11 +329,11 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 // providers apply them themselves (an ASG's are re-read on every size
 // change; a Scaleway pool's may be replaced, wider, when its own
 // autoscaling is off), so only Kamatera's are applied here.
-func configBounds(g config.NodeGroup) *providers.Bounds {
+func configBounds(g config.NodeGroup) *providers.Narrowing {
 	if g.Provider == config.ProviderKamatera {
-		return providers.NewBounds(g.MinSize, g.MaxSize)
+		return providers.NewNarrowing(g.MinSize, g.MaxSize)
 	}
-	return providers.NewBounds(nil, nil)
+	return providers.NewNarrowing(nil, nil)
 }
 
 func kwokProvider(path string, client kubernetes.Interface, g config.NodeGroup) (providers.Provider, error) {

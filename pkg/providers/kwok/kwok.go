@@ -86,11 +86,9 @@ func (g *Group) Name() string { return g.name }
 // Provider implements providers.NodeGroup.
 func (g *Group) Provider() string { return "kwok" }
 
-// MinSize implements providers.NodeGroup.
-func (g *Group) MinSize() int { return g.min }
-
-// MaxSize implements providers.NodeGroup.
-func (g *Group) MaxSize() int { return g.max }
+// Bounds implements providers.NodeGroup: the configured min and max are
+// the group's own.
+func (g *Group) Bounds() providers.Bounds { return providers.Bounds{Min: g.min, Max: g.max} }
 
 // Template implements providers.NodeGroup.
 func (g *Group) Template(context.Context) (planner.Template, error) { return g.template, nil }

@@ -302,49 +302,39 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 	out := make([]entryProvider, 0, len(cfg.NodeGroups))
 	for i, g := range cfg.NodeGroups {
 		path := fmt.Sprintf("nodeGroups[%d]", i)
-		var p providers.Provider
-		var err error
-		switch g.Provider {
-		case config.ProviderKwok:
-			p, err = kwokProvider(path, client, g)
-		case config.ProviderKamatera:
-			p, err = kamateraProvider(ctx, cfg, path, g, a)
-		case config.ProviderAWS:
-			p, err = awsProvider(ctx, cfg, path, g, a)
-		case config.ProviderScaleway:
-			p, err = scalewayProvider(ctx, cfg, path, g, a)
-		default:
-			err = fmt.Errorf("%s: provider %q is not available in this build yet", path, g.Provider)
+		k, ok := kindOf(g.Provider)
+		if !ok {
+			return nil, fmt.Errorf("%s: provider %q is not available in this build yet", path, g.Provider)
 		}
+		p, err := k.build(ctx, buildDeps{cfg: cfg, client: client, aws: a}, path, g)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, entryProvider{path: path, provider: p, bounds: configBounds(g)})
+		out = append(out, entryProvider{path: path, provider: p, bounds: configBounds(k, g)})
 	}
 	return out, nil
 }
 
-// configBounds are the bounds nodetide narrows an entry's groups by. A
-// kwok group's minSize/maxSize are its own bounds, and the AWS and Scaleway
-// providers apply them themselves (an ASG's are re-read on every size
-// change; a Scaleway pool's may be replaced, wider, when its own
-// autoscaling is off), so only Kamatera's are applied here.
-func configBounds(g config.NodeGroup) *providers.Narrowing {
-	if g.Provider == config.ProviderKamatera {
+// configBounds are the bounds nodetide narrows an entry's groups by: the
+// entry's minSize/maxSize for a kind that leaves them to nodetide (see
+// kind.narrowedHere), none for the others.
+func configBounds(k kind, g config.NodeGroup) *providers.Narrowing {
+	if k.narrowedHere {
 		return providers.NewNarrowing(g.MinSize, g.MaxSize)
 	}
 	return providers.NewNarrowing(nil, nil)
 }
 
-func kwokProvider(path string, client kubernetes.Interface, g config.NodeGroup) (providers.Provider, error) {
+func kwokProvider(_ context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
 	tpl, err := g.Kwok.Template.Planner()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return providers.Static{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl).WithZones(g.Kwok.Zones)}, nil
+	return providers.Static{kwok.New(d.client, g.Name, *g.MinSize, *g.MaxSize, tpl).WithZones(g.Kwok.Zones)}, nil
 }
 
-func kamateraProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {
+func kamateraProvider(ctx context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
+	cfg, a := d.cfg, d.aws
 	cc, err := kamateraCloudConfig(ctx, cfg, g.Kamatera, a)
 	if err != nil {
 		return nil, fmt.Errorf("%s.%w", path, err)
@@ -370,8 +360,8 @@ func kamateraProvider(ctx context.Context, cfg *config.Config, path string, g co
 	return p, nil
 }
 
-func awsProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {
-	p, _, err := awsEntry(ctx, cfg, path, g, a)
+func awsProvider(ctx context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
+	p, _, err := awsEntry(ctx, d.cfg, path, g, d.aws)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +396,8 @@ func awsEntry(ctx context.Context, cfg *config.Config, path string, g config.Nod
 	return p, as, nil
 }
 
-func scalewayProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {
+func scalewayProvider(ctx context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
+	cfg, a := d.cfg, d.aws
 	sg := g.Scaleway
 	if sg == nil { // everything may come from the environment
 		sg = &config.ScalewayGroup{}

@@ -23,6 +23,9 @@ import (
 	"github.com/nodetide/nodetide/pkg/providers"
 )
 
+// ProviderName is the provider's name in nodetide.yaml and snapshots.
+const ProviderName = "kwok"
+
 // Labels and annotations on the Nodes this provider makes.
 const (
 	GroupLabel       = "nodetide.io/node-group"
@@ -84,7 +87,7 @@ func (g *Group) Zones() []string {
 func (g *Group) Name() string { return g.name }
 
 // Provider implements providers.NodeGroup.
-func (g *Group) Provider() string { return "kwok" }
+func (g *Group) Provider() string { return ProviderName }
 
 // Bounds implements providers.NodeGroup: the configured min and max are
 // the group's own.

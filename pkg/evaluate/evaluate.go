@@ -250,10 +250,11 @@ func Describe(ctx context.Context, groups []providers.NodeGroup) ([]snapshot.Nod
 			ids = append(ids, in.ProviderID)
 		}
 		slices.Sort(ids)
+		b := g.Bounds()
 		out = append(out, snapshot.NodeGroup{
 			Name: g.Name(), Provider: g.Provider(),
-			MinSize: g.MinSize(), MaxSize: g.MaxSize(), TargetSize: target,
-			Template: tpl, Instances: ids, MaxFrom: providers.MaxFrom(g), BoundsFrom: providers.BoundsFrom(g),
+			MinSize: b.Min, MaxSize: b.Max, TargetSize: target,
+			Template: tpl, Instances: ids, MaxFrom: b.MaxFrom, BoundsFrom: b.MaxSchedule,
 			Zones: providers.Zones(g, tpl),
 		})
 	}
@@ -486,8 +487,8 @@ func (e *Evaluator) Add(ctx context.Context, group string, count int) (Result, e
 	if err != nil {
 		return Result{}, fmt.Errorf("add: node group %s: %w", group, err)
 	}
-	if count > g.MaxSize()-target { // not target+count: that can wrap
-		return Result{}, fmt.Errorf("add: node group %s: %d + %d is above its max size %d: %w", group, target, count, g.MaxSize(), providers.ErrAboveMax)
+	if maxSize := g.Bounds().Max; count > maxSize-target { // not target+count: that can wrap
+		return Result{}, fmt.Errorf("add: node group %s: %d + %d is above its max size %d: %w", group, target, count, maxSize, providers.ErrAboveMax)
 	}
 	if err := g.IncreaseSize(ctx, count); err != nil {
 		metrics.From(ctx).AddRollUp(metrics.ScaleUpFailures, 1, metrics.Dims{metrics.DimReason: failureReason(err)})

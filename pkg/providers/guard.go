@@ -3,8 +3,6 @@ package providers
 import (
 	"context"
 	"fmt"
-
-	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Guard serialises the writers of one node group's size across processes
@@ -29,11 +27,6 @@ type guarded struct {
 	NodeGroup
 	guard Guard
 }
-
-func (g *guarded) BoundsFrom() string { return BoundsFrom(g.NodeGroup) }
-func (g *guarded) MinFrom() string    { return MinFrom(g.NodeGroup) }
-
-func (g *guarded) MaxFrom() snapshot.BoundSource { return MaxFrom(g.NodeGroup) }
 
 func (g *guarded) locked(ctx context.Context, fn func() error) error {
 	unlock, err := g.guard.LockGroup(ctx, g.Name())
@@ -62,8 +55,8 @@ func (g *guarded) DecreaseTargetSize(ctx context.Context, delta int) error {
 		if err != nil {
 			return fmt.Errorf("node group %s: target size: %w", g.Name(), err)
 		}
-		if target+delta-draining < g.MinSize() {
-			return fmt.Errorf("node group %s: size %d %+d with %d draining: %w (%d)", g.Name(), target, delta, draining, ErrBelowMin, g.MinSize())
+		if minSize := g.Bounds().Min; target+delta-draining < minSize {
+			return fmt.Errorf("node group %s: size %d %+d with %d draining: %w (%d)", g.Name(), target, delta, draining, ErrBelowMin, minSize)
 		}
 		return g.NodeGroup.DecreaseTargetSize(ctx, delta)
 	})
@@ -86,8 +79,8 @@ func GrowTo(ctx context.Context, g NodeGroup, want int) (from int, err error) {
 		if want <= from {
 			return nil
 		}
-		if want > inner.MaxSize() {
-			return fmt.Errorf("node group %s: size %d: %w (%d)", g.Name(), want, ErrAboveMax, inner.MaxSize())
+		if maxSize := inner.Bounds().Max; want > maxSize {
+			return fmt.Errorf("node group %s: size %d: %w (%d)", g.Name(), want, ErrAboveMax, maxSize)
 		}
 		return inner.IncreaseSize(ctx, want-from)
 	})

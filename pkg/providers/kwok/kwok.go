@@ -23,6 +23,9 @@ import (
 	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
+// ProviderName is the provider's name in nodetide.yaml and snapshots.
+const ProviderName = "kwok"
+
 // Labels and annotations on the Nodes this provider makes.
 const (
 	GroupLabel       = "nodetide.io/node-group"
@@ -84,13 +87,11 @@ func (g *Group) Zones() []string {
 func (g *Group) Name() string { return g.name }
 
 // Provider implements providers.NodeGroup.
-func (g *Group) Provider() string { return "kwok" }
+func (g *Group) Provider() string { return ProviderName }
 
-// MinSize implements providers.NodeGroup.
-func (g *Group) MinSize() int { return g.min }
-
-// MaxSize implements providers.NodeGroup.
-func (g *Group) MaxSize() int { return g.max }
+// Bounds implements providers.NodeGroup: the configured min and max are
+// the group's own.
+func (g *Group) Bounds() providers.Bounds { return providers.Bounds{Min: g.min, Max: g.max} }
 
 // Template implements providers.NodeGroup.
 func (g *Group) Template(context.Context) (snapshot.Template, error) { return g.template, nil }

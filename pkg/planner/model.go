@@ -99,11 +99,11 @@ type groupInfo struct {
 // podClass is a set of pending pods that are interchangeable for packing:
 // same requests, node selector, required affinity and tolerations.
 type podClass struct {
-	rep  *corev1.Pod
-	req  res
-	pods []int32  // pending pods, by "ns/name"
-	keys []string // their "ns/name"
-	next int      // pods[:next] are placed
+	rep     *corev1.Pod
+	req     res
+	pods    []int32 // pending pods, by "ns/name"
+	pending int     // len(pods) once pendingClasses has filled them
+	next    int     // pods[:next] are placed
 	// feat are the rep's pod-dependent rules; set its podSet. A class with
 	// either (set >= 0) is placed pod by pod against its topo.
 	feat *features

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -327,6 +328,9 @@ type ScaleUp struct {
 	// BalanceSimilarNodeGroups splits a scale-up across groups like the one
 	// the expander picked (cluster-autoscaler's --balance-similar-node-groups).
 	BalanceSimilarNodeGroups *bool `yaml:"balanceSimilarNodeGroups"`
+	// ExpendablePodsPriorityCutoff: pods with a lower spec.priority are
+	// expendable (cluster-autoscaler's --expendable-pods-priority-cutoff).
+	ExpendablePodsPriorityCutoff *int `yaml:"expendablePodsPriorityCutoff"`
 }
 
 // ScaleDown tunes scale-down.
@@ -738,6 +742,10 @@ func (c *Config) validateScaling(names map[string]string, errs *fieldErrors) {
 	if su.MaxNodesPerStep != nil && *su.MaxNodesPerStep < 1 {
 		errs.add(0, "scaleUp.maxNodesPerStep", "must be at least 1")
 	}
+	// Pod priorities are 32-bit: a cutoff beyond them is a typo.
+	if v := su.ExpendablePodsPriorityCutoff; v != nil && (*v < math.MinInt32 || *v > math.MaxInt32) {
+		errs.add(0, "scaleUp.expendablePodsPriorityCutoff", fmt.Sprintf("must be a pod priority (%d to %d), got %d", math.MinInt32, math.MaxInt32, *v))
+	}
 	switch su.Expander {
 	case "", planner.ExpanderLeastWaste, planner.ExpanderPriority:
 	default:
@@ -1061,6 +1069,9 @@ func (c *Config) Settings() planner.Settings {
 	s.ScaleUp.Priorities = su.Priorities
 	if su.BalanceSimilarNodeGroups != nil {
 		s.ScaleUp.BalanceSimilarNodeGroups = *su.BalanceSimilarNodeGroups
+	}
+	if su.ExpendablePodsPriorityCutoff != nil {
+		s.ScaleUp.ExpendablePodsPriorityCutoff = *su.ExpendablePodsPriorityCutoff
 	}
 	if sd.Enabled != nil {
 		s.ScaleDown.Enabled = *sd.Enabled

@@ -59,6 +59,10 @@ type podInfo struct {
 	// budgets covering it, in model.covers.
 	noted, stays, blocks bool
 	covers               span
+
+	// expendable: below the priority cutoff, left out of the simulation
+	// (neither bound nor unsched).
+	expendable bool
 }
 
 // span is covers[from:to] of a slice.
@@ -273,6 +277,12 @@ func (m *model) indexPods() []int32 {
 		pi := &m.pods[i]
 		pi.node, pi.class, pi.set = -1, -1, -1
 		pi.terminal = isTerminal(p)
+		if !pi.terminal && m.expendable(p) {
+			// The scheduler would preempt it for any pod that needs its
+			// room, and it may go with its node: it counts nowhere.
+			pi.expendable = true
+			continue
+		}
 		if p.Spec.NodeName != "" {
 			if ni, ok := m.nodeByName[p.Spec.NodeName]; ok && !pi.terminal {
 				pi.node = ni

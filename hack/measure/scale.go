@@ -53,6 +53,19 @@ type scaleOptions struct {
 	// size for every scale, or one per scale.
 	MemoryMB []int
 	Out      string
+
+	load []string // the machine's load averages as the run began, if known
+}
+
+// loadAverages are the 1, 5 and 15 minute load averages (nil if unknown):
+// other work on the machine slows the wall times, and the CPU times less.
+func loadAverages() []string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	f := strings.Fields(string(b))
+	return f[:min(3, len(f))]
 }
 
 // memoryFor is the function memory the scale at index i runs with.
@@ -98,6 +111,7 @@ func parseInts(s string, lo, hi int, what string) ([]int, error) {
 // runScale measures each scale and writes the scale section of o.Out.
 func runScale(ctx context.Context, o scaleOptions, log *slog.Logger) error {
 	var sections []string
+	o.load = loadAverages()
 	for i, n := range o.Scales {
 		log.Info("measuring the read path", "nodes", n, "pods", n*podsPerNode, "memoryMB", o.memoryFor(i))
 		samples, err := measureScale(ctx, n, o.memoryFor(i), o)
@@ -347,6 +361,10 @@ func scaleMarkdown(o scaleOptions, rows []string) string {
 	fmt.Fprintf(&b, "Measured on %s with %s, %d CPUs (%s). `go run ./hack/measure -scale %s -scale-memory %s` (part of `make measure`).\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), cpuModel(),
 		scaleList(o.Scales), scaleList(o.MemoryMB))
+	if len(o.load) == 3 {
+		fmt.Fprintf(&b, "The machine's load average was %s, %s and %s (1, 5 and 15 minutes) as the run began: other work on it "+
+			"stretches the wall times, the CPU times much less.\n", o.load[0], o.load[1], o.load[2])
+	}
 	fmt.Fprintln(&b)
 	fmt.Fprintf(&b, "A loopback API server double (`internal/fake/fakekubeapi`) serves a generated cluster: N nodes and %d pods per node "+
 		"(Deployments of 20, every third with a PodDisruptionBudget), shaped like real API-server output (managedFields, env, "+

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/snapshot"
+	"github.com/nodetide/nodetide/pkg/snapshot/snapshottest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -295,4 +296,22 @@ func takes(free, req corev1.ResourceList) bool {
 		free[name] = f
 	}
 	return true
+}
+
+// TestConsolidationReplays: a consolidation plan is replayable: the full
+// and the compact form of a snapshot plan alike under the same settings
+// (young nodes, budget windows and all), and as the cluster itself.
+func TestConsolidationReplays(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	for i := range 200 {
+		s, set := randomSnapshot(r)
+		randomConsolidation(t, r, &s, &set)
+		want := planJSON(t, s, set)
+		for _, compact := range []bool{false, true} {
+			read := snapshottest.Read(t, snapshottest.Write(t, s, compact))
+			if got := planJSON(t, read, set); got != want {
+				t.Fatalf("run %d (compact %v): the plan read back differs:\n--- got\n%s\n--- want\n%s", i, compact, got, want)
+			}
+		}
+	}
 }

@@ -114,6 +114,44 @@ type NodeGroup struct {
 	// Headroom is spare capacity the group keeps ready (over-provisioning
 	// without placeholder pods).
 	Headroom *Headroom `yaml:"headroom"`
+	// Price is what one node of the entry's groups costs per hour; without
+	// it a group's price is unknown (never zero).
+	Price *Price `yaml:"price"`
+}
+
+// Price is a node's price per hour in a currency (ISO 4217 code).
+type Price struct {
+	PerHour  *float64 `yaml:"perHour"`
+	Currency string   `yaml:"currency"`
+}
+
+// snapshot converts the price, reporting each problem under path.
+func (p *Price) snapshot(path string, errs *fieldErrors) snapshot.Price {
+	out := snapshot.Price{Currency: p.Currency, Source: snapshot.PriceConfig}
+	if p.PerHour == nil {
+		errs.add(0, path+".perHour", "is required (the price of one node for one hour, e.g. 0.096)")
+	} else if err := snapshot.CheckPerHour(*p.PerHour); err != nil {
+		errs.add(0, path+".perHour", err.Error())
+	} else {
+		out.PerHour = *p.PerHour
+	}
+	if p.Currency == "" {
+		errs.add(0, path+".currency", "is required (e.g. USD or EUR)")
+	} else if err := snapshot.CheckCurrency(p.Currency); err != nil {
+		errs.add(0, path+".currency", err.Error())
+	}
+	return out
+}
+
+// GroupPrice is the price nodeGroups[i] sets for the groups it defines;
+// nil when it sets none. The config is valid (Parse checked it).
+func (c *Config) GroupPrice(i int) *snapshot.Price {
+	p := c.NodeGroups[i].Price
+	if p == nil {
+		return nil
+	}
+	out := p.snapshot("", &fieldErrors{})
+	return &out
 }
 
 // Headroom is one of: a number of empty nodes; free cpu and/or memory
@@ -822,6 +860,9 @@ func (g *NodeGroup) validate(path string, errs *fieldErrors) {
 		if g.Name == "" {
 			errs.add(0, path+".headroom", "needs the group's name: a group that discovery or Kamatera's INI names keeps its headroom in the top-level headroom list, by its exact name")
 		}
+	}
+	if g.Price != nil {
+		g.Price.snapshot(path+".price", errs)
 	}
 	blocks := map[string]bool{ProviderAWS: g.AWS != nil, ProviderScaleway: g.Scaleway != nil, ProviderKamatera: g.Kamatera != nil, ProviderKwok: g.Kwok != nil}
 	for name, set := range blocks {

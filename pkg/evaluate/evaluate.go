@@ -254,7 +254,7 @@ func Describe(ctx context.Context, groups []providers.NodeGroup) ([]snapshot.Nod
 			Name: g.Name(), Provider: g.Provider(),
 			MinSize: g.MinSize(), MaxSize: g.MaxSize(), TargetSize: target,
 			Template: tpl, Instances: ids, MaxFrom: providers.MaxFrom(g), BoundsFrom: providers.BoundsFrom(g),
-			Zones: providers.Zones(g, tpl),
+			Zones: providers.Zones(g, tpl), Price: providers.PriceOf(g),
 		})
 	}
 	return out, nil

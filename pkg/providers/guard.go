@@ -34,6 +34,7 @@ func (g *guarded) BoundsFrom() string { return BoundsFrom(g.NodeGroup) }
 func (g *guarded) MinFrom() string    { return MinFrom(g.NodeGroup) }
 
 func (g *guarded) MaxFrom() snapshot.BoundSource { return MaxFrom(g.NodeGroup) }
+func (g *guarded) Price() *snapshot.Price        { return PriceOf(g.NodeGroup) }
 
 func (g *guarded) locked(ctx context.Context, fn func() error) error {
 	unlock, err := g.guard.LockGroup(ctx, g.Name())

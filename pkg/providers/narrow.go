@@ -217,3 +217,36 @@ func Zones(g NodeGroup, tpl snapshot.Template) []string {
 	}
 	return nil
 }
+
+// PriceSource is implemented by groups that know a node's price.
+type PriceSource interface {
+	Price() *snapshot.Price
+}
+
+// PriceOf returns g's price per node-hour; nil when unknown.
+func PriceOf(g NodeGroup) *snapshot.Price {
+	if s, ok := g.(PriceSource); ok {
+		return s.Price()
+	}
+	return nil
+}
+
+// Priced gives g the price its config entry sets; nil leaves g as it is.
+// It wraps a group after its bounds are narrowed (see Narrow), so that the
+// bound sources it forwards are the narrowed ones.
+func Priced(g NodeGroup, p *snapshot.Price) NodeGroup {
+	if p == nil {
+		return g
+	}
+	return &priced{NodeGroup: g, price: p}
+}
+
+type priced struct {
+	NodeGroup
+	price *snapshot.Price
+}
+
+func (p *priced) Price() *snapshot.Price        { return p.price }
+func (p *priced) BoundsFrom() string            { return BoundsFrom(p.NodeGroup) }
+func (p *priced) MinFrom() string               { return MinFrom(p.NodeGroup) }
+func (p *priced) MaxFrom() snapshot.BoundSource { return MaxFrom(p.NodeGroup) }

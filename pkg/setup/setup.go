@@ -39,6 +39,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/providers/scaleway"
 	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/shadowcompare"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/statusmap"
 )
@@ -222,6 +223,7 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS, overrid
 			if err != nil {
 				return nil, err
 			}
+			g = providers.Priced(g, l.entry.price)
 			if guard != nil {
 				g = providers.Guarded(g, guard)
 			}
@@ -295,6 +297,8 @@ type entryProvider struct {
 	// bounds are the entry's minSize/maxSize where nodetide narrows the
 	// provider's groups by them (see configBounds).
 	bounds *providers.Bounds
+	// price is the entry's price per node-hour; nil when it sets none.
+	price *snapshot.Price
 }
 
 func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.Interface, a *AWS) ([]entryProvider, error) {
@@ -318,7 +322,7 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, entryProvider{path: path, provider: p, bounds: configBounds(g)})
+		out = append(out, entryProvider{path: path, provider: p, bounds: configBounds(g), price: cfg.GroupPrice(i)})
 	}
 	return out, nil
 }

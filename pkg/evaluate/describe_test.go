@@ -59,7 +59,7 @@ func TestDescribeMaxFrom(t *testing.T) {
 
 type noGuard struct{}
 
-func (noGuard) LockGroup(context.Context, string) (func(), error)  { return func() {}, nil }
+func (noGuard) LockGroup(context.Context, string) (func(), error)   { return func() {}, nil }
 func (noGuard) DrainsInFlight(context.Context, string) (int, error) { return 0, nil }
 
 // TestDescribePrice: a group's snapshot entry carries its entry's price

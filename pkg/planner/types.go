@@ -18,7 +18,10 @@ type Plan struct {
 	DecreaseTarget []DecreaseTarget `json:"decreaseTarget,omitempty"`
 	Unschedulable  []Unschedulable  `json:"unschedulable"`
 	NodeGroups     []GroupStatus    `json:"nodeGroups"`
-	State          snapshot.State   `json:"state"`
+	// Cost is what the groups cost at the targets this plan leaves them
+	// at; nil when no group has a price.
+	Cost  *Cost          `json:"cost,omitempty"`
+	State snapshot.State `json:"state"`
 }
 
 // ScaleUp grows one group by Delta nodes for the listed pods ("ns/name").

@@ -88,14 +88,16 @@ demo: testbed node-deps
 ##   infra/measurements.md; about ten minutes. MEASURE_ARGS adds options, e.g.
 ##   MEASURE_ARGS="-nodes 400 -pods 8000" (go run ./hack/measure -h lists them). Then evaluate at
 ##   1,000 nodes and 30,000 pods built on the test bed (MEASURE_BED_SCALE; a few more minutes), and its
-##   read path at 5,000 nodes against an API server double (MEASURE_SCALE), which the bed cannot hold
+##   cycle at 5,000 and 10,000 nodes (150,000 and 300,000 pods) against an API server double
+##   (MEASURE_SCALE, with the function memory of each in MEASURE_SCALE_MEMORY), which the bed cannot hold
 MEASURE_ARGS ?=
 MEASURE_BED_SCALE ?= 1000
-MEASURE_SCALE ?= 5000
+MEASURE_SCALE ?= 5000,10000
+MEASURE_SCALE_MEMORY ?= 512,1024
 measure: testbed node-deps
 	$(GO) run ./hack/measure $(MEASURE_ARGS)
 	$(GO) run ./hack/measure -bed-scale $(MEASURE_BED_SCALE)
-	$(GO) run ./hack/measure -scale $(MEASURE_SCALE)
+	$(GO) run ./hack/measure -scale $(MEASURE_SCALE) -scale-memory $(MEASURE_SCALE_MEMORY)
 
 ## synth: the CloudFormation template (infra/cdk.out) from CONFIG (default: NODETIDE_CONFIG_FILE, else
 ##   nodetide.example.yaml); needs no AWS credentials. CDK_ARGS adds cdk options, e.g. -c subnetIds=a,b

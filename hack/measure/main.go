@@ -91,7 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.BedScale, "bed-scale", 0, "measure only evaluate against a cluster of this many nodes (30 pods per node) built on the test bed, e.g. 1000; writes the bed scale section of -out (-pending sets its pending pods)")
 	fs.IntVar(&o.Scale.Ticks, "scale-ticks", 5, "warm reads after the cold one, with -scale")
 	fs.IntVar(&o.Scale.Churn, "scale-churn", 300, "pod changes before each warm read, with -scale")
-	fs.IntVar(&o.Scale.MemoryMB, "scale-memory", 512, "evaluate's memory (MB) for GOMEMLIMIT, with -scale")
+	memories := "512"
+	fs.StringVar(&memories, "scale-memory", memories, "evaluate's memory (MB) for GOMEMLIMIT, with -scale: one for every scale, or one per scale, e.g. 512,1024")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -101,8 +102,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if o.Scale.Scales, err = parseScales(scales); err != nil {
 			return o, fmt.Errorf("-scale: %w", err)
 		}
-		if o.Scale.Ticks < 1 || o.Scale.Churn < 0 || o.Scale.MemoryMB < 128 {
-			return o, errors.New("-scale-ticks must be at least 1, -scale-churn at least 0, -scale-memory at least 128")
+		if o.Scale.MemoryMB, err = parseInts(memories, 128, 10240, "a function memory in MB"); err != nil {
+			return o, fmt.Errorf("-scale-memory: %w", err)
+		}
+		if len(o.Scale.MemoryMB) != 1 && len(o.Scale.MemoryMB) != len(o.Scale.Scales) {
+			return o, fmt.Errorf("-scale-memory: %d sizes for %d scales: give one, or one per scale", len(o.Scale.MemoryMB), len(o.Scale.Scales))
+		}
+		if o.Scale.Ticks < 1 || o.Scale.Churn < 0 {
+			return o, errors.New("-scale-ticks must be at least 1, -scale-churn at least 0")
 		}
 	}
 	if o.BedScale < 0 || o.BedScale > 0 && o.Scale.Scales != nil {
@@ -143,8 +150,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if len(os.Args) == 3 && os.Args[1] == scaleChildArg {
-		if err := scaleChild(os.Args[2]); err != nil {
+	if len(os.Args) == 4 && os.Args[1] == scaleChildArg {
+		if err := scaleChild(os.Args[2], os.Args[3]); err != nil {
 			fmt.Fprintln(os.Stderr, "measure: read-path child:", err)
 			os.Exit(1)
 		}

@@ -81,3 +81,29 @@ func TestBedScaleFlags(t *testing.T) {
 		}
 	}
 }
+
+// -scale-memory gives one function memory for every scale, or one per scale.
+func TestScaleMemoryFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []int // memory per scale; nil: refused
+	}{
+		{[]string{"-scale", "5000"}, []int{512}},
+		{[]string{"-scale", "5000,10000", "-scale-memory", "1024"}, []int{1024, 1024}},
+		{[]string{"-scale", "5000,10000", "-scale-memory", "512,1024"}, []int{512, 1024}},
+		{[]string{"-scale", "5000,10000", "-scale-memory", "512,1024,2048"}, nil},
+		{[]string{"-scale", "5000", "-scale-memory", "64"}, nil},
+		{[]string{"-scale", "5000", "-scale-memory", "lots"}, nil},
+	} {
+		o, err := parseFlags(tc.args, io.Discard)
+		if (err == nil) != (tc.want != nil) {
+			t.Errorf("%v: %v, want ok %t", tc.args, err, tc.want != nil)
+			continue
+		}
+		for i := range tc.want {
+			if got := o.Scale.memoryFor(i); got != tc.want[i] {
+				t.Errorf("%v: scale %d runs with %d MB, want %d", tc.args, i, got, tc.want[i])
+			}
+		}
+	}
+}

@@ -184,8 +184,8 @@ func start(t *testing.T, s suite, spec Spec) *harness {
 	}
 	h := &harness{t: t, bed: bed, spec: spec, suite: s}
 	g := h.group()
-	if g.MinSize() != spec.MinSize || g.MaxSize() != spec.MaxSize {
-		t.Fatalf("group %s: bounds %d..%d, want %d..%d", bed.Group, g.MinSize(), g.MaxSize(), spec.MinSize, spec.MaxSize)
+	if b := g.Bounds(); b.Min != spec.MinSize || b.Max != spec.MaxSize {
+		t.Fatalf("group %s: bounds %d..%d, want %d..%d", bed.Group, b.Min, b.Max, spec.MinSize, spec.MaxSize)
 	}
 	h.eventually(fmt.Sprintf("the starting %d machines running", spec.Size), func(v view) bool {
 		return v.target == spec.Size && v.count(providers.StateRunning) == spec.Size && len(v.instances) == spec.Size

@@ -51,10 +51,9 @@ type memGroup struct {
 	mutations int
 }
 
-func (g *memGroup) Name() string     { return "mem" }
-func (g *memGroup) Provider() string { return "mem" }
-func (g *memGroup) MinSize() int     { return g.min }
-func (g *memGroup) MaxSize() int     { return g.max }
+func (g *memGroup) Name() string             { return "mem" }
+func (g *memGroup) Provider() string         { return "mem" }
+func (g *memGroup) Bounds() providers.Bounds { return providers.Bounds{Min: g.min, Max: g.max} }
 
 func (g *memGroup) add(st providers.InstanceState) {
 	g.seq++

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -365,6 +366,9 @@ type ScaleUp struct {
 	// BalanceSimilarNodeGroups splits a scale-up across groups like the one
 	// the expander picked (cluster-autoscaler's --balance-similar-node-groups).
 	BalanceSimilarNodeGroups *bool `yaml:"balanceSimilarNodeGroups"`
+	// ExpendablePodsPriorityCutoff: pods with a lower spec.priority are
+	// expendable (cluster-autoscaler's --expendable-pods-priority-cutoff).
+	ExpendablePodsPriorityCutoff *int `yaml:"expendablePodsPriorityCutoff"`
 }
 
 // ScaleDown tunes scale-down.
@@ -776,6 +780,10 @@ func (c *Config) validateScaling(names map[string]string, errs *fieldErrors) {
 	if su.MaxNodesPerStep != nil && *su.MaxNodesPerStep < 1 {
 		errs.add(0, "scaleUp.maxNodesPerStep", "must be at least 1")
 	}
+	// Pod priorities are 32-bit: a cutoff beyond them is a typo.
+	if v := su.ExpendablePodsPriorityCutoff; v != nil && (*v < math.MinInt32 || *v > math.MaxInt32) {
+		errs.add(0, "scaleUp.expendablePodsPriorityCutoff", fmt.Sprintf("must be a pod priority (%d to %d), got %d", math.MinInt32, math.MaxInt32, *v))
+	}
 	switch su.Expander {
 	case "", planner.ExpanderLeastWaste, planner.ExpanderPriority:
 	default:
@@ -864,64 +872,95 @@ func (g *NodeGroup) validate(path string, errs *fieldErrors) {
 	if g.Price != nil {
 		g.Price.snapshot(path+".price", errs)
 	}
-	blocks := map[string]bool{ProviderAWS: g.AWS != nil, ProviderScaleway: g.Scaleway != nil, ProviderKamatera: g.Kamatera != nil, ProviderKwok: g.Kwok != nil}
-	for name, set := range blocks {
-		if set && name != g.Provider {
-			errs.add(0, path+"."+name, fmt.Sprintf("does not match provider %q", g.Provider))
+	for _, b := range providerBlocks() {
+		if b.set(g) && b.name != g.Provider {
+			errs.add(0, path+"."+b.name, fmt.Sprintf("does not match provider %q", g.Provider))
 		}
 	}
-	switch g.Provider {
-	case "":
+	if g.Provider == "" {
 		errs.add(0, path+".provider", "is required (aws, scaleway, kamatera or kwok)")
-	case ProviderAWS:
-		a := g.AWS
-		switch {
-		case a == nil:
-			errs.add(0, path+".aws", "is required for provider aws")
-		case (a.AutoScalingGroup == "") == (len(a.AutoDiscovery) == 0):
-			errs.add(0, path+".aws", "set exactly one of autoScalingGroup, autoDiscovery")
-		case len(a.AutoDiscovery) > 0 && g.Name != "":
-			errs.add(0, path+".name", "discovered groups take their Auto Scaling Group names; drop name")
+		return
+	}
+	for _, b := range providerBlocks() {
+		if b.name == g.Provider {
+			b.check(g, path, errs)
+			return
 		}
-		if a != nil {
-			checkRegion(errs, path+".aws.region", a.Region)
-		}
-	case ProviderScaleway:
-		// Pools may be named or found by their tag; the cloud config is optional
-		// since the environment can carry it.
-		if g.Scaleway != nil && g.Scaleway.SecretKeySecret != "" {
-			checkSecretARN(errs, path+".scaleway.secretKeySecret", g.Scaleway.SecretKeySecret)
-		}
-	case ProviderKamatera:
-		switch {
-		case g.Kamatera == nil || g.Kamatera.CloudConfig == "" && g.Kamatera.CloudConfigSecret == "":
-			errs.add(0, path+".kamatera.cloudConfig", "is required for provider kamatera (or cloudConfigSecret)")
-		case g.Kamatera.CloudConfig != "" && g.Kamatera.CloudConfigSecret != "":
-			errs.add(0, path+".kamatera", "set cloudConfig (a file) or cloudConfigSecret (a Secrets Manager secret holding the INI), not both")
-		case g.Kamatera.CloudConfigSecret != "":
-			checkSecretARN(errs, path+".kamatera.cloudConfigSecret", g.Kamatera.CloudConfigSecret)
-		}
-		if g.Kamatera != nil && g.Kamatera.CredentialsSecret != "" {
-			checkSecretARN(errs, path+".kamatera.credentialsSecret", g.Kamatera.CredentialsSecret)
-		}
-		if g.Name != "" {
-			errs.add(0, path+".name", "Kamatera groups take their names from the INI's [nodegroup] sections; drop name")
-		}
-	case ProviderKwok:
-		if g.Name == "" {
-			errs.add(0, path+".name", "is required for provider kwok")
-		}
-		if g.MinSize == nil || g.MaxSize == nil {
-			errs.add(0, path, "minSize and maxSize are required for provider kwok")
-		}
-		if g.Kwok == nil {
-			errs.add(0, path+".kwok.template", "is required for provider kwok")
-		} else {
-			g.Kwok.Template.check(path+".kwok.template", errs)
-			g.Kwok.checkZones(path+".kwok", errs)
-		}
-	default:
-		errs.add(0, path+".provider", fmt.Sprintf("unknown provider %q (use aws, scaleway, kamatera or kwok)", g.Provider))
+	}
+	errs.add(0, path+".provider", fmt.Sprintf("unknown provider %q (use aws, scaleway, kamatera or kwok)", g.Provider))
+}
+
+// providerBlock is one provider's block of a nodeGroups entry: whether the
+// entry sets it, and its checks.
+type providerBlock struct {
+	name  string
+	set   func(g *NodeGroup) bool
+	check func(g *NodeGroup, path string, errs *fieldErrors)
+}
+
+// providerBlocks is the table of the providers' blocks, one line each, in
+// the order their errors are reported.
+func providerBlocks() []providerBlock {
+	return []providerBlock{
+		{ProviderAWS, func(g *NodeGroup) bool { return g.AWS != nil }, checkAWS},
+		{ProviderScaleway, func(g *NodeGroup) bool { return g.Scaleway != nil }, checkScaleway},
+		{ProviderKamatera, func(g *NodeGroup) bool { return g.Kamatera != nil }, checkKamatera},
+		{ProviderKwok, func(g *NodeGroup) bool { return g.Kwok != nil }, checkKwok},
+	}
+}
+
+func checkAWS(g *NodeGroup, path string, errs *fieldErrors) {
+	a := g.AWS
+	switch {
+	case a == nil:
+		errs.add(0, path+".aws", "is required for provider aws")
+	case (a.AutoScalingGroup == "") == (len(a.AutoDiscovery) == 0):
+		errs.add(0, path+".aws", "set exactly one of autoScalingGroup, autoDiscovery")
+	case len(a.AutoDiscovery) > 0 && g.Name != "":
+		errs.add(0, path+".name", "discovered groups take their Auto Scaling Group names; drop name")
+	}
+	if a != nil {
+		checkRegion(errs, path+".aws.region", a.Region)
+	}
+}
+
+// checkScaleway: pools may be named or found by their tag; the cloud
+// config is optional since the environment can carry it.
+func checkScaleway(g *NodeGroup, path string, errs *fieldErrors) {
+	if g.Scaleway != nil && g.Scaleway.SecretKeySecret != "" {
+		checkSecretARN(errs, path+".scaleway.secretKeySecret", g.Scaleway.SecretKeySecret)
+	}
+}
+
+func checkKamatera(g *NodeGroup, path string, errs *fieldErrors) {
+	switch {
+	case g.Kamatera == nil || g.Kamatera.CloudConfig == "" && g.Kamatera.CloudConfigSecret == "":
+		errs.add(0, path+".kamatera.cloudConfig", "is required for provider kamatera (or cloudConfigSecret)")
+	case g.Kamatera.CloudConfig != "" && g.Kamatera.CloudConfigSecret != "":
+		errs.add(0, path+".kamatera", "set cloudConfig (a file) or cloudConfigSecret (a Secrets Manager secret holding the INI), not both")
+	case g.Kamatera.CloudConfigSecret != "":
+		checkSecretARN(errs, path+".kamatera.cloudConfigSecret", g.Kamatera.CloudConfigSecret)
+	}
+	if g.Kamatera != nil && g.Kamatera.CredentialsSecret != "" {
+		checkSecretARN(errs, path+".kamatera.credentialsSecret", g.Kamatera.CredentialsSecret)
+	}
+	if g.Name != "" {
+		errs.add(0, path+".name", "Kamatera groups take their names from the INI's [nodegroup] sections; drop name")
+	}
+}
+
+func checkKwok(g *NodeGroup, path string, errs *fieldErrors) {
+	if g.Name == "" {
+		errs.add(0, path+".name", "is required for provider kwok")
+	}
+	if g.MinSize == nil || g.MaxSize == nil {
+		errs.add(0, path, "minSize and maxSize are required for provider kwok")
+	}
+	if g.Kwok == nil {
+		errs.add(0, path+".kwok.template", "is required for provider kwok")
+	} else {
+		g.Kwok.Template.check(path+".kwok.template", errs)
+		g.Kwok.checkZones(path+".kwok", errs)
 	}
 }
 
@@ -1071,6 +1110,9 @@ func (c *Config) Settings() planner.Settings {
 	s.ScaleUp.Priorities = su.Priorities
 	if su.BalanceSimilarNodeGroups != nil {
 		s.ScaleUp.BalanceSimilarNodeGroups = *su.BalanceSimilarNodeGroups
+	}
+	if su.ExpendablePodsPriorityCutoff != nil {
+		s.ScaleUp.ExpendablePodsPriorityCutoff = *su.ExpendablePodsPriorityCutoff
 	}
 	if sd.Enabled != nil {
 		s.ScaleDown.Enabled = *sd.Enabled

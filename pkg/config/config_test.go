@@ -304,6 +304,9 @@ func TestParseRefusesValuesThatWouldAct(t *testing.T) {
 		{"fractional maxConcurrentDrains", kwokDoc(okTemplate, "scaleDown: {maxConcurrentDrains: 1.5}\n"), []string{`scaleDown.maxConcurrentDrains: must be a whole number, got "1.5"`}},
 		{"fractional priority", kwokDoc(okTemplate, "scaleUp: {expander: priority, priorities: {g: 1.5}}\n"), []string{`scaleUp.priorities.g: must be a whole number, got "1.5"`}},
 		{"maxNodesPerStep 0", kwokDoc(okTemplate, "scaleUp: {maxNodesPerStep: 0}\n"), []string{"x.yaml:10: scaleUp.maxNodesPerStep: must be at least 1"}},
+		{"fractional expendable cutoff", kwokDoc(okTemplate, "scaleUp: {expendablePodsPriorityCutoff: -9.5}\n"), []string{`x.yaml:10: scaleUp.expendablePodsPriorityCutoff: must be a whole number, got "-9.5"`}},
+		{"expendable cutoff not a number", kwokDoc(okTemplate, "scaleUp: {expendablePodsPriorityCutoff: low}\n"), []string{"x.yaml:10: scaleUp.expendablePodsPriorityCutoff: must be a whole number"}},
+		{"expendable cutoff past int32", kwokDoc(okTemplate, "scaleUp: {expendablePodsPriorityCutoff: 3000000000}\n"), []string{"x.yaml:10: scaleUp.expendablePodsPriorityCutoff: must be a pod priority (-2147483648 to 2147483647), got 3000000000"}},
 		{"maxConcurrentDrains 0", kwokDoc(okTemplate, "scaleDown: {maxConcurrentDrains: 0}\n"), []string{"x.yaml:10: scaleDown.maxConcurrentDrains: must be at least 1"}},
 		{"drain timeout under 30s", kwokDoc(okTemplate, "drain: {timeout: 29s}\n"), []string{"x.yaml:10: drain.timeout: must be at least 30s"}},
 		{"cpu 1e309", kwokDoc(`{allocatable: {cpu: "1e309", memory: 4Gi}}`, ""), []string{`x.yaml:9: nodeGroups[0].kwok.template.allocatable.cpu: "1e309": is too large`}},
@@ -354,6 +357,16 @@ func TestParseAcceptsBounds(t *testing.T) {
 		{"threshold 1", kwokDoc(okTemplate, "scaleDown: {utilizationThreshold: 1}\n"), func(t *testing.T, c *Config) {
 			if got := c.Settings().ScaleDown.UtilizationThreshold; got != 1 {
 				t.Errorf("threshold = %v", got)
+			}
+		}},
+		{"expendable cutoff by default", kwokDoc(okTemplate, ""), func(t *testing.T, c *Config) {
+			if got := c.Settings().ScaleUp.ExpendablePodsPriorityCutoff; got != -10 {
+				t.Errorf("expendablePodsPriorityCutoff = %d, want -10", got)
+			}
+		}},
+		{"expendable cutoff 0", kwokDoc(okTemplate, "scaleUp: {expendablePodsPriorityCutoff: 0}\n"), func(t *testing.T, c *Config) {
+			if got := c.Settings().ScaleUp.ExpendablePodsPriorityCutoff; got != 0 {
+				t.Errorf("expendablePodsPriorityCutoff = %d, want 0", got)
 			}
 		}},
 		{"maxNodesPerStep 1", kwokDoc(okTemplate, "scaleUp: {maxNodesPerStep: 1}\n"), func(t *testing.T, c *Config) {

@@ -22,9 +22,9 @@ func (d *Steps) checkOwnMin(ctx context.Context, g providers.NodeGroup, node str
 	if err != nil {
 		return fmt.Errorf("node group %s: target size: %w", g.Name(), err)
 	}
-	if left := target - draining - 1; left < own.MinSize() {
+	if left, minSize := target-draining-1, own.Bounds().Min; left < minSize {
 		return stepErr(ErrNameBelowMinSize, "removing node %s would leave node group %s with %d nodes (target %d, %d already draining), below the minimum its provider (%s) enforces, %d, which belowMin does not override",
-			node, g.Name(), left, target, draining, own.Provider(), own.MinSize())
+			node, g.Name(), left, target, draining, own.Provider(), minSize)
 	}
 	return nil
 }

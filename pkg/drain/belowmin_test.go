@@ -29,7 +29,7 @@ func TestBelowMinDecidedAtPrepare(t *testing.T) {
 	t.Run("below a schedule's min completes", func(t *testing.T) {
 		b := newBed(t, 0, 2)
 		two := 2
-		narrowed, err := (&providers.Bounds{Min: &two, From: "schedule day"}).Narrow(b.group)
+		narrowed, err := (&providers.Narrowing{Min: &two, From: "schedule day"}).Narrow(b.group)
 		if err != nil {
 			t.Fatal(err)
 		}

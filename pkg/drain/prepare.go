@@ -167,11 +167,12 @@ func (d *Steps) checkMin(ctx context.Context, g providers.NodeGroup, node string
 	}
 	// The group's min is its effective one: Groups lists it narrowed by
 	// the config and a schedule (setup's narrow).
-	minSize := g.MinSize()
+	b := g.Bounds()
+	minSize := b.Min
 	if target-draining-1 < minSize {
 		setBy := ""
-		if from := providers.MinFrom(g); from != "" {
-			setBy = " (set by " + from + ")"
+		if b.MinSchedule != "" {
+			setBy = " (set by " + b.MinSchedule + ")"
 		}
 		return stepErr(ErrNameBelowMinSize, "removing node %s would leave node group %s with %d nodes (target %d, %d already draining), below its min size %d%s",
 			node, g.Name(), target-draining-1, target, draining, minSize, setBy)

@@ -23,8 +23,7 @@ type recordingGroup struct {
 
 func (r *recordingGroup) Name() string                                            { return "g" }
 func (r *recordingGroup) Provider() string                                        { return "test" }
-func (r *recordingGroup) MinSize() int                                            { return 0 }
-func (r *recordingGroup) MaxSize() int                                            { return 10 }
+func (r *recordingGroup) Bounds() providers.Bounds                                { return providers.Bounds{Min: 0, Max: 10} }
 func (r *recordingGroup) TargetSize(context.Context) (int, error)                 { return r.target, nil }
 func (r *recordingGroup) Instances(context.Context) ([]providers.Instance, error) { return nil, nil }
 func (r *recordingGroup) IncreaseSize(context.Context, int) error                 { return nil }

@@ -14,8 +14,7 @@ type tenGroup struct{ providers.NodeGroup }
 
 func (tenGroup) Name() string                                            { return "g" }
 func (tenGroup) Provider() string                                        { return "test" }
-func (tenGroup) MinSize() int                                            { return 0 }
-func (tenGroup) MaxSize() int                                            { return 10 }
+func (tenGroup) Bounds() providers.Bounds                                { return providers.Bounds{Min: 0, Max: 10} }
 func (tenGroup) TargetSize(context.Context) (int, error)                 { return 4, nil }
 func (tenGroup) Instances(context.Context) ([]providers.Instance, error) { return nil, nil }
 func (tenGroup) Template(context.Context) (snapshot.Template, error)     { return snapshot.Template{}, nil }
@@ -24,11 +23,11 @@ func (tenGroup) Template(context.Context) (snapshot.Template, error)     { retur
 // schedule's cap shrinks the group and the config's only stops growth.
 func TestDescribeMaxFrom(t *testing.T) {
 	two, eight := 2, 8
-	config, err := providers.NewBounds(nil, &eight).Narrow(tenGroup{})
+	config, err := providers.NewNarrowing(nil, &eight).Narrow(tenGroup{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	night, err := (&providers.Bounds{Max: &two, From: "schedule night"}).Narrow(config)
+	night, err := (&providers.Narrowing{Max: &two, From: "schedule night"}).Narrow(config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +66,7 @@ func (noGuard) DrainsInFlight(context.Context, string) (int, error) { return 0, 
 // group without one has none (unknown, not zero).
 func TestDescribePrice(t *testing.T) {
 	eight := 8
-	narrowed, err := providers.NewBounds(nil, &eight).Narrow(tenGroup{})
+	narrowed, err := providers.NewNarrowing(nil, &eight).Narrow(tenGroup{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,11 @@ func (e *Evaluator) Snapshot(ctx context.Context) (snapshot.Snapshot, []provider
 	if err != nil {
 		return snapshot.Snapshot{}, nil, fmt.Errorf("snapshot: node groups: %w", err)
 	}
-	described, err := Describe(ctx, groups)
+	nodes := objs.Nodes
+	if nodes == nil {
+		nodes = []corev1.Node{} // read, and none: not "ask the groups"
+	}
+	described, err := describe(ctx, groups, nodes)
 	if err != nil {
 		return snapshot.Snapshot{}, nil, err
 	}
@@ -231,15 +235,43 @@ func (e *Evaluator) read(ctx context.Context) (k8s.Objects, error) {
 
 // Describe turns provider groups into the planner's view of them.
 func Describe(ctx context.Context, groups []providers.NodeGroup) ([]snapshot.NodeGroup, error) {
+	return describe(ctx, groups, nil)
+}
+
+// nodeBacked is a group whose machines are Node objects (kwok.Group): its
+// target and instances follow from a read of the cluster's nodes.
+type nodeBacked interface {
+	FromNodes(nodes []corev1.Node) (target int, instances []providers.Instance)
+}
+
+// sizeOf is g's target and instances: from nodes, the cycle's read of every
+// Node, when g's machines are Nodes and nodes is not nil (no second and
+// third read of the same Nodes a tick); else from the provider. The
+// wrappers above the provider's group (bounds, guard) change its bounds
+// and writes, not these reads.
+func sizeOf(ctx context.Context, g providers.NodeGroup, nodes []corev1.Node) (int, []providers.Instance, error) {
+	if nb, ok := providers.Own(g).(nodeBacked); ok && nodes != nil {
+		target, insts := nb.FromNodes(nodes)
+		return target, insts, nil
+	}
+	target, err := g.TargetSize(ctx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("node group %s: target size: %w", g.Name(), err)
+	}
+	insts, err := g.Instances(ctx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("node group %s: instances: %w", g.Name(), err)
+	}
+	return target, insts, nil
+}
+
+// describe is Describe, with the cycle's nodes for sizeOf (nil: none read).
+func describe(ctx context.Context, groups []providers.NodeGroup, nodes []corev1.Node) ([]snapshot.NodeGroup, error) {
 	out := make([]snapshot.NodeGroup, 0, len(groups))
 	for _, g := range groups {
-		target, err := g.TargetSize(ctx)
+		target, insts, err := sizeOf(ctx, g, nodes)
 		if err != nil {
-			return nil, fmt.Errorf("node group %s: target size: %w", g.Name(), err)
-		}
-		insts, err := g.Instances(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("node group %s: instances: %w", g.Name(), err)
+			return nil, err
 		}
 		tpl, err := g.Template(ctx)
 		if err != nil {
@@ -250,10 +282,11 @@ func Describe(ctx context.Context, groups []providers.NodeGroup) ([]snapshot.Nod
 			ids = append(ids, in.ProviderID)
 		}
 		slices.Sort(ids)
+		b := g.Bounds()
 		out = append(out, snapshot.NodeGroup{
 			Name: g.Name(), Provider: g.Provider(),
-			MinSize: g.MinSize(), MaxSize: g.MaxSize(), TargetSize: target,
-			Template: tpl, Instances: ids, MaxFrom: providers.MaxFrom(g), BoundsFrom: providers.BoundsFrom(g),
+			MinSize: b.Min, MaxSize: b.Max, TargetSize: target,
+			Template: tpl, Instances: ids, MaxFrom: b.MaxFrom, BoundsFrom: b.MaxSchedule,
 			Zones: providers.Zones(g, tpl), Price: providers.PriceOf(g),
 		})
 	}
@@ -486,8 +519,8 @@ func (e *Evaluator) Add(ctx context.Context, group string, count int) (Result, e
 	if err != nil {
 		return Result{}, fmt.Errorf("add: node group %s: %w", group, err)
 	}
-	if count > g.MaxSize()-target { // not target+count: that can wrap
-		return Result{}, fmt.Errorf("add: node group %s: %d + %d is above its max size %d: %w", group, target, count, g.MaxSize(), providers.ErrAboveMax)
+	if maxSize := g.Bounds().Max; count > maxSize-target { // not target+count: that can wrap
+		return Result{}, fmt.Errorf("add: node group %s: %d + %d is above its max size %d: %w", group, target, count, maxSize, providers.ErrAboveMax)
 	}
 	if err := g.IncreaseSize(ctx, count); err != nil {
 		metrics.From(ctx).AddRollUp(metrics.ScaleUpFailures, 1, metrics.Dims{metrics.DimReason: failureReason(err)})

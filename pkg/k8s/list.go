@@ -21,7 +21,7 @@ const DefaultPageSize = 500
 // Objects are the live objects a snapshot is made of, across all namespaces.
 // Every object has its TypeMeta (apiVersion, kind) set, so it serialises as
 // the API serves it. Unless read WithFull, the objects are trimmed to what the
-// planner reads (planner.Trimmer) and share memory with each other: treat
+// planner reads (snapshot.Trimmer) and share memory with each other: treat
 // them as read-only.
 type Objects struct {
 	Nodes                []corev1.Node

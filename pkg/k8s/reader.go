@@ -192,22 +192,61 @@ func (c *cache[T]) list(ctx context.Context, r *Reader) error {
 	if err != nil {
 		return err
 	}
-	// The API server lists in key order; sorting is a safeguard.
-	byKey := func(a, b T) int { return compareKeys(c.k.key(&a), c.k.key(&b)) }
-	if !slices.IsSortedFunc(items, byKey) {
-		slices.SortStableFunc(items, byKey)
-	}
-	index := make(map[objKey]int, len(items))
-	for i := range items {
-		index[c.k.key(&items[i])] = i
-	}
-	c.items, c.index, c.trim = items, index, t
+	c.items, c.index, c.trim = items, sortByKey(items, c.k.key), t
 	// A resource version that is not an integer (or none) cannot tell a
 	// catch-up when it is done: the cache stays invalid and every read lists.
 	if _, err := resourceversion.CompareResourceVersion(rv, rv); err == nil {
 		c.rv = rv
 	}
 	return nil
+}
+
+// sortByKey puts items in key order, keeping the order of equal keys, and
+// returns where each key is. The API server lists in key order, so sorting
+// is a safeguard: it compares the keys, read once, never the objects, which
+// a comparison by value would copy (and, through key, move to the heap)
+// twice per comparison.
+func sortByKey[T any](items []T, key func(*T) objKey) map[objKey]int {
+	keys := make([]objKey, len(items))
+	sorted := true
+	for i := range items {
+		keys[i] = key(&items[i])
+		sorted = sorted && (i == 0 || compareKeys(keys[i-1], keys[i]) <= 0)
+	}
+	if !sorted {
+		order := make([]int, len(items))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return compareKeys(keys[a], keys[b]) })
+		permute(items, keys, order)
+	}
+	index := make(map[objKey]int, len(items))
+	for i := range keys {
+		index[keys[i]] = i
+	}
+	return index
+}
+
+// permute moves items[order[i]] (and its key) to i in place, one cycle of
+// the permutation at a time, so no second slice of objects is made. order
+// is used up.
+func permute[T any](items []T, keys []objKey, order []int) {
+	for i := range order {
+		if order[i] < 0 {
+			continue
+		}
+		item, k := items[i], keys[i]
+		j := i
+		for order[j] != i {
+			next := order[j]
+			items[j], keys[j] = items[next], keys[next]
+			order[j] = -1
+			j = next
+		}
+		items[j], keys[j] = item, k
+		order[j] = -1
+	}
 }
 
 // errExpired is a watch that starts from a resource version the server no

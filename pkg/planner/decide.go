@@ -52,6 +52,7 @@ func decide(s *snapshot.Snapshot, set Settings, now time.Time, traced bool) (Pla
 	m.onUpcoming(classes, tr)
 	grown, budget := m.onNewNodes(classes, &plan, &next)
 	m.unschedulable(classes, grown, budget, &plan)
+	m.expendablePending(&plan)
 	// Pending pods first; headroom takes what the step has left.
 	spares := m.headroom(grown, budget, &plan, &next)
 	// Scale-down looks at the registered nodes only, as the scheduler will.

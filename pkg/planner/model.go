@@ -59,6 +59,10 @@ type podInfo struct {
 	// budgets covering it, in model.covers.
 	noted, stays, blocks bool
 	covers               span
+
+	// expendable: below the priority cutoff, left out of the simulation
+	// (neither bound nor unsched).
+	expendable bool
 }
 
 // span is covers[from:to] of a slice.
@@ -99,11 +103,11 @@ type groupInfo struct {
 // podClass is a set of pending pods that are interchangeable for packing:
 // same requests, node selector, required affinity and tolerations.
 type podClass struct {
-	rep  *corev1.Pod
-	req  res
-	pods []int32  // pending pods, by "ns/name"
-	keys []string // their "ns/name"
-	next int      // pods[:next] are placed
+	rep     *corev1.Pod
+	req     res
+	pods    []int32 // pending pods, by "ns/name"
+	pending int     // len(pods) once pendingClasses has filled them
+	next    int     // pods[:next] are placed
 	// feat are the rep's pod-dependent rules; set its podSet. A class with
 	// either (set >= 0) is placed pod by pod against its topo.
 	feat *features
@@ -273,6 +277,12 @@ func (m *model) indexPods() []int32 {
 		pi := &m.pods[i]
 		pi.node, pi.class, pi.set = -1, -1, -1
 		pi.terminal = isTerminal(p)
+		if !pi.terminal && m.expendable(p) {
+			// The scheduler would preempt it for any pod that needs its
+			// room, and it may go with its node: it counts nowhere.
+			pi.expendable = true
+			continue
+		}
 		if p.Spec.NodeName != "" {
 			if ni, ok := m.nodeByName[p.Spec.NodeName]; ok && !pi.terminal {
 				pi.node = ni

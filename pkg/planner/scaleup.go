@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
@@ -89,34 +91,131 @@ func (m *model) sortDecreasing(classes []int32, ref res) {
 }
 
 // pendingClasses groups the pending pods into classes, in the order of their
-// first pod's "ns/name".
+// first pod's "ns/name", each class's pods in that order too. The pods are
+// ordered by index, their keys compared in place: building a key per pod
+// was most of a large plan's time and memory.
 func (m *model) pendingClasses() []int32 {
-	type keyed struct {
-		key string
-		i   int32
-	}
-	var pend []keyed
+	n := 0
 	for i := range m.pods {
 		if m.pods[i].pending {
-			pend = append(pend, keyed{podKey(&m.snap.Pods[i]), int32(i)})
+			n++
 		}
 	}
-	byKey := func(a, b keyed) int { return strings.Compare(a.key, b.key) }
-	// Lists from the API server come sorted already; checking is linear.
-	if !slices.IsSortedFunc(pend, byKey) {
-		slices.SortFunc(pend, byKey)
+	pend := make([]int32, 0, n)
+	for i := range m.pods {
+		if m.pods[i].pending {
+			pend = append(pend, int32(i))
+		}
 	}
+	sortRuns(pend, func(a, b int32) int { return compareKeys(&m.snap.Pods[a], &m.snap.Pods[b]) })
+	of := make([]int32, len(pend))
 	var classes []int32
-	for _, p := range pend {
-		c := m.classOf(p.i)
-		cl := &m.classes[c]
-		if len(cl.pods) == 0 {
+	for j, i := range pend {
+		c := m.classOf(i)
+		of[j] = c
+		if cl := &m.classes[c]; cl.pending == 0 {
 			classes = append(classes, c)
 		}
-		cl.pods = append(cl.pods, p.i)
-		cl.keys = append(cl.keys, p.key)
+		m.classes[c].pending++
+	}
+	// Every class's pods in one array, each its own part of it.
+	all := make([]int32, len(pend))
+	off := 0
+	for _, c := range classes {
+		cl := &m.classes[c]
+		cl.pods = all[off : off : off+cl.pending]
+		off += cl.pending
+	}
+	for j, i := range pend {
+		cl := &m.classes[of[j]]
+		cl.pods = append(cl.pods, i)
 	}
 	return classes
+}
+
+// keyOf is pod i's "ns/name".
+func (m *model) keyOf(i int32) string { return podKey(&m.snap.Pods[i]) }
+
+// compareKeys orders pods as their "ns/name" strings would, without
+// building them.
+func compareKeys(a, b *corev1.Pod) int {
+	if a.Namespace == b.Namespace {
+		return strings.Compare(a.Name, b.Name)
+	}
+	na, nb := a.Namespace, b.Namespace
+	for i := range min(len(na), len(nb)) {
+		if na[i] != nb[i] {
+			return cmp.Compare(na[i], nb[i])
+		}
+	}
+	// One namespace starts the other: the shorter one's "/" meets the
+	// other's next byte, which a valid namespace never makes a "/".
+	long, sign := nb, 1
+	if len(na) > len(nb) {
+		long, sign = na, -1
+	}
+	if c := long[min(len(na), len(nb))]; c != '/' {
+		return sign * cmp.Compare(byte('/'), c)
+	}
+	return strings.Compare(podKey(a), podKey(b))
+}
+
+// sortRuns sorts s by cmp. Input made of a few sorted runs (one list from
+// the API server, or several appended) is merged in linear time; anything
+// else is sorted.
+func sortRuns[T any](s []T, cmp func(a, b T) int) {
+	const maxRuns = 8
+	var ends [maxRuns]int
+	runs := 0
+	for i := 1; i <= len(s); i++ {
+		if i == len(s) || cmp(s[i-1], s[i]) > 0 {
+			if runs == maxRuns {
+				slices.SortFunc(s, cmp)
+				return
+			}
+			ends[runs] = i
+			runs++
+		}
+	}
+	if runs <= 1 {
+		return
+	}
+	src, dst := s, make([]T, len(s))
+	for ; runs > 1; src, dst = dst, src {
+		// Merge neighbouring runs pairwise, from src into dst.
+		from, out := 0, 0
+		for r := 0; r < runs; r += 2 {
+			end := ends[r]
+			if r+1 < runs {
+				end = ends[r+1]
+				mergeRuns(dst[from:end], src[from:ends[r]], src[ends[r]:end], cmp)
+			} else {
+				copy(dst[from:end], src[from:end])
+			}
+			ends[out] = end
+			from = end
+			out++
+		}
+		runs = out
+	}
+	if len(s) > 0 && &src[0] != &s[0] {
+		copy(s, src)
+	}
+}
+
+// mergeRuns merges the sorted a and b into out (len(a)+len(b) long),
+// stably.
+func mergeRuns[T any](out, a, b []T, cmp func(a, b T) int) {
+	i, j := 0, 0
+	for k := range out {
+		if j == len(b) || (i < len(a) && cmp(a[i], b[j]) <= 0) {
+			out[k] = a[i]
+			i++
+		} else {
+			out[k] = b[j]
+			j++
+		}
+	}
 }
 
 func remaining(cl *podClass) int64 { return int64(len(cl.pods) - cl.next) }
@@ -156,8 +255,8 @@ func (m *model) onExisting(classes []int32, tr *trace) {
 			n.gotPending = true
 			m.place(int32(i), c, take)
 			if tr != nil {
-				for _, k := range cl.keys[cl.next : cl.next+int(take)] {
-					tr.existing[k] = n.node.Name
+				for _, pi := range cl.pods[cl.next : cl.next+int(take)] {
+					tr.existing[m.keyOf(pi)] = n.node.Name
 				}
 			}
 			cl.next += int(take)
@@ -237,7 +336,7 @@ func (m *model) existingEach(c int32, tr *trace) {
 			n.gotPending = true
 			m.place(i, c, 1)
 			if tr != nil {
-				tr.existing[cl.keys[cl.next]] = n.node.Name
+				tr.existing[m.keyOf(cl.pods[cl.next])] = n.node.Name
 			}
 			cl.next++
 			placed = true
@@ -360,8 +459,8 @@ func (m *model) onUpcoming(classes []int32, tr *trace) {
 			cl := &m.classes[c]
 			n := int(p.place(cl.req, remaining(cl)))
 			if tr != nil {
-				for _, k := range cl.keys[cl.next : cl.next+n] {
-					tr.upcoming[k] = g.ng.Name
+				for _, pi := range cl.pods[cl.next : cl.next+n] {
+					tr.upcoming[m.keyOf(pi)] = g.ng.Name
 				}
 			}
 			cl.next += n
@@ -392,8 +491,8 @@ func (m *model) upcomingEach(classes []int32, tr *trace) {
 			cl := &m.classes[c]
 			n := int(m.fillSlots(c, gi, &slots[gi], remaining(cl), int64(len(slots[gi]))))
 			if tr != nil {
-				for _, k := range cl.keys[cl.next : cl.next+n] {
-					tr.upcoming[k] = m.groups[gi].ng.Name
+				for _, pi := range cl.pods[cl.next : cl.next+n] {
+					tr.upcoming[m.keyOf(pi)] = m.groups[gi].ng.Name
 				}
 			}
 			cl.next += n
@@ -601,7 +700,9 @@ func (m *model) record(best *estimate, extra string, plan *Plan, next *snapshot.
 	pods := make([]string, 0, best.pods)
 	for _, cc := range best.placed {
 		cl := &m.classes[cc.class]
-		pods = append(pods, cl.keys[cl.next:cl.next+int(cc.n)]...)
+		for _, pi := range cl.pods[cl.next : cl.next+int(cc.n)] {
+			pods = append(pods, m.keyOf(pi))
+		}
 		cl.next += int(cc.n)
 	}
 	slices.Sort(pods)
@@ -700,9 +801,9 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 		default:
 			reason = "fits no node group: " + strings.Join(misfit, "; ")
 		}
-		for _, k := range cl.keys[cl.next:] {
+		for _, pi := range cl.pods[cl.next:] {
 			// The pods of a class share one slice: it is never changed.
-			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: k, Reason: reason, NodeGroups: groups})
+			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: m.keyOf(pi), Reason: reason, NodeGroups: groups})
 		}
 	}
 	slices.SortFunc(plan.Unschedulable, func(a, b Unschedulable) int { return strings.Compare(a.Pod, b.Pod) })

@@ -139,6 +139,12 @@ type ScaleUpSettings struct {
 	// BalanceSimilarNodeGroups splits each scale-up across the groups
 	// similar to the one the expander picked (balance.go).
 	BalanceSimilarNodeGroups bool
+	// ExpendablePodsPriorityCutoff: pods whose spec.priority is below it are
+	// expendable (cluster-autoscaler's --expendable-pods-priority-cutoff):
+	// pending, they trigger no scale-up; running, the simulation leaves them
+	// out, so they neither keep a node nor need a new home, and a pending
+	// pod may take their room as the scheduler would by preempting them.
+	ExpendablePodsPriorityCutoff int
 }
 
 // ScaleDownSettings tune scale-down.
@@ -159,6 +165,8 @@ func DefaultSettings() Settings {
 			MaxNodeProvisionTime: 15 * time.Minute,
 			Backoff:              5 * time.Minute,
 			Expander:             ExpanderLeastWaste,
+
+			ExpendablePodsPriorityCutoff: -10,
 		},
 		ScaleDown: ScaleDownSettings{
 			Enabled:              true,

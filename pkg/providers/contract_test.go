@@ -172,7 +172,7 @@ func TestContractNarrowed(t *testing.T) {
 		wide := spec
 		wide.MinSize, wide.MaxSize = 0, spec.MaxSize+5
 		bed := kamateraFactory(t, wide)
-		bed.Provider = narrowing{bed.Provider, providers.NewBounds(&spec.MinSize, &spec.MaxSize)}
+		bed.Provider = narrowing{bed.Provider, providers.NewNarrowing(&spec.MinSize, &spec.MaxSize)}
 		return bed
 	})
 }
@@ -180,7 +180,7 @@ func TestContractNarrowed(t *testing.T) {
 // narrowing narrows every group of a provider, as setup.NodeGroups does.
 type narrowing struct {
 	providers.Provider
-	bounds *providers.Bounds
+	bounds *providers.Narrowing
 }
 
 func (n narrowing) NodeGroups(ctx context.Context) ([]providers.NodeGroup, error) {

@@ -30,11 +30,8 @@ type guarded struct {
 	guard Guard
 }
 
-func (g *guarded) BoundsFrom() string { return BoundsFrom(g.NodeGroup) }
-func (g *guarded) MinFrom() string    { return MinFrom(g.NodeGroup) }
-
-func (g *guarded) MaxFrom() snapshot.BoundSource { return MaxFrom(g.NodeGroup) }
-func (g *guarded) Price() *snapshot.Price        { return PriceOf(g.NodeGroup) }
+// Price passes the price of the group inside on.
+func (g *guarded) Price() *snapshot.Price { return PriceOf(g.NodeGroup) }
 
 func (g *guarded) locked(ctx context.Context, fn func() error) error {
 	unlock, err := g.guard.LockGroup(ctx, g.Name())
@@ -63,8 +60,8 @@ func (g *guarded) DecreaseTargetSize(ctx context.Context, delta int) error {
 		if err != nil {
 			return fmt.Errorf("node group %s: target size: %w", g.Name(), err)
 		}
-		if target+delta-draining < g.MinSize() {
-			return fmt.Errorf("node group %s: size %d %+d with %d draining: %w (%d)", g.Name(), target, delta, draining, ErrBelowMin, g.MinSize())
+		if minSize := g.Bounds().Min; target+delta-draining < minSize {
+			return fmt.Errorf("node group %s: size %d %+d with %d draining: %w (%d)", g.Name(), target, delta, draining, ErrBelowMin, minSize)
 		}
 		return g.NodeGroup.DecreaseTargetSize(ctx, delta)
 	})
@@ -87,8 +84,8 @@ func GrowTo(ctx context.Context, g NodeGroup, want int) (from int, err error) {
 		if want <= from {
 			return nil
 		}
-		if want > inner.MaxSize() {
-			return fmt.Errorf("node group %s: size %d: %w (%d)", g.Name(), want, ErrAboveMax, inner.MaxSize())
+		if maxSize := inner.Bounds().Max; want > maxSize {
+			return fmt.Errorf("node group %s: size %d: %w (%d)", g.Name(), want, ErrAboveMax, maxSize)
 		}
 		return inner.IncreaseSize(ctx, want-from)
 	})

@@ -17,35 +17,37 @@ type Static []NodeGroup
 // NodeGroups implements Provider.
 func (s Static) NodeGroups(context.Context) ([]NodeGroup, error) { return s, nil }
 
-// Bounds are config bounds for the groups of one config entry. Groups are
-// listed anew on every run; the wrappers of the same Bounds share one lock,
-// so concurrent size changes cannot pass the narrowed bounds together.
-type Bounds struct {
+// Narrowing is config bounds for the groups of one config entry, or a
+// schedule's for one group. Groups are listed anew on every run; the
+// wrappers of the same Narrowing share one lock, so concurrent size changes
+// cannot pass the narrowed bounds together.
+type Narrowing struct {
 	Min, Max *int
 	// From names the schedule that set the bounds ("schedule night"),
-	// empty for the config; errors, BoundsFrom and MaxFrom report it.
+	// empty for the config; errors and Bounds report it.
 	From string
 	mu   sync.Mutex
 }
 
-// NewBounds returns bounds; nil keeps the provider's own.
-func NewBounds(minSize, maxSize *int) *Bounds { return &Bounds{Min: minSize, Max: maxSize} }
+// NewNarrowing returns config bounds; nil keeps the provider's own.
+func NewNarrowing(minSize, maxSize *int) *Narrowing { return &Narrowing{Min: minSize, Max: maxSize} }
 
 // Narrow applies config bounds to a group with a lock of its own (see
-// Bounds.Narrow for groups listed more than once).
+// Narrowing.Narrow for groups listed more than once).
 func Narrow(g NodeGroup, minSize, maxSize *int) (NodeGroup, error) {
-	return NewBounds(minSize, maxSize).Narrow(g)
+	return NewNarrowing(minSize, maxSize).Narrow(g)
 }
 
 // Narrow applies the bounds to a group: they may narrow what the provider
 // reports, never widen it (a config asking for more than the cloud allows is
 // an error naming both numbers).
-func (b *Bounds) Narrow(g NodeGroup) (NodeGroup, error) {
+func (b *Narrowing) Narrow(g NodeGroup) (NodeGroup, error) {
 	minSize, maxSize := b.Min, b.Max
 	if minSize == nil && maxSize == nil {
 		return g, nil
 	}
-	lo, hi := g.MinSize(), g.MaxSize()
+	own := g.Bounds()
+	lo, hi := own.Min, own.Max
 	if minSize != nil {
 		if *minSize < lo {
 			return nil, fmt.Errorf("node group %s: minSize %d is below the provider's minimum %d (config may narrow, not widen)", g.Name(), *minSize, lo)
@@ -64,47 +66,6 @@ func (b *Bounds) Narrow(g NodeGroup) (NodeGroup, error) {
 	return &narrowed{NodeGroup: g, min: lo, max: hi, from: b.From, mu: &b.mu}, nil
 }
 
-// BoundsSource is implemented by groups whose bounds something other than
-// the provider set; BoundsFrom names it ("" for the config).
-type BoundsSource interface {
-	BoundsFrom() string
-}
-
-// BoundsFrom returns what set g's maximum, when g reports it.
-func BoundsFrom(g NodeGroup) string {
-	if s, ok := g.(BoundsSource); ok {
-		return s.BoundsFrom()
-	}
-	return ""
-}
-
-// MaxSource is implemented by groups that know what set their maximum.
-type MaxSource interface {
-	MaxFrom() snapshot.BoundSource
-}
-
-// MaxFrom returns what set g's maximum: what g reports, else the provider.
-func MaxFrom(g NodeGroup) snapshot.BoundSource {
-	if s, ok := g.(MaxSource); ok {
-		return s.MaxFrom()
-	}
-	return snapshot.BoundProvider
-}
-
-// MinSource is implemented by groups whose minimum something other than
-// the provider set.
-type MinSource interface {
-	MinFrom() string
-}
-
-// MinFrom returns what set g's minimum, when g reports it.
-func MinFrom(g NodeGroup) string {
-	if s, ok := g.(MinSource); ok {
-		return s.MinFrom()
-	}
-	return ""
-}
-
 // narrowed checks the narrowed bounds before the provider checks its own.
 type narrowed struct {
 	NodeGroup
@@ -113,36 +74,23 @@ type narrowed struct {
 	mu       *sync.Mutex
 }
 
-func (n *narrowed) MinSize() int { return n.min }
-func (n *narrowed) MaxSize() int { return n.max }
-
-// BoundsFrom names what set the maximum, the bound that stops growth: this
-// narrowing when it lowered it, else what the group inside reports.
-func (n *narrowed) BoundsFrom() string {
-	if n.from != "" && n.max < n.NodeGroup.MaxSize() {
-		return n.from
+// Bounds are the narrowed bounds; a bound this narrowing changed reports
+// it (the config, or the schedule From names) as what set it, one it kept
+// reports what the group inside does.
+func (n *narrowed) Bounds() Bounds {
+	out := n.NodeGroup.Bounds()
+	src, schedule := snapshot.BoundConfig, ""
+	if n.from != "" {
+		src, schedule = snapshot.BoundSchedule, n.from
 	}
-	return BoundsFrom(n.NodeGroup)
-}
-
-// MaxFrom is what set the maximum: this narrowing when it lowered it (the
-// config, or a schedule when From names one), else the group inside.
-func (n *narrowed) MaxFrom() snapshot.BoundSource {
-	switch {
-	case n.max >= n.NodeGroup.MaxSize():
-		return MaxFrom(n.NodeGroup)
-	case n.from != "":
-		return snapshot.BoundSchedule
+	if n.min > out.Min {
+		out.MinFrom, out.MinSchedule = src, schedule
 	}
-	return snapshot.BoundConfig
-}
-
-// MinFrom names what set the minimum: this narrowing when it raised it.
-func (n *narrowed) MinFrom() string {
-	if n.from != "" && n.min > n.NodeGroup.MinSize() {
-		return n.from
+	if n.max < out.Max {
+		out.MaxFrom, out.MaxSchedule = src, schedule
 	}
-	return MinFrom(n.NodeGroup)
+	out.Min, out.Max = n.min, n.max
+	return out
 }
 
 func (n *narrowed) setBy() string {
@@ -185,7 +133,7 @@ func (n *narrowed) DeleteInstance(ctx context.Context, providerID string) error 
 func (n *narrowed) Unwrap() NodeGroup { return n.NodeGroup }
 
 // Own returns the provider's group beneath nodetide's narrowings (config
-// bounds, a schedule's): its MinSize is the minimum the provider itself
+// bounds, a schedule's): its Bounds().Min is the minimum the provider itself
 // enforces, which a drain asked to go below nodetide's minimum still keeps.
 func Own(g NodeGroup) NodeGroup {
 	for {
@@ -232,8 +180,7 @@ func PriceOf(g NodeGroup) *snapshot.Price {
 }
 
 // Priced gives g the price its config entry sets; nil leaves g as it is.
-// It wraps a group after its bounds are narrowed (see Narrow), so that the
-// bound sources it forwards are the narrowed ones.
+// It wraps a group after its bounds are narrowed (see Narrow).
 func Priced(g NodeGroup, p *snapshot.Price) NodeGroup {
 	if p == nil {
 		return g
@@ -246,7 +193,4 @@ type priced struct {
 	price *snapshot.Price
 }
 
-func (p *priced) Price() *snapshot.Price        { return p.price }
-func (p *priced) BoundsFrom() string            { return BoundsFrom(p.NodeGroup) }
-func (p *priced) MinFrom() string               { return MinFrom(p.NodeGroup) }
-func (p *priced) MaxFrom() snapshot.BoundSource { return MaxFrom(p.NodeGroup) }
+func (p *priced) Price() *snapshot.Price { return p.price }

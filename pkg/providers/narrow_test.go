@@ -19,8 +19,7 @@ type fixedGroup struct {
 
 func (f *fixedGroup) Name() string                                            { return "g" }
 func (f *fixedGroup) Provider() string                                        { return "test" }
-func (f *fixedGroup) MinSize() int                                            { return 0 }
-func (f *fixedGroup) MaxSize() int                                            { return 10 }
+func (f *fixedGroup) Bounds() providers.Bounds                                { return providers.Bounds{Min: 0, Max: 10} }
 func (f *fixedGroup) TargetSize(context.Context) (int, error)                 { return f.target, nil }
 func (f *fixedGroup) Instances(context.Context) ([]providers.Instance, error) { return nil, nil }
 func (f *fixedGroup) Template(context.Context) (snapshot.Template, error) {
@@ -62,8 +61,8 @@ func TestNarrow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g.MinSize() != tc.wantMin || g.MaxSize() != tc.wantMax {
-				t.Errorf("bounds %d..%d, want %d..%d", g.MinSize(), g.MaxSize(), tc.wantMin, tc.wantMax)
+			if g.Bounds().Min != tc.wantMin || g.Bounds().Max != tc.wantMax {
+				t.Errorf("bounds %d..%d, want %d..%d", g.Bounds().Min, g.Bounds().Max, tc.wantMin, tc.wantMax)
 			}
 		})
 	}
@@ -99,15 +98,15 @@ func TestNarrowFrom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := providers.BoundsFrom(cfg); got != "" {
+	if got := cfg.Bounds().MaxSchedule; got != "" {
 		t.Errorf("config narrowing reports %q, want nothing", got)
 	}
-	night := &providers.Bounds{Max: ptr(2), From: "schedule night"}
+	night := &providers.Narrowing{Max: ptr(2), From: "schedule night"}
 	g, err := night.Narrow(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := providers.BoundsFrom(g); got != "schedule night" {
+	if got := g.Bounds().MaxSchedule; got != "schedule night" {
 		t.Errorf("BoundsFrom = %q, want schedule night", got)
 	}
 	err = g.IncreaseSize(ctx, 1)
@@ -118,15 +117,15 @@ func TestNarrowFrom(t *testing.T) {
 		t.Errorf("the provider grew by %d", inner.increased)
 	}
 
-	floor := &providers.Bounds{Min: ptr(2), From: "schedule day"}
+	floor := &providers.Narrowing{Min: ptr(2), From: "schedule day"}
 	g, err = floor.Narrow(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := providers.BoundsFrom(g); got != "" {
+	if got := g.Bounds().MaxSchedule; got != "" {
 		t.Errorf("a min-only schedule reports %q as what set the max", got)
 	}
-	if got := providers.MinFrom(g); got != "schedule day" {
+	if got := g.Bounds().MinSchedule; got != "schedule day" {
 		t.Errorf("MinFrom = %q, want schedule day", got)
 	}
 	err = g.DeleteInstance(ctx, "a")

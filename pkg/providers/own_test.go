@@ -17,14 +17,14 @@ func TestOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched, err := (&providers.Bounds{Min: ptr(3), From: "schedule day"}).Narrow(config)
+	sched, err := (&providers.Narrowing{Min: ptr(3), From: "schedule day"}).Narrow(config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sched.MinSize() != 3 {
-		t.Fatalf("narrowed min = %d, want 3", sched.MinSize())
+	if sched.Bounds().Min != 3 {
+		t.Fatalf("narrowed min = %d, want 3", sched.Bounds().Min)
 	}
-	if own := providers.Own(sched); own != providers.NodeGroup(f) || own.MinSize() != 0 {
-		t.Errorf("Own = %#v (min %d), want the provider's group, min 0", own, own.MinSize())
+	if own := providers.Own(sched); own != providers.NodeGroup(f) || own.Bounds().Min != 0 {
+		t.Errorf("Own = %#v (min %d), want the provider's group, min 0", own, own.Bounds().Min)
 	}
 }

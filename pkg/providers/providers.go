@@ -47,10 +47,10 @@ type NodeGroup interface {
 	Name() string
 	// Provider names the cloud: "aws", "scaleway", "kamatera" or "kwok".
 	Provider() string
-	// MinSize and MaxSize are the effective bounds (the provider's, narrowed
-	// by the config), read when the group was listed; no I/O.
-	MinSize() int
-	MaxSize() int
+	// Bounds are the effective min and max (the provider's, narrowed by
+	// the config and a schedule) and what set each, read when the group was
+	// listed; no I/O.
+	Bounds() Bounds
 	// TargetSize is the number of machines the provider is asked to run:
 	// running ones plus those it is still creating, not those being deleted.
 	TargetSize(ctx context.Context) (int, error)
@@ -62,13 +62,13 @@ type NodeGroup interface {
 	// can be packed onto a group at zero. An error means the group cannot be
 	// grown by the planner this cycle; nothing else.
 	Template(ctx context.Context) (snapshot.Template, error)
-	// IncreaseSize raises the target by delta > 0. A target above MaxSize
+	// IncreaseSize raises the target by delta > 0. A target above Bounds().Max
 	// is ErrAboveMax and nothing is asked (see CheckIncrease: no overflow).
 	// It returns once the cloud accepted the new target, not when machines
 	// run.
 	IncreaseSize(ctx context.Context, delta int) error
 	// DeleteInstance removes one machine, named by provider ID, and lowers
-	// the target by one, so it is not replaced. A target below MinSize is
+	// the target by one, so it is not replaced. A target below Bounds().Min is
 	// ErrBelowMin, a machine not in the group ErrUnknownInstance; in both
 	// cases nothing is removed. Deleting a machine already going is a
 	// no-op; deleting one still being created gives it up for good.
@@ -78,6 +78,18 @@ type NodeGroup interface {
 	// machine: with none to give back it is ErrNothingToDecrease. A delta
 	// of zero or more is refused.
 	DecreaseTargetSize(ctx context.Context, delta int) error
+}
+
+// Bounds are a group's effective size bounds and what set each: one value,
+// so a wrapper (a narrowing, a guard) passes them on by embedding alone.
+type Bounds struct {
+	Min, Max int
+	// MinFrom and MaxFrom are what set Min and Max: the provider (the zero
+	// value), the config or a schedule.
+	MinFrom, MaxFrom snapshot.BoundSource
+	// MinSchedule and MaxSchedule name the schedule ("schedule night")
+	// that set Min or Max, when MinFrom or MaxFrom is snapshot.BoundSchedule.
+	MinSchedule, MaxSchedule string
 }
 
 // Provider lists the node groups one config entry manages (a discovery-based

@@ -230,7 +230,8 @@ func (a *Applier) applyOverride(ctx context.Context, o schedule.Override, g prov
 // false, having recorded the failure, when the target cannot be read or the
 // desired size is outside the bounds.
 func (a *Applier) wantedSize(ctx context.Context, o schedule.Override, g providers.NodeGroup, c *schedule.Change, res *schedule.Result) (int, bool) {
-	lo, hi, note := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
+	b := g.Bounds()
+	lo, hi, note := schedule.EffectiveBounds(o, b.Min, b.Max)
 	if note != "" {
 		res.Notes = append(res.Notes, fmt.Sprintf("node group %s: %s", o.Group, note))
 	}

@@ -36,10 +36,9 @@ type fakeGroup struct {
 	increase int // IncreaseSize calls
 }
 
-func (g *fakeGroup) Name() string     { return g.name }
-func (g *fakeGroup) Provider() string { return "fake" }
-func (g *fakeGroup) MinSize() int     { return 0 }
-func (g *fakeGroup) MaxSize() int     { return g.max }
+func (g *fakeGroup) Name() string             { return g.name }
+func (g *fakeGroup) Provider() string         { return "fake" }
+func (g *fakeGroup) Bounds() providers.Bounds { return providers.Bounds{Min: 0, Max: g.max} }
 func (g *fakeGroup) TargetSize(context.Context) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -32,18 +32,9 @@ func AutoScalingGroups(ctx context.Context, cfg *config.Config, a *AWS) ([]AutoS
 			continue
 		}
 		path := fmt.Sprintf("nodeGroups[%d]", i)
-		ac, err := a.Config(ctx)
+		p, as, err := awsEntry(ctx, cfg, path, g, a)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if g.AWS.Region != "" {
-			ac.Region = g.AWS.Region
-		}
-		as, ec := awsprovider.NewClients(ac)
-		p, err := awsprovider.New(as, ec, awsprovider.Options{ClusterName: cfg.Cluster.Name,
-			AutoScalingGroup: g.AWS.AutoScalingGroup, AutoDiscovery: g.AWS.AutoDiscovery, MinSize: g.MinSize, MaxSize: g.MaxSize})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, err
 		}
 		groups, err := p.NodeGroups(ctx)
 		if err != nil {

@@ -32,7 +32,6 @@ import (
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/drain"
 	"github.com/nodetide/nodetide/pkg/evaluate"
-	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/schedulefire"
 	"github.com/nodetide/nodetide/pkg/setup"
@@ -274,8 +273,8 @@ func (b *interleaveBed) sample(ctx context.Context) (ilSample, error) {
 	if err != nil {
 		return s, err
 	}
-	s.min, s.max = groups[0].MinSize(), groups[0].MaxSize()
-	s.from = providers.BoundsFrom(groups[0])
+	s.min, s.max = groups[0].Bounds().Min, groups[0].Bounds().Max
+	s.from = groups[0].Bounds().MaxSchedule
 	nodes, err := b.cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.GroupLabel + "=" + b.pool})
 	if err != nil {
 		return s, err

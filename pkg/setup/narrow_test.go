@@ -14,9 +14,8 @@ import (
 // tenGroup is a provider group of bounds 0..10.
 type tenGroup struct{ providers.NodeGroup }
 
-func (tenGroup) Name() string { return "g" }
-func (tenGroup) MinSize() int { return 0 }
-func (tenGroup) MaxSize() int { return 10 }
+func (tenGroup) Name() string             { return "g" }
+func (tenGroup) Bounds() providers.Bounds { return providers.Bounds{Min: 0, Max: 10} }
 
 // TestNarrow: a listed group's bounds are narrowed in one place, by its
 // config entry and then by the schedule that last named it, and each
@@ -25,27 +24,27 @@ func TestNarrow(t *testing.T) {
 	ptr := func(i int) *int { return &i }
 	cases := []struct {
 		name             string
-		config           *providers.Bounds
+		config           *providers.Narrowing
 		override         *schedule.Override
 		wantMin, wantMax int
 		wantMaxFrom      snapshot.BoundSource
 		wantBoundsFrom   string
 		wantErr          string
 	}{
-		{name: "provider's own", config: providers.NewBounds(nil, nil), wantMax: 10},
-		{name: "config", config: providers.NewBounds(ptr(1), ptr(8)), wantMin: 1, wantMax: 8, wantMaxFrom: snapshot.BoundConfig},
-		{name: "schedule within the config", config: providers.NewBounds(ptr(1), ptr(8)),
+		{name: "provider's own", config: providers.NewNarrowing(nil, nil), wantMax: 10},
+		{name: "config", config: providers.NewNarrowing(ptr(1), ptr(8)), wantMin: 1, wantMax: 8, wantMaxFrom: snapshot.BoundConfig},
+		{name: "schedule within the config", config: providers.NewNarrowing(ptr(1), ptr(8)),
 			override: &schedule.Override{Group: "g", Schedule: "night", Max: ptr(2)},
 			wantMin:  1, wantMax: 2, wantMaxFrom: snapshot.BoundSchedule, wantBoundsFrom: "schedule night"},
-		{name: "a schedule's max above the config's is clamped to it", config: providers.NewBounds(nil, ptr(8)),
+		{name: "a schedule's max above the config's is clamped to it", config: providers.NewNarrowing(nil, ptr(8)),
 			override: &schedule.Override{Group: "g", Schedule: "day", Min: ptr(3), Max: ptr(20)},
 			wantMin:  3, wantMax: 8, wantMaxFrom: snapshot.BoundConfig},
-		{name: "a schedule without bounds gives the config's back", config: providers.NewBounds(nil, ptr(8)),
+		{name: "a schedule without bounds gives the config's back", config: providers.NewNarrowing(nil, ptr(8)),
 			override: &schedule.Override{Group: "g", Schedule: "day", Desired: ptr(4)},
 			wantMax:  8, wantMaxFrom: snapshot.BoundConfig},
-		{name: "another group's schedule", config: providers.NewBounds(nil, nil),
+		{name: "another group's schedule", config: providers.NewNarrowing(nil, nil),
 			override: &schedule.Override{Group: "other", Schedule: "night", Max: ptr(1)}, wantMax: 10},
-		{name: "config wider than the provider", config: providers.NewBounds(nil, ptr(11)),
+		{name: "config wider than the provider", config: providers.NewNarrowing(nil, ptr(11)),
 			wantErr: "nodeGroups[0]: node group g: maxSize 11 is above the provider's maximum 10"},
 	}
 	for _, tc := range cases {
@@ -64,10 +63,10 @@ func TestNarrow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g.MinSize() != tc.wantMin || g.MaxSize() != tc.wantMax {
-				t.Errorf("bounds %d..%d, want %d..%d", g.MinSize(), g.MaxSize(), tc.wantMin, tc.wantMax)
+			if g.Bounds().Min != tc.wantMin || g.Bounds().Max != tc.wantMax {
+				t.Errorf("bounds %d..%d, want %d..%d", g.Bounds().Min, g.Bounds().Max, tc.wantMin, tc.wantMax)
 			}
-			if from, words := providers.MaxFrom(g), providers.BoundsFrom(g); from != tc.wantMaxFrom || words != tc.wantBoundsFrom {
+			if from, words := g.Bounds().MaxFrom, g.Bounds().MaxSchedule; from != tc.wantMaxFrom || words != tc.wantBoundsFrom {
 				t.Errorf("max from %q (%q), want %q (%q)", from, words, tc.wantMaxFrom, tc.wantBoundsFrom)
 			}
 		})

@@ -53,8 +53,8 @@ nodeGroups:
 			if p == nil || *p != want {
 				t.Errorf("group a: price %+v, want %+v", p, want)
 			}
-			if g.MaxSize() != 3 {
-				t.Errorf("group a: max %d, want 3", g.MaxSize())
+			if g.Bounds().Max != 3 {
+				t.Errorf("group a: max %d, want 3", g.Bounds().Max)
 			}
 		case "b":
 			if p != nil {

@@ -189,8 +189,8 @@ drain: {timeout: 2m}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if groups[0].MinSize() != 0 || groups[0].MaxSize() != 5 {
-		t.Errorf("after deleting day: bounds %d..%d, want the configured 0..5", groups[0].MinSize(), groups[0].MaxSize())
+	if groups[0].Bounds().Min != 0 || groups[0].Bounds().Max != 5 {
+		t.Errorf("after deleting day: bounds %d..%d, want the configured 0..5", groups[0].Bounds().Min, groups[0].Bounds().Max)
 	}
 }
 

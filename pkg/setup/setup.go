@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -282,8 +283,9 @@ func narrow(g providers.NodeGroup, ep *entryProvider, overrides map[string]sched
 	if !ok || !o.Bounds() {
 		return g, nil
 	}
-	lo, hi, _ := schedule.EffectiveBounds(o, g.MinSize(), g.MaxSize())
-	b := &providers.Bounds{Min: &lo, Max: &hi, From: o.Source()}
+	own := g.Bounds()
+	lo, hi, _ := schedule.EffectiveBounds(o, own.Min, own.Max)
+	b := &providers.Narrowing{Min: &lo, Max: &hi, From: o.Source()}
 	if g, err = b.Narrow(g); err != nil {
 		return nil, fmt.Errorf("node group %s: %s: %w", o.Group, o.Source(), err)
 	}
@@ -296,7 +298,7 @@ type entryProvider struct {
 	provider providers.Provider
 	// bounds are the entry's minSize/maxSize where nodetide narrows the
 	// provider's groups by them (see configBounds).
-	bounds *providers.Bounds
+	bounds *providers.Narrowing
 	// price is the entry's price per node-hour; nil when it sets none.
 	price *snapshot.Price
 }
@@ -305,49 +307,39 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 	out := make([]entryProvider, 0, len(cfg.NodeGroups))
 	for i, g := range cfg.NodeGroups {
 		path := fmt.Sprintf("nodeGroups[%d]", i)
-		var p providers.Provider
-		var err error
-		switch g.Provider {
-		case config.ProviderKwok:
-			p, err = kwokProvider(path, client, g)
-		case config.ProviderKamatera:
-			p, err = kamateraProvider(ctx, cfg, path, g, a)
-		case config.ProviderAWS:
-			p, err = awsProvider(ctx, cfg, path, g, a)
-		case config.ProviderScaleway:
-			p, err = scalewayProvider(ctx, cfg, path, g, a)
-		default:
-			err = fmt.Errorf("%s: provider %q is not available in this build yet", path, g.Provider)
+		k, ok := kindOf(g.Provider)
+		if !ok {
+			return nil, fmt.Errorf("%s: provider %q is not available in this build yet", path, g.Provider)
 		}
+		p, err := k.build(ctx, buildDeps{cfg: cfg, client: client, aws: a}, path, g)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, entryProvider{path: path, provider: p, bounds: configBounds(g), price: cfg.GroupPrice(i)})
+		out = append(out, entryProvider{path: path, provider: p, bounds: configBounds(k, g), price: cfg.GroupPrice(i)})
 	}
 	return out, nil
 }
 
-// configBounds are the bounds nodetide narrows an entry's groups by. A
-// kwok group's minSize/maxSize are its own bounds, and the AWS and Scaleway
-// providers apply them themselves (an ASG's are re-read on every size
-// change; a Scaleway pool's may be replaced, wider, when its own
-// autoscaling is off), so only Kamatera's are applied here.
-func configBounds(g config.NodeGroup) *providers.Bounds {
-	if g.Provider == config.ProviderKamatera {
-		return providers.NewBounds(g.MinSize, g.MaxSize)
+// configBounds are the bounds nodetide narrows an entry's groups by: the
+// entry's minSize/maxSize for a kind that leaves them to nodetide (see
+// kind.narrowedHere), none for the others.
+func configBounds(k kind, g config.NodeGroup) *providers.Narrowing {
+	if k.narrowedHere {
+		return providers.NewNarrowing(g.MinSize, g.MaxSize)
 	}
-	return providers.NewBounds(nil, nil)
+	return providers.NewNarrowing(nil, nil)
 }
 
-func kwokProvider(path string, client kubernetes.Interface, g config.NodeGroup) (providers.Provider, error) {
+func kwokProvider(_ context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
 	tpl, err := g.Kwok.Template.Planner()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return providers.Static{kwok.New(client, g.Name, *g.MinSize, *g.MaxSize, tpl).WithZones(g.Kwok.Zones)}, nil
+	return providers.Static{kwok.New(d.client, g.Name, *g.MinSize, *g.MaxSize, tpl).WithZones(g.Kwok.Zones)}, nil
 }
 
-func kamateraProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {
+func kamateraProvider(ctx context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
+	cfg, a := d.cfg, d.aws
 	cc, err := kamateraCloudConfig(ctx, cfg, g.Kamatera, a)
 	if err != nil {
 		return nil, fmt.Errorf("%s.%w", path, err)
@@ -373,10 +365,20 @@ func kamateraProvider(ctx context.Context, cfg *config.Config, path string, g co
 	return p, nil
 }
 
-func awsProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {
+func awsProvider(ctx context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
+	p, _, err := awsEntry(ctx, d.cfg, path, g, d.aws)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// awsEntry builds the provider of one aws entry, with the Auto Scaling
+// client of its region: the one build evaluate, drain and the CLI share.
+func awsEntry(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (*awsprovider.Provider, *autoscaling.Client, error) {
 	ac, err := a.Config(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if g.AWS.Region != "" {
 		ac.Region = g.AWS.Region
@@ -394,12 +396,13 @@ func awsProvider(ctx context.Context, cfg *config.Config, path string, g config.
 	}
 	p, err := awsprovider.New(as, ec, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return p, nil
+	return p, as, nil
 }
 
-func scalewayProvider(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (providers.Provider, error) {
+func scalewayProvider(ctx context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
+	cfg, a := d.cfg, d.aws
 	sg := g.Scaleway
 	if sg == nil { // everything may come from the environment
 		sg = &config.ScalewayGroup{}

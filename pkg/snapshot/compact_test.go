@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"runtime"
@@ -274,5 +275,29 @@ func TestReadCompactFromAPipe(t *testing.T) {
 	}
 	if planJSON(t, fromPipe, planner.DefaultSettings()) != planJSON(t, snapshottest.Read(t, doc), planner.DefaultSettings()) {
 		t.Error("read from a pipe, the snapshot plans differently")
+	}
+}
+
+// TestFormsKeepPriority: spec.priority decides which pods are expendable,
+// so both forms (and the Trimmer under them) keep it, per pod.
+func TestFormsKeepPriority(t *testing.T) {
+	s := snapshottest.Cluster(nil, []corev1.Node{snapshottest.Node("n1", "workers", "4", "16Gi")}, []corev1.Pod{
+		snapshottest.Pod("pause-1", "1", "1Gi", snapshottest.On("n1"), snapshottest.Priority(-20)),
+		snapshottest.Pod("web-1", "1", "1Gi", snapshottest.On("n1"), snapshottest.Priority(1000)),
+		snapshottest.Pod("web-2", "1", "1Gi", snapshottest.Pending()),
+	})
+	s.Pods[0].Spec.PriorityClassName = "overprovisioning"
+	want := map[string]string{"pause-1": "-20 overprovisioning", "web-1": "1000 ", "web-2": "none "}
+	for _, compact := range []bool{false, true} {
+		got := snapshottest.Read(t, snapshottest.Write(t, s, compact))
+		for _, p := range got.Pods {
+			prio := "none"
+			if p.Spec.Priority != nil {
+				prio = fmt.Sprint(*p.Spec.Priority)
+			}
+			if g := prio + " " + p.Spec.PriorityClassName; g != want[p.Name] {
+				t.Errorf("compact %v: %s has priority %q, want %q", compact, p.Name, g, want[p.Name])
+			}
+		}
 	}
 }

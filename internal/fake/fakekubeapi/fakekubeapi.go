@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -48,6 +49,10 @@ type Shape struct {
 	// JSONOnly answers in JSON whatever the client asks, as a server (or
 	// proxy) without protobuf does.
 	JSONOnly bool
+	// NodeLabels are added to every node's labels (e.g. a kwok group's
+	// label, so one group holds every node). The double ignores label
+	// selectors: a LIST of the nodes with these labels is still right.
+	NodeLabels map[string]string
 }
 
 type kindName int
@@ -503,12 +508,14 @@ func (s *Server) node(r rec) *corev1.Node {
 		conds = append(conds, corev1.NodeCondition{Type: c, Status: corev1.ConditionFalse, LastHeartbeatTime: created, LastTransitionTime: created, Reason: "KubeletHasSufficient" + string(c), Message: "kubelet has sufficient resources"})
 	}
 	conds = append(conds, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: created, LastTransitionTime: created, Reason: "KubeletReady", Message: "kubelet is posting ready status"})
+	labels := map[string]string{"kubernetes.io/hostname": r.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64",
+		"node.kubernetes.io/instance-type": "m7g.4xlarge", "topology.kubernetes.io/zone": fmt.Sprintf("eu-west-1%c", 'a'+r.node%3),
+		"topology.kubernetes.io/region": "eu-west-1", "eks.amazonaws.com/nodegroup": "workers"}
+	maps.Copy(labels, s.shape.NodeLabels)
 	return &corev1.Node{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 		ObjectMeta: metav1.ObjectMeta{Name: r.name, UID: uid("node", r), ResourceVersion: strconv.FormatUint(r.rv, 10), CreationTimestamp: created,
-			Labels: map[string]string{"kubernetes.io/hostname": r.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64",
-				"node.kubernetes.io/instance-type": "m7g.4xlarge", "topology.kubernetes.io/zone": fmt.Sprintf("eu-west-1%c", 'a'+r.node%3),
-				"topology.kubernetes.io/region": "eu-west-1", "eks.amazonaws.com/nodegroup": "workers"},
+			Labels:      labels,
 			Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
 		Spec: corev1.NodeSpec{ProviderID: "aws:///eu-west-1a/i-" + fmt.Sprintf("%017x", r.node), PodCIDR: "10.2.0.0/24"},
 		Status: corev1.NodeStatus{Capacity: cap, Allocatable: cap, Conditions: conds, Images: images,

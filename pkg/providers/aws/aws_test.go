@@ -143,8 +143,8 @@ func TestByName(t *testing.T) {
 	d.AddGroup(fakeaws.Group{Name: "workers-asg-2", MaxSize: 5})
 
 	g := oneGroup(t, as, ec2c, ngaws.Options{AutoScalingGroup: "workers-asg", DisplayName: "workers"})
-	if g.Name() != "workers" || g.Provider() != "aws" || g.MinSize() != 1 || g.MaxSize() != 5 {
-		t.Fatalf("group = %s/%s min %d max %d", g.Name(), g.Provider(), g.MinSize(), g.MaxSize())
+	if g.Name() != "workers" || g.Provider() != "aws" || g.Bounds().Min != 1 || g.Bounds().Max != 5 {
+		t.Fatalf("group = %s/%s min %d max %d", g.Name(), g.Provider(), g.Bounds().Min, g.Bounds().Max)
 	}
 	if n, _ := g.TargetSize(context.Background()); n != 2 {
 		t.Fatalf("target = %d, want 2", n)
@@ -221,8 +221,8 @@ func TestBounds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if gs[0].MinSize() != tt.wantMin || gs[0].MaxSize() != tt.wantMax {
-				t.Fatalf("bounds = %d..%d, want %d..%d", gs[0].MinSize(), gs[0].MaxSize(), tt.wantMin, tt.wantMax)
+			if gs[0].Bounds().Min != tt.wantMin || gs[0].Bounds().Max != tt.wantMax {
+				t.Fatalf("bounds = %d..%d, want %d..%d", gs[0].Bounds().Min, gs[0].Bounds().Max, tt.wantMin, tt.wantMax)
 			}
 		})
 	}

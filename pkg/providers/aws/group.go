@@ -30,7 +30,8 @@ type Group struct {
 	name     string
 	asgName  string
 	min, max int
-	maxFrom  snapshot.BoundSource
+	// minFrom and maxFrom: the config where its bound narrowed the ASG's.
+	minFrom, maxFrom snapshot.BoundSource
 
 	mu  sync.Mutex
 	asg astypes.AutoScalingGroup // as last described, plus this group's own changes
@@ -50,15 +51,14 @@ func (p *Provider) newGroup(asg astypes.AutoScalingGroup) (*Group, error) {
 		name = p.opts.DisplayName
 	}
 	g := &Group{p: p, name: name, asgName: asgName, min: lo, max: hi, asg: asg}
+	if lo > int(awssdk.ToInt32(asg.MinSize)) {
+		g.minFrom = snapshot.BoundConfig
+	}
 	if hi < int(awssdk.ToInt32(asg.MaxSize)) {
 		g.maxFrom = snapshot.BoundConfig
 	}
 	return g, nil
 }
-
-// MaxFrom implements providers.MaxSource: the config when its maxSize
-// lowered the ASG's MaxSize, else the ASG.
-func (g *Group) MaxFrom() snapshot.BoundSource { return g.maxFrom }
 
 // Name implements providers.NodeGroup.
 func (g *Group) Name() string { return g.name }
@@ -69,11 +69,11 @@ func (g *Group) AutoScalingGroupName() string { return g.asgName }
 // Provider implements providers.NodeGroup.
 func (g *Group) Provider() string { return ProviderName }
 
-// MinSize implements providers.NodeGroup: the ASG's MinSize, narrowed by config.
-func (g *Group) MinSize() int { return g.min }
-
-// MaxSize implements providers.NodeGroup: the ASG's MaxSize, narrowed by config.
-func (g *Group) MaxSize() int { return g.max }
+// Bounds implements providers.NodeGroup: the ASG's MinSize and MaxSize,
+// narrowed by config; a bound the config lowered or raised says so.
+func (g *Group) Bounds() providers.Bounds {
+	return providers.Bounds{Min: g.min, Max: g.max, MinFrom: g.minFrom, MaxFrom: g.maxFrom}
+}
 
 // label names the group in errors, with its ASG when the two differ.
 func (g *Group) label() string {

@@ -26,11 +26,11 @@ func (g *NodeGroup) Name() string { return g.cfg.Name }
 // Provider implements providers.NodeGroup.
 func (g *NodeGroup) Provider() string { return ProviderName }
 
-// MinSize implements providers.NodeGroup.
-func (g *NodeGroup) MinSize() int { return g.cfg.MinSize }
-
-// MaxSize implements providers.NodeGroup.
-func (g *NodeGroup) MaxSize() int { return g.cfg.MaxSize }
+// Bounds implements providers.NodeGroup: the INI's min-size and max-size
+// (pkg/setup narrows them by the config).
+func (g *NodeGroup) Bounds() providers.Bounds {
+	return providers.Bounds{Min: g.cfg.MinSize, Max: g.cfg.MaxSize}
+}
 
 // Config returns the group's configuration.
 func (g *NodeGroup) Config() NodeGroupConfig { return *g.cfg }

@@ -156,7 +156,7 @@ func TestNodeGroups(t *testing.T) {
 	}
 	var got []string
 	for _, g := range groups {
-		got = append(got, fmt.Sprintf("%s %s %d..%d", g.Name(), g.Provider(), g.MinSize(), g.MaxSize()))
+		got = append(got, fmt.Sprintf("%s %s %d..%d", g.Name(), g.Provider(), g.Bounds().Min, g.Bounds().Max))
 	}
 	equal(t, "groups", got, []string{"workers kamatera 0..5", "other kamatera 0..5", "big kamatera 1..7"})
 }

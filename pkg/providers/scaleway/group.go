@@ -21,7 +21,8 @@ type Group struct {
 	name     string
 	pool     k8s.Pool
 	min, max int
-	maxFrom  snapshot.BoundSource
+	// minFrom and maxFrom: the config where its bound replaced the pool's.
+	minFrom, maxFrom snapshot.BoundSource
 }
 
 var _ providers.NodeGroup = (*Group)(nil)
@@ -32,15 +33,11 @@ func (g *Group) Name() string { return g.name }
 // Provider implements providers.NodeGroup.
 func (g *Group) Provider() string { return ProviderName }
 
-// MinSize implements providers.NodeGroup.
-func (g *Group) MinSize() int { return g.min }
-
-// MaxSize implements providers.NodeGroup.
-func (g *Group) MaxSize() int { return g.max }
-
-// MaxFrom implements providers.MaxSource: the config when its maxSize
-// replaced the pool's max_size, else the pool.
-func (g *Group) MaxFrom() snapshot.BoundSource { return g.maxFrom }
+// Bounds implements providers.NodeGroup: the pool's min_size and max_size,
+// each replaced by the config's when it gives one (then it set that bound).
+func (g *Group) Bounds() providers.Bounds {
+	return providers.Bounds{Min: g.min, Max: g.max, MinFrom: g.minFrom, MaxFrom: g.maxFrom}
+}
 
 // PoolID is the Kapsule pool's ID.
 func (g *Group) PoolID() string { return g.pool.ID }

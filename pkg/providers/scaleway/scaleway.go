@@ -292,6 +292,9 @@ func (p *Provider) group(pool *k8s.Pool) (*Group, error) {
 		name = p.opts.Name
 	}
 	g := &Group{p: p, name: name, pool: *pool, min: minSize, max: maxSize}
+	if minSize != int(pool.MinSize) {
+		g.minFrom = snapshot.BoundConfig // it replaced the pool's min_size
+	}
 	if maxSize != int(pool.MaxSize) {
 		g.maxFrom = snapshot.BoundConfig // it replaced the pool's max_size
 	}

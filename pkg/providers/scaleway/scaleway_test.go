@@ -172,8 +172,8 @@ func TestAutoscaledPool(t *testing.T) {
 	mustErr(t, err, nil, "scaleway pool auto", "Scaleway's autoscaling is on", "two autoscalers would fight", "allowAutoscaledPool")
 
 	g := b.group("auto", func(o *Options) { o.AllowAutoscaledPool = true })
-	if g.MinSize() != 1 || g.MaxSize() != 4 {
-		t.Fatalf("bounds %d..%d, want 1..4", g.MinSize(), g.MaxSize())
+	if g.Bounds().Min != 1 || g.Bounds().Max != 4 {
+		t.Fatalf("bounds %d..%d, want 1..4", g.Bounds().Min, g.Bounds().Max)
 	}
 }
 
@@ -218,8 +218,8 @@ func TestBounds(t *testing.T) {
 			if tt.wantMax == 0 && tt.wantMin == 0 {
 				return
 			}
-			if g.MinSize() != tt.wantMin || g.MaxSize() != tt.wantMax {
-				t.Fatalf("bounds %d..%d, want %d..%d", g.MinSize(), g.MaxSize(), tt.wantMin, tt.wantMax)
+			if g.Bounds().Min != tt.wantMin || g.Bounds().Max != tt.wantMax {
+				t.Fatalf("bounds %d..%d, want %d..%d", g.Bounds().Min, g.Bounds().Max, tt.wantMin, tt.wantMax)
 			}
 		})
 	}

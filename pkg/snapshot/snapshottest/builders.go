@@ -190,6 +190,10 @@ func Mirror() PodOpt {
 	}
 }
 
+// Priority sets spec.priority, as admission resolves it from the pod's
+// priority class.
+func Priority(v int32) PodOpt { return func(p *corev1.Pod) { p.Spec.Priority = &v } }
+
 func Annotate(k, v string) PodOpt {
 	return func(p *corev1.Pod) {
 		if p.Annotations == nil {

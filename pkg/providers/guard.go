@@ -3,8 +3,6 @@ package providers
 import (
 	"context"
 	"fmt"
-
-	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
 // Guard serialises the writers of one node group's size across processes
@@ -29,9 +27,6 @@ type guarded struct {
 	NodeGroup
 	guard Guard
 }
-
-// Price passes the price of the group inside on.
-func (g *guarded) Price() *snapshot.Price { return PriceOf(g.NodeGroup) }
 
 func (g *guarded) locked(ctx context.Context, fn func() error) error {
 	unlock, err := g.guard.LockGroup(ctx, g.Name())

@@ -133,7 +133,7 @@ func (n *narrowed) DeleteInstance(ctx context.Context, providerID string) error 
 func (n *narrowed) Unwrap() NodeGroup { return n.NodeGroup }
 
 // Own returns the provider's group beneath nodetide's narrowings (config
-// bounds, a schedule's): its Bounds().Min is the minimum the provider itself
+// bounds, a schedule's) and the config's price: its Bounds().Min is the minimum the provider itself
 // enforces, which a drain asked to go below nodetide's minimum still keeps.
 func Own(g NodeGroup) NodeGroup {
 	for {
@@ -166,21 +166,9 @@ func Zones(g NodeGroup, tpl snapshot.Template) []string {
 	return nil
 }
 
-// PriceSource is implemented by groups that know a node's price.
-type PriceSource interface {
-	Price() *snapshot.Price
-}
-
-// PriceOf returns g's price per node-hour; nil when unknown.
-func PriceOf(g NodeGroup) *snapshot.Price {
-	if s, ok := g.(PriceSource); ok {
-		return s.Price()
-	}
-	return nil
-}
-
-// Priced gives g the price its config entry sets; nil leaves g as it is.
-// It wraps a group after its bounds are narrowed (see Narrow).
+// Priced gives g the price its config entry sets, in place of any the
+// provider reports (see Bounds.Price); nil leaves g as it is. Only Bounds
+// changes, so whatever wraps g passes the price on by embedding.
 func Priced(g NodeGroup, p *snapshot.Price) NodeGroup {
 	if p == nil {
 		return g
@@ -193,4 +181,14 @@ type priced struct {
 	price *snapshot.Price
 }
 
-func (p *priced) Price() *snapshot.Price { return p.price }
+// Bounds are the group's with the config's price.
+func (p *priced) Bounds() Bounds {
+	out := p.NodeGroup.Bounds()
+	price := *p.price
+	out.Price = &price
+	return out
+}
+
+// Unwrap returns the group the price applies to, so Own and Zones see
+// through it.
+func (p *priced) Unwrap() NodeGroup { return p.NodeGroup }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/nodetide/nodetide/pkg/config"
-	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
@@ -47,7 +46,7 @@ nodeGroups:
 	}
 	want := snapshot.Price{PerHour: 0.192, Currency: "EUR", Source: snapshot.PriceConfig}
 	for _, g := range groups {
-		p := providers.PriceOf(g)
+		p := g.Bounds().Price
 		switch g.Name() {
 		case "a":
 			if p == nil || *p != want {

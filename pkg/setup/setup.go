@@ -224,7 +224,6 @@ func NodeGroups(cfg *config.Config, client kubernetes.Interface, a *AWS, overrid
 			if err != nil {
 				return nil, err
 			}
-			g = providers.Priced(g, l.entry.price)
 			if guard != nil {
 				g = providers.Guarded(g, guard)
 			}
@@ -273,12 +272,14 @@ func readOverrides(ctx context.Context, overrides Overrides) (map[string]schedul
 
 // narrow is the one place a listed group's bounds are narrowed: by its
 // config entry's bounds, then by the override of the schedule that last
-// named it, each reporting itself as what set a bound it changed.
+// named it, each reporting itself as what set a bound it changed. The
+// entry's price, when it sets one, replaces the provider's here too.
 func narrow(g providers.NodeGroup, ep *entryProvider, overrides map[string]schedule.Override) (providers.NodeGroup, error) {
 	g, err := ep.bounds.Narrow(g)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ep.path, err)
 	}
+	g = providers.Priced(g, ep.price)
 	o, ok := overrides[g.Name()]
 	if !ok || !o.Bounds() {
 		return g, nil

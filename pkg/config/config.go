@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -361,7 +362,7 @@ type ScaleUp struct {
 	MaxNodesPerStep      *int      `yaml:"maxNodesPerStep"`
 	MaxNodeProvisionTime *Duration `yaml:"maxNodeProvisionTime"`
 	Backoff              *Duration `yaml:"backoff"`
-	Expander             string    `yaml:"expander"`
+	Expander             Expanders `yaml:"expander"`
 	Priorities           Map[int]  `yaml:"priorities"`
 	// BalanceSimilarNodeGroups splits a scale-up across groups like the one
 	// the expander picked (cluster-autoscaler's --balance-similar-node-groups).
@@ -784,11 +785,6 @@ func (c *Config) validateScaling(names map[string]string, errs *fieldErrors) {
 	if v := su.ExpendablePodsPriorityCutoff; v != nil && (*v < math.MinInt32 || *v > math.MaxInt32) {
 		errs.add(0, "scaleUp.expendablePodsPriorityCutoff", fmt.Sprintf("must be a pod priority (%d to %d), got %d", math.MinInt32, math.MaxInt32, *v))
 	}
-	switch su.Expander {
-	case "", planner.ExpanderLeastWaste, planner.ExpanderPriority:
-	default:
-		errs.add(0, "scaleUp.expander", fmt.Sprintf("unknown expander %q (use %s or %s)", su.Expander, planner.ExpanderLeastWaste, planner.ExpanderPriority))
-	}
 	for name := range su.Priorities {
 		if _, ok := names[name]; !ok && !c.hasDiscovery() {
 			errs.add(0, "scaleUp.priorities."+name, "names no node group")
@@ -1104,8 +1100,8 @@ func (c *Config) Settings() planner.Settings {
 	if su.MaxNodesPerStep != nil {
 		s.ScaleUp.MaxNodesPerStep = *su.MaxNodesPerStep
 	}
-	if su.Expander != "" {
-		s.ScaleUp.Expander = su.Expander
+	if len(su.Expander) > 0 {
+		s.ScaleUp.Expanders = slices.Clone(su.Expander)
 	}
 	s.ScaleUp.Priorities = su.Priorities
 	if su.BalanceSimilarNodeGroups != nil {

@@ -72,11 +72,12 @@ vet:
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod / go.sum are not tidy: run go mod tidy"; exit 1; }
 
-## bench: planner, config and read-path benchmarks (speed and memory goals), then the snapshot file on
-##   one core: a 5,000-node, 150,000-pod snapshot read in each form and planned by the CLI (writes about
-##   2 GB to TMPDIR)
+## bench: planner, config and read-path benchmarks (speed and memory goals), then on one core
+##   consolidation of a 5,000-node, 150,000-pod cluster and the snapshot file: that snapshot read in each
+##   form and planned by the CLI (writes about 2 GB to TMPDIR)
 bench:
-	$(GO) test -run '^$$' -skip '^BenchmarkSnapshotFile$$' -bench . -benchmem -benchtime 3x ./pkg/planner/ ./pkg/snapshot/ ./pkg/config/ ./pkg/k8s/
+	$(GO) test -run '^$$' -skip '^(BenchmarkSnapshotFile|BenchmarkConsolidation)$$' -bench . -benchmem -benchtime 3x ./pkg/planner/ ./pkg/snapshot/ ./pkg/config/ ./pkg/k8s/
+	GOMAXPROCS=1 $(GO) test -run '^$$' -bench '^BenchmarkConsolidation$$' -benchmem -benchtime 3x -cpu 1 ./pkg/planner/
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench '^BenchmarkSnapshotFile$$' -benchmem -benchtime 1x -cpu 1 -timeout 30m ./pkg/snapshot/
 
 ## demo: the evaluate cycle on a local control plane, step by step

@@ -58,9 +58,21 @@ func TestReadmeExamples(t *testing.T) {
 	}
 	readme := string(b)
 	t.Run("named files exist", func(t *testing.T) {
-		named := regexp.MustCompile(`(?:schedules (?:validate|next|create)|--config|cp) ([\w./-]+\.(?:json|yaml))`).FindAllStringSubmatch(readme, -1)
+		all := readme
+		guides, err := filepath.Glob("../../docs/*.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range guides {
+			b, err := os.ReadFile(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all += string(b)
+		}
+		named := regexp.MustCompile(`(?:schedules (?:validate|next|create)|--config|cp) ([\w./-]+\.(?:json|yaml))`).FindAllStringSubmatch(all, -1)
 		if len(named) == 0 {
-			t.Fatal("the README names no example file")
+			t.Fatal("the README and the guides name no example file")
 		}
 		for _, m := range named {
 			if m[1] == "nodetide.yaml" || m[1] == "nodetide.local.yaml" {

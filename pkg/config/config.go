@@ -379,6 +379,10 @@ type ScaleDown struct {
 	UnneededTime         *Duration `yaml:"unneededTime"`
 	DelayAfterAdd        *Duration `yaml:"delayAfterAdd"`
 	MaxConcurrentDrains  *int      `yaml:"maxConcurrentDrains"`
+	// Consolidation: "delete" removes several under-used nodes of a group
+	// at once, within DisruptionBudgets (consolidation.go).
+	Consolidation     string             `yaml:"consolidation"`
+	DisruptionBudgets []DisruptionBudget `yaml:"disruptionBudgets"`
 }
 
 // Drain tunes node removal.
@@ -801,6 +805,7 @@ func (c *Config) validateScaling(names map[string]string, errs *fieldErrors) {
 	if sd.MaxConcurrentDrains != nil && *sd.MaxConcurrentDrains < 1 {
 		errs.add(0, "scaleDown.maxConcurrentDrains", "must be at least 1")
 	}
+	c.validateConsolidation(names, errs)
 }
 
 // validateTiming checks evaluate and events.
@@ -1121,6 +1126,8 @@ func (c *Config) Settings() planner.Settings {
 	if sd.MaxConcurrentDrains != nil {
 		s.ScaleDown.MaxConcurrentDrains = *sd.MaxConcurrentDrains
 	}
+	s.ScaleDown.Consolidation = sd.Consolidation
+	s.ScaleDown.DisruptionBudgets = sd.budgets()
 	return s
 }
 

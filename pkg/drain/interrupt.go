@@ -356,6 +356,17 @@ func (h *Handler) interruptOne(ctx context.Context, in Interruption) (InterruptR
 // drain's ID, or "" when no other running drain holds the node (or it ended
 // meanwhile: then the action gets a drain of its own).
 func (h *Handler) joinRunning(ctx context.Context, node string, in Interruption) (string, error) {
+	for try := 0; ; try++ {
+		id, err := h.tryJoin(ctx, node, in)
+		if !errors.Is(err, state.ErrDrainChanged) || try == saveTries-1 {
+			return id, err
+		}
+	}
+}
+
+// tryJoin is one try of joinRunning; ErrDrainChanged means a step wrote the
+// record between the read and the write, and the join reads it again.
+func (h *Handler) tryJoin(ctx context.Context, node string, in Interruption) (string, error) {
 	active, _, err := h.Steps.Store.NodeDrain(ctx, node)
 	if err != nil || active == "" || groupLowered(active) {
 		return "", err
@@ -371,7 +382,7 @@ func (h *Handler) joinRunning(ctx context.Context, node string, in Interruption)
 		return "", nil
 	}
 	rec.Interruption = &in.Interruption
-	err = h.Steps.Store.UpdateDrain(ctx, rec)
+	err = h.Steps.Store.UpdateDrain(ctx, &rec)
 	if errors.Is(err, state.ErrDrainEnded) {
 		return "", nil
 	}

@@ -21,7 +21,7 @@ func (c *countingStore) GetDrain(ctx context.Context, node, id string) (state.Dr
 	return c.Memory.GetDrain(ctx, node, id)
 }
 
-func (c *countingStore) UpdateDrain(ctx context.Context, rec state.DrainRecord) error {
+func (c *countingStore) UpdateDrain(ctx context.Context, rec *state.DrainRecord) error {
 	c.writes.Add(1)
 	return c.Memory.UpdateDrain(ctx, rec)
 }

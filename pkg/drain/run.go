@@ -207,11 +207,38 @@ func (d *Steps) setPhase(ctx context.Context, s State, phase state.Phase) error 
 	return d.advance(ctx, &rec, phase)
 }
 
+// save writes rec, the step's copy of its drain record. The one other
+// writer of a running drain's record is the drain function joining a
+// lifecycle action to it (joinRunning); when that wrote since rec was read,
+// save keeps the joined action and writes again, so the step's write does
+// not drop it. Every other field belongs to the running step: Step
+// Functions runs one step of an execution at a time.
+func (d *Steps) save(ctx context.Context, rec *state.DrainRecord) error {
+	for try := 0; ; try++ {
+		err := d.Store.UpdateDrain(ctx, rec)
+		if !errors.Is(err, state.ErrDrainChanged) || try == saveTries-1 {
+			return err
+		}
+		stored, gerr := d.Store.GetDrain(ctx, rec.Node, rec.ID)
+		if gerr != nil {
+			return fmt.Errorf("%w (and re-reading it: %w)", err, gerr)
+		}
+		if rec.Interruption == nil {
+			rec.Interruption = stored.Interruption
+		}
+		rec.Version = stored.Version
+	}
+}
+
+// saveTries bounds save's writes: each retry follows another writer's
+// write, and there is one such writer per lifecycle action.
+const saveTries = 3
+
 // advance records phase on rec, the step's copy of the record.
 func (d *Steps) advance(ctx context.Context, rec *state.DrainRecord, phase state.Phase) error {
 	if rec.Phase == phase {
 		return nil
 	}
 	rec.Phase = phase
-	return d.Store.UpdateDrain(ctx, *rec)
+	return d.save(ctx, rec)
 }

@@ -433,7 +433,7 @@ func TestRollbackAfterALandedTerminateCompletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Phase = state.PhaseTerminating // what Terminate records before its call
-	if err := b.store.UpdateDrain(ctx, rec); err != nil {
+	if err := b.store.UpdateDrain(ctx, &rec); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.group.DeleteInstance(ctx, victim.Spec.ProviderID); err != nil { // the call that landed

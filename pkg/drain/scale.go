@@ -31,10 +31,10 @@ func (d *Steps) grow(ctx context.Context, rec *state.DrainRecord, i int) error {
 		}
 		if nextSurgeMove(*w, scale.Spec.Replicas, 0) == surgeGrown {
 			w.Grown = true
-			return d.Store.UpdateDrain(ctx, *rec)
+			return d.save(ctx, rec)
 		}
 		w.Growing, w.GrowFrom = true, scale.Spec.Replicas
-		if err := d.Store.UpdateDrain(ctx, *rec); err != nil {
+		if err := d.save(ctx, rec); err != nil {
 			return err
 		}
 		scale.Spec.Replicas = addReplicas(scale.Spec.Replicas, w.Delta)
@@ -46,7 +46,7 @@ func (d *Steps) grow(ctx context.Context, rec *state.DrainRecord, i int) error {
 			return fmt.Errorf("deployment %s/%s: grow by %d: %w", w.Namespace, w.Name, w.Delta, err)
 		}
 		w.Grown = true
-		return d.Store.UpdateDrain(ctx, *rec)
+		return d.save(ctx, rec)
 	}
 }
 
@@ -66,7 +66,7 @@ func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error
 		}
 		if !w.Grown {
 			w.Restored = true
-			return d.Store.UpdateDrain(ctx, *rec)
+			return d.save(ctx, rec)
 		}
 	}
 	deps := d.Client.AppsV1().Deployments(w.Namespace)
@@ -74,7 +74,7 @@ func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error
 		scale, err := deps.GetScale(ctx, w.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			w.Restored = true
-			return d.Store.UpdateDrain(ctx, *rec)
+			return d.save(ctx, rec)
 		}
 		if err != nil {
 			return fmt.Errorf("deployment %s/%s: get scale: %w", w.Namespace, w.Name, err)
@@ -82,7 +82,7 @@ func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error
 		dec := decideRestore(addReplicas(w.GrowFrom, w.Delta), w.Delta, scale.Spec.Replicas, w.Shrinking)
 		if !dec.Write {
 			w.Restored, w.Left = true, dec.Left
-			if err := d.Store.UpdateDrain(ctx, *rec); err != nil {
+			if err := d.save(ctx, rec); err != nil {
 				return err
 			}
 			if dec.Left != "" {
@@ -91,7 +91,7 @@ func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error
 			return nil
 		}
 		w.Shrinking, w.ShrinkFrom = true, scale.Spec.Replicas
-		if err := d.Store.UpdateDrain(ctx, *rec); err != nil {
+		if err := d.save(ctx, rec); err != nil {
 			return err
 		}
 		scale.Spec.Replicas = dec.To
@@ -104,7 +104,7 @@ func (d *Steps) shrink(ctx context.Context, rec *state.DrainRecord, i int) error
 			return fmt.Errorf("deployment %s/%s: take back %d: %w", w.Namespace, w.Name, w.Delta, err)
 		}
 		w.Restored = true
-		return d.Store.UpdateDrain(ctx, *rec)
+		return d.save(ctx, rec)
 	}
 }
 
@@ -124,7 +124,7 @@ func (d *Steps) settleGrow(ctx context.Context, rec *state.DrainRecord, i int) e
 	}
 	if nextSurgeMove(*w, scale.Spec.Replicas, 0) == surgeGrown {
 		w.Grown = true
-		return d.Store.UpdateDrain(ctx, *rec)
+		return d.save(ctx, rec)
 	}
 	return nil
 }

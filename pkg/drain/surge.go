@@ -89,7 +89,7 @@ func (d *Steps) surge(ctx context.Context, s State, rec state.DrainRecord) (Stat
 		}
 		// Recorded before any replica count changes, so a rollback after a
 		// crash restores the right numbers.
-		if err := d.Store.UpdateDrain(ctx, rec); err != nil {
+		if err := d.save(ctx, &rec); err != nil {
 			return s, err
 		}
 		for _, n := range rec.NotSurged {

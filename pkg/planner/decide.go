@@ -22,7 +22,7 @@ func decide(s *snapshot.Snapshot, set Settings, now time.Time, traced bool) (Pla
 	now = now.UTC()
 	var tr *trace
 	if traced {
-		tr = &trace{existing: map[string]string{}, upcoming: map[string]string{}}
+		tr = &trace{existing: map[string]string{}, upcoming: map[string]string{}, hops: map[string][]string{}}
 	}
 	plan := Plan{
 		ScaleUp:       []ScaleUp{},
@@ -66,7 +66,7 @@ func decide(s *snapshot.Snapshot, set Settings, now time.Time, traced bool) (Pla
 	}
 	headroomStatus(plan.NodeGroups, spares)
 
-	m.scaleDown(&plan, &next, spares)
+	m.scaleDown(&plan, &next, spares, tr)
 	slices.SortFunc(plan.ScaleDown, func(a, b ScaleDown) int {
 		if c := strings.Compare(a.NodeGroup, b.NodeGroup); c != 0 {
 			return c

@@ -441,7 +441,7 @@ type unneededNode struct {
 // unneeded finds the nodes that could go: candidates by ascending
 // utilisation, each removed in the simulation when nothing blocks it and its
 // pods fit elsewhere.
-func (m *model) unneeded() []unneededNode {
+func (m *model) unneeded(tr *trace) []unneededNode {
 	threshold := m.set.ScaleDown.UtilizationThreshold
 	var cands []int32
 	util := make([]float64, len(m.nodes))
@@ -451,7 +451,7 @@ func (m *model) unneeded() []unneededNode {
 		r.dest[i] = n.ready && n.schedulable
 		cpu, mem := n.utilization()
 		util[i] = max(cpu, mem)
-		if n.group >= 0 && n.ready && n.schedulable && !n.gotPending && !nodeOptedOut(n.node) && util[i] < threshold {
+		if n.group >= 0 && n.ready && n.schedulable && !n.gotPending && !nodeOptedOut(n.node) && util[i] < threshold && !m.young(n) {
 			cands = append(cands, int32(i))
 		}
 	}
@@ -468,13 +468,16 @@ func (m *model) unneeded() []unneededNode {
 	var classes []classCount
 	var need []classCount // (budget index, pods of this node it covers)
 	var moves []move
+	hops := newHopTrace(m, tr)
 	for _, ci := range cands {
 		classes, need, moves = classes[:0], need[:0], moves[:0]
+		hops.start()
 		blocked := m.eachMoving(ci, func(pi int32, covering []int32) {
 			for _, b := range covering {
 				need = addClassCount(need, b, 1)
 			}
 			classes = addClassCount(classes, m.classOf(pi), 1)
+			hops.moving(pi)
 		})
 		if blocked {
 			continue
@@ -505,6 +508,7 @@ func (m *model) unneeded() []unneededNode {
 			continue
 		}
 		r.dest[ci] = false
+		hops.moved(ci, moves)
 		delete(r.movedIn, ci)
 		for _, mv := range moves {
 			r.movedIn[mv.node] = addClassCount(r.movedIn[mv.node], mv.class, mv.n)
@@ -522,29 +526,19 @@ func (m *model) unneeded() []unneededNode {
 }
 
 // scaleDown tracks unneeded nodes and lists those due for removal.
-func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare) {
+func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare, tr *trace) {
 	if !m.set.ScaleDown.Enabled {
 		return
 	}
-	// A group whose template could host a pod that is unschedulable now
-	// (whatever its age) keeps its nodes: removing one would only make room
-	// for a scale-up of the same group.
-	pendingFits := make([]bool, len(m.groups))
-	for i := range m.pods {
-		if !m.pods[i].unsched {
-			continue
-		}
-		c := m.classOf(int32(i))
-		for gi := range m.groups {
-			if !pendingFits[gi] && m.fitsTemplate(c, gi) {
-				pendingFits[gi] = true
-			}
-		}
+	pendingFits := m.pendingFits()
+	var limits []int
+	if m.consolidating() {
+		limits = m.disruptionLimits()
 	}
-
 	removals := make([]int, len(m.groups))
 	removed := make([]res, len(m.groups))
-	for _, u := range m.unneeded() {
+	first := len(plan.ScaleDown)
+	for _, u := range m.unneeded(tr) {
 		n := &m.nodes[u.node]
 		name := n.node.Name
 		since, ok := m.snap.State.UnneededSince[name]
@@ -568,7 +562,7 @@ func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare) {
 		if g.target-g.draining-removals[n.group]-1 < g.ng.MinSize {
 			continue
 		}
-		if g.draining+removals[n.group]+1 > m.set.ScaleDown.MaxConcurrentDrains {
+		if !m.mayDisrupt(limits, n.group, g.draining+removals[n.group]+1) {
 			continue
 		}
 		if !spares[n.group].keeps(int64(removals[n.group]+1), removed[n.group].add(n.alloc)) {
@@ -576,19 +570,67 @@ func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare) {
 		}
 		removals[n.group]++
 		removed[n.group] = removed[n.group].add(n.alloc)
-		cpu, mem := n.utilization()
-		moves := "no pods to move"
-		if u.moved > 0 {
-			moves = plural(int(u.moved), "pod") + " fit on other nodes"
-			if u.moved == 1 {
-				moves = "1 pod fits on other nodes"
-			}
-		}
 		plan.ScaleDown = append(plan.ScaleDown, ScaleDown{
 			NodeGroup: g.ng.Name,
 			Node:      name,
-			Reason: fmt.Sprintf("utilisation %d%% (cpu %d%%, memory %d%%) below %d%%, unneeded since %s; %s",
-				pct(max(cpu, mem)), pct(cpu), pct(mem), pct(m.set.ScaleDown.UtilizationThreshold), since.UTC().Format(time.RFC3339), moves),
+			Reason:    m.removalReason(n, since, u.moved),
 		})
+	}
+	if limits != nil {
+		consolidated(plan.ScaleDown[first:])
+	}
+}
+
+// pendingFits is, per group, whether its template could host a pod that is
+// unschedulable now (whatever its age): such a group keeps its nodes, as
+// removing one would only make room for a scale-up of the same group.
+func (m *model) pendingFits() []bool {
+	fits := make([]bool, len(m.groups))
+	for i := range m.pods {
+		if !m.pods[i].unsched {
+			continue
+		}
+		c := m.classOf(int32(i))
+		for gi := range m.groups {
+			if !fits[gi] && m.fitsTemplate(c, gi) {
+				fits[gi] = true
+			}
+		}
+	}
+	return fits
+}
+
+// mayDisrupt reports whether group gi may have disrupting nodes disrupted
+// at once: up to maxConcurrentDrains, or with consolidation (limits set)
+// up to the group's disruption limit (-1: none).
+func (m *model) mayDisrupt(limits []int, gi, disrupting int) bool {
+	if limits == nil {
+		return disrupting <= m.set.ScaleDown.MaxConcurrentDrains
+	}
+	return limits[gi] < 0 || disrupting <= limits[gi]
+}
+
+// removalReason says why node n goes: its utilisation, since when it has
+// been unneeded, and what happens to its pods (moved of them move).
+func (m *model) removalReason(n *nodeInfo, since time.Time, moved int64) string {
+	cpu, mem := n.utilization()
+	moves := "no pods to move"
+	if moved > 0 {
+		moves = plural(int(moved), "pod") + " fit on other nodes"
+		if moved == 1 {
+			moves = "1 pod fits on other nodes"
+		}
+	}
+	return fmt.Sprintf("utilisation %d%% (cpu %d%%, memory %d%%) below %d%%, unneeded since %s; %s",
+		pct(max(cpu, mem)), pct(cpu), pct(mem), pct(m.set.ScaleDown.UtilizationThreshold), since.UTC().Format(time.RFC3339), moves)
+}
+
+// consolidated prefixes the reasons of one plan's consolidation removals
+// with how many nodes go together: the simulation removed them all at
+// once, each one's pods placed on the nodes that stay.
+func consolidated(downs []ScaleDown) {
+	what := "consolidation: " + plural(len(downs), "node") + ", pods fit on the rest; "
+	for i := range downs {
+		downs[i].Reason = what + downs[i].Reason
 	}
 }

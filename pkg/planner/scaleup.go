@@ -19,6 +19,9 @@ import (
 type trace struct {
 	existing map[string]string // pod → node
 	upcoming map[string]string // pod → node group
+
+	// hops: pod → the nodes the scale-down simulation moved it to, in turn.
+	hops map[string][]string
 }
 
 // upcomingCapacity works out each group's upcoming nodes and backs off the

@@ -151,6 +151,13 @@ type ScaleDownSettings struct {
 	UnneededTime         time.Duration
 	DelayAfterAdd        time.Duration
 	MaxConcurrentDrains  int
+	// Consolidation is "" (at most MaxConcurrentDrains drains per group)
+	// or ConsolidationDelete: as many under-used nodes at once as
+	// DisruptionBudgets allow (consolidation.go).
+	Consolidation string
+	// DisruptionBudgets bound consolidation; none means one budget of
+	// 10% of each group's nodes.
+	DisruptionBudgets []DisruptionBudget
 }
 
 // DefaultSettings follow cluster-autoscaler's defaults.

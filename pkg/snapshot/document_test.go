@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/snapshot"
@@ -143,10 +142,10 @@ func TestReadSnapshotErrors(t *testing.T) {
 	}
 }
 
-// TestReadSnapshotHugeExponentIsFast: a quantity such as 1e-9999999 once
-// took seconds to parse; it is refused before it reaches the parser. A
-// UID or label that merely contains such digits is not a number.
-func TestReadSnapshotHugeExponentIsFast(t *testing.T) {
+// TestReadSnapshotHugeExponentIsRefused: a quantity such as 1e-9999999 once
+// took seconds to parse; it is refused, by name, before it reaches the
+// parser. A UID or label that merely contains such digits is not a number.
+func TestReadSnapshotHugeExponentIsRefused(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(`{"capturedAt": "2026-11-30T10:00:00Z", "pods": [`)
 	for i := range 20 {
@@ -156,13 +155,9 @@ func TestReadSnapshotHugeExponentIsFast(t *testing.T) {
 		fmt.Fprintf(&b, `{"metadata": {"name": "p%d", "uid": "3e12345-%d", "labels": {"v": "x1e99999"}}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e-%d"}}}]}}`, i, i, 9999999-i)
 	}
 	b.WriteString("]}")
-	start := time.Now()
 	_, err := snapshot.ReadSnapshot(strings.NewReader(b.String()))
 	if err == nil || !strings.Contains(err.Error(), `quantity "1e-9999999"`) {
 		t.Errorf("error %v, want the first huge exponent refused", err)
-	}
-	if elapsed := time.Since(start); elapsed > time.Second {
-		t.Errorf("reading took %s", elapsed)
 	}
 	for _, tok := range []string{"3e12345-0", "x1e99999", "1e999", "1.5e-999", "e99999", "1e", "-", "1.2.3e9999"} {
 		if snapshot.BigExponent([]byte(tok)) {

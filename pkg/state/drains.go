@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,6 +64,11 @@ type DrainRecord struct {
 	// Interruption is set when the cloud, not nodetide, decided the machine
 	// goes (an Auto Scaling lifecycle hook, a Spot interruption, ...).
 	Interruption *Interruption `json:"interruption,omitempty"`
+	// Version counts the record's writes. UpdateDrain writes only over the
+	// version it was read at, so a writer holding an old copy (a step that
+	// read the record before the drain function joined a lifecycle action
+	// to it) cannot silently undo another's write.
+	Version int64 `json:"version,omitempty"`
 }
 
 // Interruption kinds: why the cloud takes a machine.
@@ -142,10 +148,12 @@ type DrainStore interface {
 	// another drain holds the node (ErrDraining, naming it). Beginning the
 	// same drain again returns the stored record unchanged.
 	BeginDrain(ctx context.Context, rec DrainRecord) (DrainRecord, error)
-	// UpdateDrain replaces a running drain's record; a drain that has
-	// ended is not written (ErrDrainEnded), so a step still in flight when
-	// its drain was recovered cannot bring it back.
-	UpdateDrain(ctx context.Context, rec DrainRecord) error
+	// UpdateDrain replaces a running drain's record if it is still at
+	// rec.Version, and advances rec.Version. A drain that has ended is not
+	// written (ErrDrainEnded), so a step still in flight when its drain was
+	// recovered cannot bring it back; a record written since rec was read
+	// is not overwritten (ErrDrainChanged).
+	UpdateDrain(ctx context.Context, rec *DrainRecord) error
 	GetDrain(ctx context.Context, node, id string) (DrainRecord, error)
 	// EndDrain records the outcome and frees the node if id still holds it;
 	// it also forgets the node's unneeded-since time and counts the drain.
@@ -167,16 +175,20 @@ var (
 	ErrNoDrain = errors.New("no such drain")
 	// ErrDrainEnded means the drain record exists but the drain has ended.
 	ErrDrainEnded = errors.New("the drain has ended")
+	// ErrDrainChanged means the drain record was written since the copy
+	// being saved was read; re-read it and apply the change again.
+	ErrDrainChanged = errors.New("the drain record changed since it was read")
 )
 
 const (
-	drainPrefix    = "DRAIN#"
-	attrDrainID    = "drainId"
-	attrDrainGroup = "drainGroup"
-	attrDrains     = "drains"
-	attrRecord     = "record"
-	attrStatus     = "status"
-	attrExpiresTT  = "expiresAt"
+	drainPrefix      = "DRAIN#"
+	attrDrainID      = "drainId"
+	attrDrainGroup   = "drainGroup"
+	attrDrains       = "drains"
+	attrRecord       = "record"
+	attrStatus       = "status"
+	attrExpiresTT    = "expiresAt"
+	attrDrainVersion = "recordVersion"
 )
 
 func drainKey(node, id string) string { return drainPrefix + node + "#" + id }
@@ -212,13 +224,13 @@ func (m *Memory) BeginDrain(_ context.Context, rec DrainRecord) (DrainRecord, er
 	if stored, ok := d.records[key]; ok {
 		return stored, nil
 	}
-	rec.Status = DrainRunning
+	rec.Status, rec.Version = DrainRunning, 1
 	d.records[key] = rec
 	return rec, nil
 }
 
 // UpdateDrain implements DrainStore.
-func (m *Memory) UpdateDrain(_ context.Context, rec DrainRecord) error {
+func (m *Memory) UpdateDrain(_ context.Context, rec *DrainRecord) error {
 	d := m.drains()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -230,7 +242,15 @@ func (m *Memory) UpdateDrain(_ context.Context, rec DrainRecord) error {
 	if stored.Status != DrainRunning {
 		return fmt.Errorf("update drain %s of node %s: %w (%s)", rec.ID, rec.Node, ErrDrainEnded, stored.Status)
 	}
-	d.records[key] = rec
+	if next := (func() DrainRecord { n := *rec; n.Version++; return n })(); sameRecord(stored, next) {
+		rec.Version = next.Version // as the DynamoDB store: this write, retried
+		return nil
+	}
+	if stored.Version != rec.Version {
+		return fmt.Errorf("update drain %s of node %s: %w (version %d, read at %d)", rec.ID, rec.Node, ErrDrainChanged, stored.Version, rec.Version)
+	}
+	rec.Version++
+	d.records[key] = *rec
 	return nil
 }
 
@@ -253,6 +273,7 @@ func (m *Memory) EndDrain(_ context.Context, node, id, status, errMsg string, no
 	key := drainKey(node, id)
 	if rec, ok := d.records[key]; ok && rec.Status == DrainRunning {
 		rec.Status, rec.Error, rec.FinishedAt = status, errMsg, now.UTC()
+		rec.Version++
 		d.records[key] = rec
 	}
 	freed := d.active[node] == id
@@ -342,7 +363,7 @@ func (s *DynamoDB) BeginDrain(ctx context.Context, rec DrainRecord) (DrainRecord
 	if err != nil {
 		return DrainRecord{}, fmt.Errorf("begin drain %s of node %s: %w", rec.ID, rec.Node, err)
 	}
-	rec.Status = DrainRunning
+	rec.Status, rec.Version = DrainRunning, 1
 	item, err := s.drainItem(rec)
 	if err != nil {
 		return DrainRecord{}, err
@@ -370,33 +391,66 @@ func (s *DynamoDB) drainItem(rec DrainRecord) (map[string]types.AttributeValue, 
 	item[attrRecord] = &types.AttributeValueMemberS{Value: string(body)}
 	item[attrStatus] = &types.AttributeValueMemberS{Value: rec.Status}
 	item[attrExpiresTT] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.StartedAt.Add(drainRetention).Unix(), 10)}
+	item[attrDrainVersion] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.Version, 10)}
 	return item, nil
 }
 
-// UpdateDrain implements DrainStore.
-func (s *DynamoDB) UpdateDrain(ctx context.Context, rec DrainRecord) error {
-	item, err := s.drainItem(rec)
+// UpdateDrain implements DrainStore with one write conditioned on the
+// drain running and its record at rec.Version. A record without a version
+// (written before versions were kept) counts as version 0.
+func (s *DynamoDB) UpdateDrain(ctx context.Context, rec *DrainRecord) error {
+	next := *rec
+	next.Version++
+	item, err := s.drainItem(next)
 	if err != nil {
 		return err
 	}
+	e := newExpr()
+	status, version := e.name(attrStatus), e.name(attrDrainVersion)
+	cond := status + " = " + e.value(&types.AttributeValueMemberS{Value: DrainRunning}) + " AND "
+	if rec.Version == 0 {
+		cond += "attribute_not_exists(" + version + ")"
+	} else {
+		cond += version + " = " + e.value(&types.AttributeValueMemberN{Value: strconv.FormatInt(rec.Version, 10)})
+	}
 	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(s.table),
-		Item:                      item,
-		ConditionExpression:       aws.String("#status = :running"),
-		ExpressionAttributeNames:  map[string]string{"#status": attrStatus},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":running": &types.AttributeValueMemberS{Value: DrainRunning}},
+		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.names, ExpressionAttributeValues: e.values,
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		if _, gerr := s.GetDrain(ctx, rec.Node, rec.ID); gerr != nil {
-			return fmt.Errorf("update drain %s of node %s: %w", rec.ID, rec.Node, gerr)
-		}
-		return fmt.Errorf("update drain %s of node %s: %w", rec.ID, rec.Node, ErrDrainEnded)
+		return s.updateRefused(ctx, rec, next)
 	}
 	if err != nil {
 		return fmt.Errorf("update drain %s of node %s: %w", rec.ID, rec.Node, err)
 	}
+	rec.Version = next.Version
 	return nil
+}
+
+// updateRefused says why UpdateDrain's write was refused: the drain ended,
+// or the record changed — unless what is stored is exactly next, which is
+// this very write landing on an earlier try whose answer was lost.
+func (s *DynamoDB) updateRefused(ctx context.Context, rec *DrainRecord, next DrainRecord) error {
+	stored, err := s.GetDrain(ctx, rec.Node, rec.ID)
+	if err != nil {
+		return fmt.Errorf("update drain %s of node %s: %w", rec.ID, rec.Node, err)
+	}
+	if stored.Status != DrainRunning {
+		return fmt.Errorf("update drain %s of node %s: %w (%s)", rec.ID, rec.Node, ErrDrainEnded, stored.Status)
+	}
+	if sameRecord(stored, next) {
+		rec.Version = next.Version
+		return nil
+	}
+	return fmt.Errorf("update drain %s of node %s: %w (version %d, read at %d)", rec.ID, rec.Node, ErrDrainChanged, stored.Version, rec.Version)
+}
+
+// sameRecord compares two records as they are stored.
+func sameRecord(a, b DrainRecord) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // GetDrain implements DrainStore.
@@ -421,14 +475,20 @@ func (s *DynamoDB) GetDrain(ctx context.Context, node, id string) (DrainRecord, 
 // EndDrain implements DrainStore.
 func (s *DynamoDB) EndDrain(ctx context.Context, node, id, status, errMsg string, now time.Time) error {
 	rec, err := s.GetDrain(ctx, node, id)
-	if err == nil && rec.Status == DrainRunning {
+	for try := 0; err == nil && rec.Status == DrainRunning; try++ {
 		rec.Status, rec.Error, rec.FinishedAt = status, errMsg, now.UTC()
 		// Ended meanwhile, or this very write landed and its answer was
 		// lost: either way the mark below is what is left to free.
-		if err := s.UpdateDrain(ctx, rec); err != nil && !errors.Is(err, ErrDrainEnded) {
-			return err
+		uerr := s.UpdateDrain(ctx, &rec)
+		if uerr == nil || errors.Is(uerr, ErrDrainEnded) {
+			break
 		}
-	} else if err != nil && !errors.Is(err, ErrNoDrain) {
+		if !errors.Is(uerr, ErrDrainChanged) || try == 2 {
+			return uerr
+		}
+		rec, err = s.GetDrain(ctx, node, id) // a step wrote meanwhile: end what it wrote
+	}
+	if err != nil && !errors.Is(err, ErrNoDrain) {
 		return err
 	}
 	e := newExpr()

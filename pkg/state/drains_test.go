@@ -100,7 +100,7 @@ func TestBeginDrainOnAHeldNode(t *testing.T) {
 		s := drains(t, open("prod"))
 		holder := begin(t, s, drainRec("node-a", "drain-1", "workers", 0))
 		want := drainRec("node-a", "drain-1", "workers", 0)
-		want.Status = state.DrainRunning
+		want.Status, want.Version = state.DrainRunning, 1
 		sameRecord(t, holder, want)
 
 		// Another drain, of another group as a bad event might claim.
@@ -145,9 +145,9 @@ func TestEndDrainWithAStaleID(t *testing.T) {
 		save(t, s, snapshot.State{}, unneeded)
 		begin(t, s, drainRec("node-a", "drain-2", "workers", 2*time.Minute))
 		first := drainRec("node-a", "drain-1", "workers", 0)
-		first.Status, first.Error, first.FinishedAt = state.DrainRolledBack, "PDB", at(time.Minute)
+		first.Status, first.Error, first.FinishedAt, first.Version = state.DrainRolledBack, "PDB", at(time.Minute), 2
 		holder := drainRec("node-a", "drain-2", "workers", 2*time.Minute)
-		holder.Status = state.DrainRunning
+		holder.Status, holder.Version = state.DrainRunning, 1
 
 		for _, stale := range []string{"drain-1", "drain-0"} { // ended before; never held it
 			if err := s.EndDrain(ctx, "node-a", stale, state.DrainSucceeded, "", at(3*time.Minute)); err != nil {
@@ -240,7 +240,7 @@ func TestRunningDrainsAndLastDrain(t *testing.T) {
 			state.RunningDrain{Node: "node-a2", ID: "drain-0", NodeGroup: "workers"},
 			state.RunningDrain{Node: "node-b", ID: "drain-9", NodeGroup: "gpu"})
 		ended := drainRec("node-a", "drain-z", "workers", 0)
-		ended.Status, ended.Error, ended.FinishedAt = state.DrainRolledBack, "timeout", at(2*time.Minute)
+		ended.Status, ended.Error, ended.FinishedAt, ended.Version = state.DrainRolledBack, "timeout", at(2*time.Minute), 2
 		last, err := s.LastDrain(ctx, "node-a")
 		if err != nil {
 			t.Fatalf("LastDrain node-a: %v", err)
@@ -256,5 +256,57 @@ func TestRunningDrainsAndLastDrain(t *testing.T) {
 			sameRecord(t, last, want)
 		}
 		wantRunning(t, staging, state.RunningDrain{Node: "node-a", ID: "staging-1", NodeGroup: "workers"})
+	})
+}
+
+// A write from a copy read before another write is refused, not lost: the
+// step that read the record before the drain function joined a lifecycle
+// action to it cannot drop the action. The same write retried after its
+// answer was lost lands once.
+func TestUpdateDrainFromAStaleCopy(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, open func(string) state.Store) {
+		ctx := t.Context()
+		s := drains(t, open("prod"))
+		begun := begin(t, s, drainRec("node-a", "drain-1", "workers", 0))
+		step, joiner := begun, begun
+
+		joiner.Interruption = &state.Interruption{Kind: state.InterruptLifecycle, InstanceID: "i-1", Hook: "h", Token: "t"}
+		if err := s.UpdateDrain(ctx, &joiner); err != nil || joiner.Version != 2 {
+			t.Fatalf("first write: %v, version %d; want nil, 2", err, joiner.Version)
+		}
+		step.Phase = state.PhaseEvicted
+		err := s.UpdateDrain(ctx, &step)
+		if !errors.Is(err, state.ErrDrainChanged) {
+			t.Fatalf("write from the stale copy: %v, want ErrDrainChanged", err)
+		}
+		for _, part := range []string{"drain-1", "node-a", "version 2", "read at 1"} {
+			if !strings.Contains(err.Error(), part) {
+				t.Errorf("error %q does not say %s", err, part)
+			}
+		}
+		if step.Version != 1 {
+			t.Errorf("a refused write advanced the copy's version to %d", step.Version)
+		}
+		wantRecord(t, s, joiner)
+
+		// The joiner's write again, as a retry after a lost answer: the
+		// record already is what it writes.
+		retry := joiner
+		retry.Version = 1
+		if err := s.UpdateDrain(ctx, &retry); err != nil || retry.Version != 2 {
+			t.Fatalf("retried write: %v, version %d; want nil, 2", err, retry.Version)
+		}
+		wantRecord(t, s, joiner)
+
+		// Read again, the step's write lands.
+		fresh, err := s.GetDrain(ctx, "node-a", "drain-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh.Phase = state.PhaseEvicted
+		if err := s.UpdateDrain(ctx, &fresh); err != nil || fresh.Version != 3 {
+			t.Fatalf("write from a fresh copy: %v, version %d; want nil, 3", err, fresh.Version)
+		}
+		wantRecord(t, s, fresh)
 	})
 }

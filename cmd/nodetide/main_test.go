@@ -22,7 +22,8 @@ func nodetide(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 // TestPlanFixtures plans every recorded snapshot of the planner's rule
-// fixtures through the CLI and compares with the expected plan.
+// fixtures through the CLI, with the rule's nodetide.yaml when it has one,
+// and compares with the expected plan.
 func TestPlanFixtures(t *testing.T) {
 	dirs, err := filepath.Glob("../../pkg/planner/testdata/*/snapshot.json")
 	if err != nil {
@@ -34,7 +35,11 @@ func TestPlanFixtures(t *testing.T) {
 	for _, snap := range dirs {
 		dir := filepath.Dir(snap)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			out, errOut, code := nodetide(t, "plan", "--snapshot", snap, "-o", "json")
+			var withConfig []string
+			if cfg := filepath.Join(dir, "nodetide.yaml"); fileExists(cfg) {
+				withConfig = []string{"--config", cfg}
+			}
+			out, errOut, code := nodetide(t, append([]string{"plan", "--snapshot", snap, "-o", "json"}, withConfig...)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -53,12 +58,12 @@ func TestPlanFixtures(t *testing.T) {
 				t.Errorf("plan differs from %s/plan.json:\n%s", dir, out)
 			}
 			// The table form of the same plan prints without error.
-			if _, errOut, code := nodetide(t, "plan", "--snapshot", snap); code != 0 {
+			if _, errOut, code := nodetide(t, append([]string{"plan", "--snapshot", snap}, withConfig...)...); code != 0 {
 				t.Errorf("table output: exit %d: %s", code, errOut)
 			}
 			// The compact form of the same snapshot plans byte for byte alike.
 			compact := compactCopy(t, snap)
-			if got, errOut, code := nodetide(t, "plan", "--snapshot", compact, "-o", "json"); code != 0 || got != out {
+			if got, errOut, code := nodetide(t, append([]string{"plan", "--snapshot", compact, "-o", "json"}, withConfig...)...); code != 0 || got != out {
 				t.Errorf("compact form: exit %d: %s\n%s", code, errOut, got)
 			}
 		})
@@ -277,4 +282,9 @@ func TestPlanTableHeadroom(t *testing.T) {
 	if out != string(want) {
 		t.Errorf("table differs from %s:\n%s", golden, out)
 	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -88,6 +88,7 @@ func writePlanTable(w io.Writer, p planner.Plan) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f%%\t%.0f%%\t%s\n", g.Name, g.Nodes, g.TargetSize, 100*g.CPUUtilization, 100*g.MemoryUtilization, room)
 	}
+	writeCost(tw, p.Cost)
 	fmt.Fprintln(tw)
 	if len(p.ScaleUp) == 0 {
 		fmt.Fprintln(tw, "Scale up: none")
@@ -124,6 +125,25 @@ func writePlanTable(w io.Writer, p planner.Plan) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// writeCost prints what the priced groups cost at the plan's targets, and
+// which groups have no price (never counted as free).
+func writeCost(w io.Writer, c *planner.Cost) {
+	if c == nil {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "COST\tNODES\tPER NODE-HOUR\tPER HOUR\tPER MONTH")
+	for _, g := range c.NodeGroups {
+		fmt.Fprintf(w, "%s\t%d\t%g %s\t%.4f %s\t%.2f %s\n", g.NodeGroup, g.Nodes, g.PerNodeHour, g.Currency, g.PerHour, g.Currency, g.PerMonth, g.Currency)
+	}
+	for _, t := range c.Totals {
+		fmt.Fprintf(w, "total\t\t\t%.4f %s\t%.2f %s\n", t.PerHour, t.Currency, t.PerMonth, t.Currency)
+	}
+	for _, name := range c.NoPrice {
+		fmt.Fprintf(w, "%s\t\tno price\t\t\n", name)
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

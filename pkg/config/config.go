@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,6 +116,44 @@ type NodeGroup struct {
 	// Headroom is spare capacity the group keeps ready (over-provisioning
 	// without placeholder pods).
 	Headroom *Headroom `yaml:"headroom"`
+	// Price is what one node of the entry's groups costs per hour; without
+	// it a group's price is unknown (never zero).
+	Price *Price `yaml:"price"`
+}
+
+// Price is a node's price per hour in a currency (ISO 4217 code).
+type Price struct {
+	PerHour  *float64 `yaml:"perHour"`
+	Currency string   `yaml:"currency"`
+}
+
+// snapshot converts the price, reporting each problem under path.
+func (p *Price) snapshot(path string, errs *fieldErrors) snapshot.Price {
+	out := snapshot.Price{Currency: p.Currency, Source: snapshot.PriceConfig}
+	if p.PerHour == nil {
+		errs.add(0, path+".perHour", "is required (the price of one node for one hour, e.g. 0.096)")
+	} else if err := snapshot.CheckPerHour(*p.PerHour); err != nil {
+		errs.add(0, path+".perHour", err.Error())
+	} else {
+		out.PerHour = *p.PerHour
+	}
+	if p.Currency == "" {
+		errs.add(0, path+".currency", "is required (e.g. USD or EUR)")
+	} else if err := snapshot.CheckCurrency(p.Currency); err != nil {
+		errs.add(0, path+".currency", err.Error())
+	}
+	return out
+}
+
+// GroupPrice is the price nodeGroups[i] sets for the groups it defines;
+// nil when it sets none. The config is valid (Parse checked it).
+func (c *Config) GroupPrice(i int) *snapshot.Price {
+	p := c.NodeGroups[i].Price
+	if p == nil {
+		return nil
+	}
+	out := p.snapshot("", &fieldErrors{})
+	return &out
 }
 
 // Headroom is one of: a number of empty nodes; free cpu and/or memory
@@ -323,7 +362,7 @@ type ScaleUp struct {
 	MaxNodesPerStep      *int      `yaml:"maxNodesPerStep"`
 	MaxNodeProvisionTime *Duration `yaml:"maxNodeProvisionTime"`
 	Backoff              *Duration `yaml:"backoff"`
-	Expander             string    `yaml:"expander"`
+	Expander             Expanders `yaml:"expander"`
 	Priorities           Map[int]  `yaml:"priorities"`
 	// BalanceSimilarNodeGroups splits a scale-up across groups like the one
 	// the expander picked (cluster-autoscaler's --balance-similar-node-groups).
@@ -750,11 +789,6 @@ func (c *Config) validateScaling(names map[string]string, errs *fieldErrors) {
 	if v := su.ExpendablePodsPriorityCutoff; v != nil && (*v < math.MinInt32 || *v > math.MaxInt32) {
 		errs.add(0, "scaleUp.expendablePodsPriorityCutoff", fmt.Sprintf("must be a pod priority (%d to %d), got %d", math.MinInt32, math.MaxInt32, *v))
 	}
-	switch su.Expander {
-	case "", planner.ExpanderLeastWaste, planner.ExpanderPriority:
-	default:
-		errs.add(0, "scaleUp.expander", fmt.Sprintf("unknown expander %q (use %s or %s)", su.Expander, planner.ExpanderLeastWaste, planner.ExpanderPriority))
-	}
 	for name := range su.Priorities {
 		if _, ok := names[name]; !ok && !c.hasDiscovery() {
 			errs.add(0, "scaleUp.priorities."+name, "names no node group")
@@ -835,6 +869,9 @@ func (g *NodeGroup) validate(path string, errs *fieldErrors) {
 		if g.Name == "" {
 			errs.add(0, path+".headroom", "needs the group's name: a group that discovery or Kamatera's INI names keeps its headroom in the top-level headroom list, by its exact name")
 		}
+	}
+	if g.Price != nil {
+		g.Price.snapshot(path+".price", errs)
 	}
 	for _, b := range providerBlocks() {
 		if b.set(g) && b.name != g.Provider {
@@ -1068,8 +1105,8 @@ func (c *Config) Settings() planner.Settings {
 	if su.MaxNodesPerStep != nil {
 		s.ScaleUp.MaxNodesPerStep = *su.MaxNodesPerStep
 	}
-	if su.Expander != "" {
-		s.ScaleUp.Expander = su.Expander
+	if len(su.Expander) > 0 {
+		s.ScaleUp.Expanders = slices.Clone(su.Expander)
 	}
 	s.ScaleUp.Priorities = su.Priorities
 	if su.BalanceSimilarNodeGroups != nil {

@@ -69,7 +69,7 @@ nodeGroups: [{name: g, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: 
 		t.Fatal(err)
 	}
 	if got, want := cfg.Settings(), planner.DefaultSettings(); got.ScaleUp.Backoff != want.ScaleUp.Backoff ||
-		got.ScaleUp.Expander != want.ScaleUp.Expander || got.ScaleDown.MaxConcurrentDrains != 1 || !got.ScaleDown.Enabled ||
+		!slices.Equal(got.ScaleUp.Expanders, want.ScaleUp.Expanders) || got.ScaleDown.MaxConcurrentDrains != 1 || !got.ScaleDown.Enabled ||
 		got.ScaleUp.BalanceSimilarNodeGroups {
 		t.Errorf("defaults = %+v", got)
 	}

@@ -129,6 +129,10 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 	if path != "" {
 		errs.lines[path] = n.Line
 	}
+	if t == typeOf[Expanders]() {
+		checkExpanders(n, path, errs)
+		return
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if t == typeOf[Duration]() {

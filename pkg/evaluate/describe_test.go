@@ -55,3 +55,34 @@ func TestDescribeMaxFrom(t *testing.T) {
 		})
 	}
 }
+
+type noGuard struct{}
+
+func (noGuard) LockGroup(context.Context, string) (func(), error)   { return func() {}, nil }
+func (noGuard) DrainsInFlight(context.Context, string) (int, error) { return 0, nil }
+
+// TestDescribePrice: a group's snapshot entry carries its entry's price
+// through the wrappers that come after it, its narrowed bounds intact; a
+// group without one has none (unknown, not zero).
+func TestDescribePrice(t *testing.T) {
+	eight := 8
+	narrowed, err := providers.NewNarrowing(nil, &eight).Narrow(tenGroup{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	price := &snapshot.Price{PerHour: 0.096, Currency: "USD", Source: snapshot.PriceConfig}
+	g := providers.Guarded(providers.Priced(narrowed, price), noGuard{})
+	got, err := evaluate.Describe(t.Context(), []providers.NodeGroup{g, tenGroup{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Price == nil || *got[0].Price != *price {
+		t.Errorf("price %+v, want %+v", got[0].Price, price)
+	}
+	if got[0].MaxSize != 8 || got[0].MaxFrom != snapshot.BoundConfig {
+		t.Errorf("max %d from %q, want 8 from the config", got[0].MaxSize, got[0].MaxFrom)
+	}
+	if got[1].Price != nil {
+		t.Errorf("unpriced group has price %+v", got[1].Price)
+	}
+}

@@ -287,7 +287,7 @@ func describe(ctx context.Context, groups []providers.NodeGroup, nodes []corev1.
 			Name: g.Name(), Provider: g.Provider(),
 			MinSize: b.Min, MaxSize: b.Max, TargetSize: target,
 			Template: tpl, Instances: ids, MaxFrom: b.MaxFrom, BoundsFrom: b.MaxSchedule,
-			Zones: providers.Zones(g, tpl),
+			Zones: providers.Zones(g, tpl), Price: b.Price,
 		})
 	}
 	return out, nil

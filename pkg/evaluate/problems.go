@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/metrics"
+	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/podfacts"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 )
@@ -43,6 +44,11 @@ const (
 	// stale, malformed, refused). Reported, not alarmed on: nothing is
 	// changed in shadow mode, and the cycle counts as disagreeing.
 	ProblemShadowCompareFailed = "ShadowCompareFailed"
+	// ProblemPriceMissing is a group that may grow (max above 0) without a
+	// price while scaleUp.expander lists price: the price expander ranks
+	// it after every priced group. Reported, not alarmed on: the config (or
+	// the provider's price source) is the operator's to fix.
+	ProblemPriceMissing = "PriceMissing"
 )
 
 // Problem is one kind of problem the cycle found, how many, and which.
@@ -152,6 +158,22 @@ func (e *Evaluator) problems(snap snapshot.Snapshot, res Result, drains []DrainS
 	add(ProblemDrainOverdue, overdue, "")
 	add(ProblemHeadroomGroupNotFound, unmatchedHeadroom(e.Headroom, snap.NodeGroups),
 		"names are matched exactly; a headroom applies once its group is found")
+	if e.Settings.ScaleUp.HasExpander(planner.ExpanderPrice) {
+		add(ProblemPriceMissing, unpriced(snap.NodeGroups),
+			"the price expander ranks a group without a price after every priced one; set nodeGroups[].price")
+	}
+	return out
+}
+
+// unpriced names, sorted, the groups that may grow but have no price.
+func unpriced(groups []snapshot.NodeGroup) []string {
+	var out []string
+	for _, g := range groups {
+		if g.Price == nil && g.MaxSize > 0 {
+			out = append(out, g.Name)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

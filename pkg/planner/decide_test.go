@@ -408,7 +408,7 @@ func TestExpander(t *testing.T) {
 			name: "priority overrides waste",
 			snap: clusterOf([]snapshot.NodeGroup{large, small}, nil, []corev1.Pod{pod("p", "3", "3Gi", pending())}),
 			set: func(s *Settings) {
-				s.ScaleUp.Expander = ExpanderPriority
+				s.ScaleUp.Expanders = []string{ExpanderPriority}
 				s.ScaleUp.Priorities = map[string]int{"large": 10, "small": 1}
 			},
 			want: want{up: []string{"large +1 =1 [default/p]"}, check: func(t *testing.T, p Plan) {
@@ -421,7 +421,7 @@ func TestExpander(t *testing.T) {
 			name: "equal priorities fall back to least waste",
 			snap: clusterOf([]snapshot.NodeGroup{large, small}, nil, []corev1.Pod{pod("p", "3", "3Gi", pending())}),
 			set: func(s *Settings) {
-				s.ScaleUp.Expander = ExpanderPriority
+				s.ScaleUp.Expanders = []string{ExpanderPriority}
 				s.ScaleUp.Priorities = map[string]int{"large": 5, "small": 5}
 			},
 			want: want{up: []string{"small +1 =1 [default/p]"}},

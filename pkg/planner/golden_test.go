@@ -2,12 +2,15 @@ package planner
 
 import (
 	"bytes"
+	"errors"
 	"flag"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/nodetide/nodetide/pkg/snapshot"
+	"gopkg.in/yaml.v3"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/plan.json from the current planner (review the diff before accepting it)")
@@ -26,8 +29,9 @@ func rewrite(t *testing.T, path string, data []byte) {
 	t.Errorf("rewrote %s: review the diff, then run again without -update", path)
 }
 
-// TestGolden plans every testdata/<rule>/snapshot.json with the default
-// settings at the snapshot's capturedAt and compares with plan.json.
+// TestGolden plans every testdata/<rule>/snapshot.json at the snapshot's
+// capturedAt, with the default settings or those of the rule's
+// nodetide.yaml (see goldenSettings), and compares with plan.json.
 func TestGolden(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join("testdata", "*", "snapshot.json"))
 	if err != nil {
@@ -49,7 +53,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got bytes.Buffer
-			if err := WritePlan(&got, Decide(s, DefaultSettings(), s.CapturedAt)); err != nil {
+			if err := WritePlan(&got, Decide(s, goldenSettings(t, dir), s.CapturedAt)); err != nil {
 				t.Fatal(err)
 			}
 			planPath := filepath.Join(dir, "plan.json")
@@ -66,6 +70,46 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goldenSettings are the default settings with the expanders and
+// priorities of dir/nodetide.yaml, when the rule has one. The config
+// package (which imports this one) is not at hand here, so only those keys
+// are read; the CLI's fixture test plans the same file through the config.
+func goldenSettings(t *testing.T, dir string) Settings {
+	t.Helper()
+	set := DefaultSettings()
+	data, err := os.ReadFile(filepath.Join(dir, "nodetide.yaml"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return set
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		ScaleUp struct {
+			Expander   yaml.Node      `yaml:"expander"`
+			Priorities map[string]int `yaml:"priorities"`
+		} `yaml:"scaleUp"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	switch x := &doc.ScaleUp.Expander; x.Kind {
+	case 0:
+	case yaml.ScalarNode:
+		names = []string{x.Value}
+	default:
+		if err := x.Decode(&names); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(names) > 0 {
+		set.ScaleUp.Expanders = names
+	}
+	set.ScaleUp.Priorities = doc.ScaleUp.Priorities
+	return set
 }
 
 // TestGoldenUpdateNeverPasses: -update rewrites a file and still fails,

@@ -207,7 +207,7 @@ func randomSnapshot(r *rand.Rand) (snapshot.Snapshot, Settings) {
 	set := DefaultSettings()
 	set.ScaleUp.MaxNodesPerStep = 1 + r.IntN(5)
 	if r.IntN(3) == 0 {
-		set.ScaleUp.Expander = ExpanderPriority
+		set.ScaleUp.Expanders = []string{ExpanderPriority}
 		set.ScaleUp.Priorities = map[string]int{}
 		for gi := range nGroups {
 			set.ScaleUp.Priorities[fmt.Sprintf("g%d", gi)] = r.IntN(3)

@@ -530,6 +530,8 @@ type estimate struct {
 	limit int64
 	// log is a committed estimate's placements, so it can be taken back.
 	log []placement
+	// note is what the expanders passed over, for the reason (expand).
+	note string
 }
 
 type classCount struct {
@@ -619,26 +621,6 @@ func (m *model) estimate(classes []int32, g int, limit int64, commit bool) estim
 	return e
 }
 
-// better is the expander: does a beat b?
-func (m *model) better(a, b *estimate) bool {
-	if m.set.ScaleUp.Expander == ExpanderPriority {
-		pa := m.set.ScaleUp.Priorities[m.groups[a.group].ng.Name]
-		pb := m.set.ScaleUp.Priorities[m.groups[b.group].ng.Name]
-		if pa != pb {
-			return pa > pb
-		}
-	}
-	// Wastes computed the same way for equal packings are equal; the
-	// tolerance only absorbs rounding between different groups.
-	if math.Abs(a.waste-b.waste) > 1e-9 {
-		return a.waste < b.waste
-	}
-	if a.pods != b.pods {
-		return a.pods > b.pods
-	}
-	return m.groups[a.group].ng.Name < m.groups[b.group].ng.Name
-}
-
 func (m *model) stepBudget() int64 {
 	if m.set.ScaleUp.MaxNodesPerStep <= 0 {
 		return math.MaxInt64
@@ -647,12 +629,13 @@ func (m *model) stepBudget() int64 {
 }
 
 // onNewNodes is the expander loop: estimate every group that may grow, take
-// the best, remove its pods and repeat until no group places anything.
+// the expanders' choice (expand), remove its pods and repeat until no group
+// places anything.
 func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (grown map[int]int, budget int64) {
 	grown = map[int]int{}
 	budget = m.stepBudget()
 	for budget > 0 {
-		var best *estimate
+		var opts []estimate
 		for _, gi := range m.byName {
 			g := &m.groups[gi]
 			room := int64(g.ng.MaxSize - g.target)
@@ -661,16 +644,14 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (g
 			}
 			e := m.estimate(classes, gi, min(room, budget), false)
 			e.limit = min(room, budget)
-			if e.pods == 0 {
-				continue
-			}
-			if best == nil || m.better(&e, best) {
-				best = &e
+			if e.pods > 0 {
+				opts = append(opts, e)
 			}
 		}
-		if best == nil {
+		if len(opts) == 0 {
 			break
 		}
+		best, note := m.expand(opts)
 		if m.set.ScaleUp.BalanceSimilarNodeGroups && m.balance(classes, best, plan, next, grown, &budget) {
 			continue
 		}
@@ -680,6 +661,7 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (g
 			limit := best.limit
 			*best = m.estimate(classes, best.group, limit, true)
 		}
+		best.note = note
 		m.record(best, "", plan, next, grown, &budget)
 	}
 	return grown, budget
@@ -717,9 +699,9 @@ func (m *model) record(best *estimate, extra string, plan *Plan, next *snapshot.
 	}
 	*budget -= best.nodes
 	next.LastScaleUp[g.ng.Name] = m.now
-	why := fmt.Sprintf("least waste %d%%", pct(best.waste))
-	if m.set.ScaleUp.Expander == ExpanderPriority {
-		why = fmt.Sprintf("priority %d, waste %d%%", m.set.ScaleUp.Priorities[g.ng.Name], pct(best.waste))
+	why := m.expanderWhy(best)
+	if best.note != "" {
+		why += "; " + best.note
 	}
 	if len(rules) > 0 {
 		why += "; placed pod by pod under " + strings.Join(rules, ", ")

@@ -18,7 +18,10 @@ type Plan struct {
 	DecreaseTarget []DecreaseTarget `json:"decreaseTarget,omitempty"`
 	Unschedulable  []Unschedulable  `json:"unschedulable"`
 	NodeGroups     []GroupStatus    `json:"nodeGroups"`
-	State          snapshot.State   `json:"state"`
+	// Cost is what the groups cost at the targets this plan leaves them
+	// at; nil when no group has a price.
+	Cost  *Cost          `json:"cost,omitempty"`
+	State snapshot.State `json:"state"`
 }
 
 // ScaleUp grows one group by Delta nodes for the listed pods ("ns/name").
@@ -118,20 +121,17 @@ type Settings struct {
 	ScaleDown ScaleDownSettings
 }
 
-// Expanders pick among the groups that could host pending pods.
-const (
-	ExpanderLeastWaste = "least-waste"
-	ExpanderPriority   = "priority"
-)
-
 // ScaleUpSettings tune scale-up.
 type ScaleUpSettings struct {
 	PendingPodMinAge     time.Duration
 	MaxNodesPerStep      int
 	MaxNodeProvisionTime time.Duration
 	Backoff              time.Duration
-	Expander             string
-	// Priorities (expander "priority"): higher wins; ties fall back to least waste.
+	// Expanders pick the group to grow, in order, each breaking the ties
+	// of the one before (see Chain); empty is least-waste.
+	Expanders []string
+	// Priorities (expander "priority"): higher wins; ties go to the next
+	// expander.
 	Priorities map[string]int
 	// BalanceSimilarNodeGroups splits each scale-up across the groups
 	// similar to the one the expander picked (balance.go).
@@ -168,7 +168,7 @@ func DefaultSettings() Settings {
 			MaxNodesPerStep:      10,
 			MaxNodeProvisionTime: 15 * time.Minute,
 			Backoff:              5 * time.Minute,
-			Expander:             ExpanderLeastWaste,
+			Expanders:            []string{ExpanderLeastWaste},
 
 			ExpendablePodsPriorityCutoff: -10,
 		},

@@ -133,7 +133,7 @@ func (n *narrowed) DeleteInstance(ctx context.Context, providerID string) error 
 func (n *narrowed) Unwrap() NodeGroup { return n.NodeGroup }
 
 // Own returns the provider's group beneath nodetide's narrowings (config
-// bounds, a schedule's): its Bounds().Min is the minimum the provider itself
+// bounds, a schedule's) and the config's price: its Bounds().Min is the minimum the provider itself
 // enforces, which a drain asked to go below nodetide's minimum still keeps.
 func Own(g NodeGroup) NodeGroup {
 	for {
@@ -165,3 +165,30 @@ func Zones(g NodeGroup, tpl snapshot.Template) []string {
 	}
 	return nil
 }
+
+// Priced gives g the price its config entry sets, in place of any the
+// provider reports (see Bounds.Price); nil leaves g as it is. Only Bounds
+// changes, so whatever wraps g passes the price on by embedding.
+func Priced(g NodeGroup, p *snapshot.Price) NodeGroup {
+	if p == nil {
+		return g
+	}
+	return &priced{NodeGroup: g, price: p}
+}
+
+type priced struct {
+	NodeGroup
+	price *snapshot.Price
+}
+
+// Bounds are the group's with the config's price.
+func (p *priced) Bounds() Bounds {
+	out := p.NodeGroup.Bounds()
+	price := *p.price
+	out.Price = &price
+	return out
+}
+
+// Unwrap returns the group the price applies to, so Own and Zones see
+// through it.
+func (p *priced) Unwrap() NodeGroup { return p.NodeGroup }

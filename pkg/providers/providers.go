@@ -80,8 +80,9 @@ type NodeGroup interface {
 	DecreaseTargetSize(ctx context.Context, delta int) error
 }
 
-// Bounds are a group's effective size bounds and what set each: one value,
-// so a wrapper (a narrowing, a guard) passes them on by embedding alone.
+// Bounds are a group's effective size bounds and what set each, and what
+// one of its nodes costs: one value, so a wrapper (a narrowing, a price, a
+// guard) passes them on by embedding alone.
 type Bounds struct {
 	Min, Max int
 	// MinFrom and MaxFrom are what set Min and Max: the provider (the zero
@@ -90,6 +91,17 @@ type Bounds struct {
 	// MinSchedule and MaxSchedule name the schedule ("schedule night")
 	// that set Min or Max, when MinFrom or MaxFrom is snapshot.BoundSchedule.
 	MinSchedule, MaxSchedule string
+	// Price is what one new node of the group costs per hour, and where
+	// that figure came from; nil when unknown (never read as zero).
+	//
+	// A provider that knows its price sets it with its own Source
+	// (snapshot.PriceAWSPriceList, PriceScaleway, ...), read when the group
+	// is listed like the rest of Bounds: Bounds does no I/O, so a price
+	// catalogue is read (and cached) by NodeGroups, and a failed read leaves
+	// Price nil rather than failing the listing. The config entry's price
+	// (Source snapshot.PriceConfig) replaces the provider's; setup applies
+	// it once per group with the narrowings (see Priced).
+	Price *snapshot.Price
 }
 
 // Provider lists the node groups one config entry manages (a discovery-based

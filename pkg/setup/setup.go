@@ -40,6 +40,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/providers/scaleway"
 	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/shadowcompare"
+	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/statusmap"
 )
@@ -271,12 +272,14 @@ func readOverrides(ctx context.Context, overrides Overrides) (map[string]schedul
 
 // narrow is the one place a listed group's bounds are narrowed: by its
 // config entry's bounds, then by the override of the schedule that last
-// named it, each reporting itself as what set a bound it changed.
+// named it, each reporting itself as what set a bound it changed. The
+// entry's price, when it sets one, replaces the provider's here too.
 func narrow(g providers.NodeGroup, ep *entryProvider, overrides map[string]schedule.Override) (providers.NodeGroup, error) {
 	g, err := ep.bounds.Narrow(g)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ep.path, err)
 	}
+	g = providers.Priced(g, ep.price)
 	o, ok := overrides[g.Name()]
 	if !ok || !o.Bounds() {
 		return g, nil
@@ -297,6 +300,8 @@ type entryProvider struct {
 	// bounds are the entry's minSize/maxSize where nodetide narrows the
 	// provider's groups by them (see configBounds).
 	bounds *providers.Narrowing
+	// price is the entry's price per node-hour; nil when it sets none.
+	price *snapshot.Price
 }
 
 func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.Interface, a *AWS) ([]entryProvider, error) {
@@ -311,7 +316,7 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, entryProvider{path: path, provider: p, bounds: configBounds(k, g)})
+		out = append(out, entryProvider{path: path, provider: p, bounds: configBounds(k, g), price: cfg.GroupPrice(i)})
 	}
 	return out, nil
 }

@@ -510,7 +510,12 @@ func (d *docDecoder) objectKeys(path string, knownKeys func() []string, each fun
 	if err != nil || !ok {
 		return err
 	}
-	seen := map[string]bool{}
+	return d.members(path, knownKeys, map[string]bool{}, each)
+}
+
+// members reads an opened object's keys and values to its end, marking each
+// key in seen.
+func (d *docDecoder) members(path string, knownKeys func() []string, seen map[string]bool, each func(key, path string) error) error {
 	for d.dec.More() {
 		off := d.mark()
 		tok, err := d.dec.Token()
@@ -664,7 +669,7 @@ func (c *chunkList[T]) slice() []T {
 }
 
 func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
-	known := []string{"name", "provider", "minSize", "maxSize", "targetSize", "template", "instances", "maxFrom", "boundsFrom", "headroom", "zones"}
+	known := []string{"name", "provider", "minSize", "maxSize", "targetSize", "template", "instances", "maxFrom", "boundsFrom", "headroom", "zones", "price"}
 	return d.object(path, known, func(key, path string) error {
 		switch key {
 		case "name":
@@ -685,6 +690,8 @@ func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
 			return d.value(path, &g.BoundsFrom)
 		case "headroom":
 			return d.value(path, &g.Headroom)
+		case "price":
+			return d.price(path, &g.Price)
 		case "zones":
 			if err := d.value(path, &g.Zones); err != nil {
 				return err
@@ -899,6 +906,9 @@ func validateGroup(p string, g *NodeGroup) error {
 		if err := g.Headroom.Check(); err != nil {
 			return &DocumentError{Path: p + ".headroom", Err: err}
 		}
+	}
+	if err := validatePrice(p+".price", g.Price); err != nil {
+		return err
 	}
 	if err := checkResources(p+".template.allocatable", g.Template.Allocatable); err != nil {
 		return err

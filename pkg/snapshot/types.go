@@ -65,6 +65,10 @@ type NodeGroup struct {
 	// nodeGroups[].headroom); nil keeps none. It is part of the snapshot so
 	// a replay decides as the cycle did.
 	Headroom *Headroom `json:"headroom,omitempty"`
+	// Price is what one node of the group costs per hour (config's
+	// nodeGroups[].price); nil is unknown, never zero. Part of the
+	// snapshot so a replay compares groups as the cycle did.
+	Price *Price `json:"price,omitempty"`
 }
 
 // BoundSource is what set a group's bound.

@@ -142,8 +142,8 @@ type ARN struct {
 
 // Map is a YAML mapping of string keys. It decodes in one pass: yaml.v3
 // compares every key of a mapping with every other, which makes a template
-// of tens of thousands of labels take a minute (duplicates are reported by
-// config's key checks instead).
+// of tens of thousands of labels take a minute (a key given twice is
+// reported by config's key checks instead).
 type Map[V any] map[string]V
 
 // UnmarshalYAML decodes the mapping key by key.

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -13,7 +12,6 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/planner"
-	"github.com/nodetide/nodetide/pkg/providers/kamatera"
 )
 
 func newConfigCmd(g *globals) *cobra.Command {
@@ -101,44 +99,21 @@ func describeGroups(cfg *config.Config) ([]groupSummary, error) {
 	out := make([]groupSummary, 0, len(cfg.NodeGroups))
 	rules := cfg.Headroom()
 	for i, ng := range cfg.NodeGroups {
-		if ng.Kamatera != nil && ng.Kamatera.CloudConfigSecret != "" {
-			// The INI is in Secrets Manager, which validate does not contact.
-			out = append(out, groupSummary{Name: "(from secret " + ng.Kamatera.CloudConfigSecret + ")", Provider: ng.Provider})
-			continue
+		k, ok := config.ProviderKind(ng.Provider)
+		if !ok {
+			return nil, fmt.Errorf("nodeGroups[%d].provider: unknown provider %q", i, ng.Provider)
 		}
-		if ng.Kamatera != nil {
-			// The INI names the groups and their sizes; reading it contacts no cloud.
-			path := ng.Kamatera.CloudConfig
-			if cfg.Dir != "" && !filepath.IsAbs(path) {
-				path = filepath.Join(cfg.Dir, path)
+		groups, err := k.Describe(ng.Entry(), fmt.Sprintf("nodeGroups[%d]", i), cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range groups {
+			gs := groupSummary{Name: g.Name, Provider: ng.Provider, MinSize: g.MinSize, MaxSize: g.MaxSize}
+			if h, ok := rules[ng.Name]; ok && ng.Name != "" {
+				gs.Headroom = planner.HeadroomWords(h)
 			}
-			cc, err := kamatera.LoadCloudConfig(path)
-			if err != nil {
-				return nil, fmt.Errorf("nodeGroups[%d].kamatera.cloudConfig: %w", i, err)
-			}
-			for _, kg := range cc.NodeGroups {
-				lo, hi := kg.MinSize, kg.MaxSize
-				out = append(out, groupSummary{Name: kg.Name, Provider: ng.Provider, MinSize: &lo, MaxSize: &hi})
-			}
-			continue
+			out = append(out, gs)
 		}
-		name := ng.Name
-		switch {
-		case name != "":
-		case ng.AWS != nil && ng.AWS.AutoScalingGroup != "":
-			name = ng.AWS.AutoScalingGroup
-		case ng.AWS != nil:
-			name = fmt.Sprintf("(discovered by tags %v)", ng.AWS.AutoDiscovery)
-		case ng.Scaleway != nil && ng.Scaleway.Pool != "":
-			name = ng.Scaleway.Pool
-		default:
-			name = "(discovered)"
-		}
-		gs := groupSummary{Name: name, Provider: ng.Provider, MinSize: ng.MinSize, MaxSize: ng.MaxSize}
-		if h, ok := rules[ng.Name]; ok && ng.Name != "" {
-			gs.Headroom = planner.HeadroomWords(h)
-		}
-		out = append(out, gs)
 	}
 	return out, nil
 }

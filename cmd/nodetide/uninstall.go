@@ -22,6 +22,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/podfacts"
+	awsprovider "github.com/nodetide/nodetide/pkg/providers/aws"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/state"
 	"github.com/nodetide/nodetide/pkg/trigger"
@@ -218,7 +219,7 @@ func planHooks(ctx context.Context, cfg *config.Config, a *setup.AWS, legacy boo
 
 func usesAWSGroups(cfg *config.Config) bool {
 	for _, g := range cfg.NodeGroups {
-		if g.Provider == config.ProviderAWS {
+		if g.Provider == awsprovider.ProviderName {
 			return true
 		}
 	}
@@ -385,7 +386,7 @@ func keptOnPurpose(cfg *config.Config) []uninstallItem {
 			uninstallItem{Kind: "Schedules", Name: d.Table, Detail: "kept in the table; what they last scaled stays at that size"})
 	}
 	for _, g := range cfg.NodeGroups {
-		if g.Provider == config.ProviderAWS {
+		if g.Provider == awsprovider.ProviderName {
 			continue // listed with their hooks
 		}
 		out = append(out, uninstallItem{Kind: "NodeGroup", Name: g.Name, Detail: string(g.Provider) + ": stays at its current size, its nodes as they are"})

@@ -119,7 +119,7 @@ drain: {timeout: 2m, onTimeout: abort}
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl, err := cfg.NodeGroups[0].Kwok.Template.Planner()
+	tpl, err := kwok.BlockOf(cfg.NodeGroups[0].Entry()).Template.Planner()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/internal/testbed"
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/setup"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 	"github.com/nodetide/nodetide/pkg/state"
@@ -113,7 +114,7 @@ func workersTemplate(kubeconfig, endpoint string, nodes int) (snapshot.Template,
 	if err != nil {
 		return snapshot.Template{}, fmt.Errorf("the functions' config: %w", err)
 	}
-	tpl, err := cfg.NodeGroups[0].Kwok.Template.Planner()
+	tpl, err := kwok.BlockOf(cfg.NodeGroups[0].Entry()).Template.Planner()
 	if err != nil {
 		return snapshot.Template{}, fmt.Errorf("the workers template: %w", err)
 	}

@@ -206,7 +206,7 @@ func prepare(ctx context.Context, written *files, cp *testbed.ControlPlane, db *
 // workers node, the node the sample events name, and the Deployment the
 // sample schedule scales.
 func seed(ctx context.Context, client kubernetes.Interface, cfg *config.Config) error {
-	tpl, err := cfg.NodeGroups[0].Kwok.Template.Planner()
+	tpl, err := kwok.BlockOf(cfg.NodeGroups[0].Entry()).Template.Planner()
 	if err != nil {
 		return fmt.Errorf("the workers template: %w", err)
 	}
@@ -244,7 +244,7 @@ func seed(ctx context.Context, client kubernetes.Interface, cfg *config.Config) 
 // (events/drain-shutdown.json) has removed it, as a cloud would replace a
 // machine, so make invoke can run again. It returns when ctx ends.
 func keepSampleNode(ctx context.Context, client kubernetes.Interface, cfg *config.Config, log *slog.Logger) {
-	tpl, err := cfg.NodeGroups[0].Kwok.Template.Planner()
+	tpl, err := kwok.BlockOf(cfg.NodeGroups[0].Entry()).Template.Planner()
 	if err != nil {
 		log.Error("sample node", "error", err.Error())
 		<-ctx.Done()

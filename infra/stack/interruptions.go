@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/ec2health"
+	awsprovider "github.com/nodetide/nodetide/pkg/providers/aws"
 )
 
 // LifecycleHookName is the termination lifecycle hook nodetide puts on the
@@ -29,21 +30,18 @@ func LifecycleHookName(cfg *config.Config) string { return cfg.LifecycleHookName
 func namedGroups(cfg *config.Config) (names []string, only bool) {
 	only = true
 	for _, g := range cfg.NodeGroups {
-		if g.Provider != config.ProviderAWS {
+		if g.Provider != awsprovider.ProviderName {
 			continue
 		}
-		if g.AWS == nil || g.AWS.AutoScalingGroup == "" {
+		a := awsprovider.BlockOf(g.Entry())
+		if a == nil || a.AutoScalingGroup == "" {
 			only = false
 			continue
 		}
-		names = append(names, g.AWS.AutoScalingGroup)
+		names = append(names, a.AutoScalingGroup)
 	}
 	return names, only
 }
-
-// LifecycleActions are what the drain function does with a group's
-// lifecycle actions, granted on the same groups as its other writes.
-var LifecycleActions = []string{"autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"}
 
 // HookHeartbeatTimeout is how long a hook holds a machine with no word
 // from the drain: its drain.timeout and two minutes more (at least five
@@ -57,7 +55,7 @@ func HookHeartbeatTimeout(cfg *config.Config) time.Duration {
 // function, and puts the termination hook on the named groups. Only for
 // configs with AWS groups.
 func interruptions(st awscdk.Stack, cfg *config.Config, drainFn awslambda.Function, failures awssqs.IQueue) {
-	if !hasProvider(cfg, config.ProviderAWS) {
+	if !hasProvider(cfg, awsprovider.ProviderName) {
 		return
 	}
 	if cfg.EvaluateSettings().Shadow {

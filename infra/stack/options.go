@@ -265,8 +265,8 @@ func (o Options) Check() error {
 		add("%s: cluster.kubernetes.kubeconfig: a local file does not reach the functions; use eks or kubeconfigSecret", src)
 	}
 	for i, g := range cfg.NodeGroups {
-		if g.Provider == config.ProviderKwok {
-			add("%s: nodeGroups[%d]: provider kwok is for local runs only", src, i)
+		if k, ok := config.ProviderKind(g.Provider); ok && k.LocalOnly {
+			add("%s: nodeGroups[%d]: provider %s is for local runs only", src, i, k.Name)
 		}
 	}
 	if _, err := o.evaluateRate(); err != nil {

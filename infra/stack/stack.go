@@ -38,6 +38,10 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	"github.com/nodetide/nodetide/pkg/providerkind"
+	awsprovider "github.com/nodetide/nodetide/pkg/providers/aws"
+	"github.com/nodetide/nodetide/pkg/providers/kamatera"
+	"github.com/nodetide/nodetide/pkg/providers/scaleway"
 )
 
 // Environment variables the functions read (pkg/setup).
@@ -78,9 +82,9 @@ type Function struct {
 	// StopsDrains: states:StopExecution on the drain state machine's
 	// executions (enable --force of a stuck drain).
 	StopsDrains bool
-	// ASGWrites are the Auto Scaling mutations it may make on the config's
-	// groups.
-	ASGWrites []string
+	// RemovesMachines: besides resizing the config's groups, it removes
+	// their machines (the Remove actions of the providers' policies).
+	RemovesMachines bool
 }
 
 // Functions are the three functions and their sizing, chosen from `make
@@ -116,29 +120,12 @@ func Functions(cfg *config.Config) []Function {
 	evalTimeout = min(evalTimeout, 15*time.Minute)
 	return []Function{
 		{Name: "evaluate", Description: "nodetide evaluate: measures pressure, scales node groups up, starts drains",
-			MemoryMB: 256, Timeout: evalTimeout, Reserved: 3, StartsDrains: true,
-			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
+			MemoryMB: 256, Timeout: evalTimeout, Reserved: 3, StartsDrains: true},
 		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
-			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true, StopsDrains: true,
-			ASGWrites: append([]string{"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"}, LifecycleActions...)},
+			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true, StopsDrains: true, RemovesMachines: true},
 		{Name: "schedule", Description: "nodetide schedule: fires due schedules (node group sizes, workload replicas)",
-			MemoryMB: 256, Timeout: 90 * time.Second, StartsDrains: true,
-			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
+			MemoryMB: 256, Timeout: 90 * time.Second, StartsDrains: true},
 	}
-}
-
-// ReadOnlyWildcardActions are the actions granted on Resource "*": AWS
-// offers no resource-level permission for them, and they only read.
-var ReadOnlyWildcardActions = []string{
-	"autoscaling:DescribeAutoScalingGroups",
-	"autoscaling:DescribeScalingActivities",
-	"autoscaling:DescribeLaunchConfigurations",
-	"ec2:DescribeInstanceTypes",
-	"ec2:DescribeLaunchTemplateVersions",
-	"ec2:GetInstanceTypesFromInstanceRequirements",
-	// What the cloud's events and recovery ask EC2 of a machine.
-	"ec2:DescribeInstances",
-	"ec2:DescribeSpotInstanceRequests",
 }
 
 // StateTableActions are the item operations pkg/state performs.
@@ -251,9 +238,10 @@ type builder struct {
 	// smArn and execArn are the drain state machine's ARN and its
 	// executions', built from its fixed name (see Built.StateMachineName).
 	smArn, execArn *string
-	asgStatements  []func(actions []string) awsiam.PolicyStatement
-	secretArns     []*string
-	al             *alarms
+	// policies are what the providers' entries need of IAM.
+	policies   []providerkind.Policy
+	secretArns []*string
+	al         *alarms
 }
 
 func newBuilder(st awscdk.Stack, o Options) *builder {
@@ -266,10 +254,10 @@ func newBuilder(st awscdk.Stack, o Options) *builder {
 			Roles:            map[string]awsiam.Role{},
 			StateMachineName: Name(cfg.Cluster.Name) + "-drain",
 		},
-		prefix:        Name(cfg.Cluster.Name),
-		retention:     awslogs.RetentionDays_ONE_MONTH,
-		asgStatements: autoScalingStatements(st, cfg),
-		secretArns:    secretResources(cfg),
+		prefix:     Name(cfg.Cluster.Name),
+		retention:  awslogs.RetentionDays_ONE_MONTH,
+		policies:   policies(cfg),
+		secretArns: secretResources(cfg),
 	}
 	if o.LogRetentionDays != 0 {
 		bd.retention = retentionDays[o.LogRetentionDays]
@@ -399,22 +387,20 @@ func (bd *builder) functionRole(spec Function, title string, logs awslogs.LogGro
 			Service: jsii.String("eks"), Resource: jsii.String("cluster"), ResourceName: jsii.String(eks.Name),
 			ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME, Region: optional(eks.Region),
 		}))
-		if len(bd.asgStatements) > 0 {
-			// managed node groups' labels and taints, for templates
-			allow(role, []string{"eks:DescribeNodegroup"}, st.FormatArn(&awscdk.ArnComponents{
-				Service: jsii.String("eks"), Resource: jsii.String("nodegroup"), ResourceName: jsii.String(eks.Name + "/*/*"),
-				ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME, Region: optional(eks.Region),
-			}))
+		for _, p := range bd.policies {
+			if len(p.EKSNodegroups) > 0 {
+				allow(role, p.EKSNodegroups, st.FormatArn(&awscdk.ArnComponents{
+					Service: jsii.String("eks"), Resource: jsii.String("nodegroup"), ResourceName: jsii.String(eks.Name + "/*/*"),
+					ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME, Region: optional(eks.Region),
+				}))
+			}
 		}
 	}
 	if len(bd.secretArns) > 0 {
 		allow(role, []string{"secretsmanager:GetSecretValue"}, bd.secretArns...)
 	}
-	if len(bd.asgStatements) > 0 {
-		allow(role, ReadOnlyWildcardActions, jsii.String("*"))
-		for _, s := range bd.asgStatements {
-			role.AddToPrincipalPolicy(s(spec.ASGWrites))
-		}
+	for _, p := range bd.policies {
+		bd.grantGroups(role, spec, p)
 	}
 	if spec.StartsDrains {
 		allow(role, []string{"states:StartExecution"}, bd.smArn)
@@ -436,7 +422,7 @@ func (bd *builder) environment(spec Function) *map[string]*string {
 		EnvConfigSHA256:    jsii.String(hex.EncodeToString(sum[:])),
 		EnvMetrics:         jsii.String(string(bd.o.Monitoring)),
 	}
-	if hasProvider(bd.cfg, config.ProviderScaleway) {
+	if hasProvider(bd.cfg, scaleway.ProviderName) {
 		// Not secret: the key comes from scaleway.secretKeySecret.
 		if bd.o.ScalewayClusterID != "" {
 			env["CLUSTER_ID"] = jsii.String(bd.o.ScalewayClusterID)
@@ -572,10 +558,12 @@ func Warnings(o Options) map[string]string {
 	cfg := o.Config
 	for i, g := range cfg.NodeGroups {
 		path := fmt.Sprintf("nodeGroups[%d]", i)
+		e := g.Entry()
+		asg, kam, scw := awsprovider.BlockOf(e), kamatera.BlockOf(e), scaleway.BlockOf(e)
 		switch {
-		case g.AWS != nil && len(g.AWS.AutoDiscovery) > 0:
+		case asg != nil && len(asg.AutoDiscovery) > 0:
 			scoped := false
-			for _, tag := range g.AWS.AutoDiscovery {
+			for _, tag := range asg.AutoDiscovery {
 				key, _, _ := strings.Cut(tag, "=")
 				if strings.HasPrefix(key, "k8s.io/cluster-autoscaler/") && key != "k8s.io/cluster-autoscaler/enabled" &&
 					!strings.HasPrefix(key, "k8s.io/cluster-autoscaler/node-template/") {
@@ -586,15 +574,15 @@ func Warnings(o Options) map[string]string {
 				w["discovery-"+fmt.Sprint(i)] = path + ".aws.autoDiscovery names no k8s.io/cluster-autoscaler/<cluster> tag: " +
 					"the functions may resize every Auto Scaling Group carrying the other tags in this account and region"
 			}
-		case g.Kamatera != nil && g.Kamatera.CloudConfig != "":
-			w["kamatera-"+fmt.Sprint(i)] = path + ".kamatera.cloudConfig " + g.Kamatera.CloudConfig +
+		case kam != nil && kam.CloudConfig != "":
+			w["kamatera-"+fmt.Sprint(i)] = path + ".kamatera.cloudConfig " + kam.CloudConfig +
 				" is a file: it is not shipped with the functions, which read only the YAML from SSM; " +
 				"store the INI as a secret and use kamatera.cloudConfigSecret"
-		case g.Scaleway != nil && g.Scaleway.CloudConfig != "":
-			w["scaleway-"+fmt.Sprint(i)] = path + ".scaleway.cloudConfig " + g.Scaleway.CloudConfig +
+		case scw != nil && scw.CloudConfig != "":
+			w["scaleway-"+fmt.Sprint(i)] = path + ".scaleway.cloudConfig " + scw.CloudConfig +
 				" is a file: it is not shipped with the functions; use scaleway.secretKeySecret and -c " +
 				CtxScalewayCluster + ", -c " + CtxScalewayRegion + " instead"
-		case g.Provider == config.ProviderScaleway && (o.ScalewayClusterID == "" || o.ScalewayRegion == ""):
+		case g.Provider == scaleway.ProviderName && (o.ScalewayClusterID == "" || o.ScalewayRegion == ""):
 			w["scaleway-"+fmt.Sprint(i)] = path + ": the functions need the Scaleway cluster ID and region: set -c " +
 				CtxScalewayCluster + " and -c " + CtxScalewayRegion + " (or cluster.kubernetes.kapsule)"
 		}
@@ -629,74 +617,73 @@ func optional(s string) *string {
 	return &s
 }
 
-// autoScalingStatements returns, per aws node group entry, a statement maker
-// for the mutations a function may make: named groups by their ARN,
-// discovered groups by their discovery tags (aws:ResourceTag conditions).
-func autoScalingStatements(st awscdk.Stack, cfg *config.Config) []func(actions []string) awsiam.PolicyStatement {
-	var named = map[string][]*string{} // region -> ARNs
-	var out []func([]string) awsiam.PolicyStatement
-	asgArn := func(region, name string) *string {
-		return st.FormatArn(&awscdk.ArnComponents{
-			Service: jsii.String("autoscaling"), Resource: jsii.String("autoScalingGroup"),
-			ResourceName: jsii.String("*:autoScalingGroupName/" + name), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
-			Region: optional(region),
-		})
-	}
-	var regions []string
-	for _, g := range cfg.NodeGroups {
-		if g.Provider != config.ProviderAWS || g.AWS == nil {
-			continue
-		}
-		a := g.AWS
-		if a.AutoScalingGroup != "" {
-			if _, seen := named[a.Region]; !seen {
-				regions = append(regions, a.Region)
-			}
-			named[a.Region] = append(named[a.Region], asgArn(a.Region, a.AutoScalingGroup))
-			continue
-		}
-		conds := map[string]map[string]string{}
-		for _, tag := range a.AutoDiscovery {
-			key, value, hasValue := strings.Cut(tag, "=")
-			if hasValue {
-				add(conds, "StringEquals", "aws:ResourceTag/"+key, value)
-			} else {
-				add(conds, "Null", "aws:ResourceTag/"+key, "false")
+// policies are, for each provider of the table with entries in the config,
+// what its entries need of the functions' roles.
+func policies(cfg *config.Config) []providerkind.Policy {
+	var out []providerkind.Policy
+	for _, k := range config.Providers() {
+		var entries []providerkind.Entry
+		for _, g := range cfg.NodeGroups {
+			if g.Provider == k.Name {
+				entries = append(entries, g.Entry())
 			}
 		}
-		resource := asgArn(a.Region, "*")
-		out = append(out, func(actions []string) awsiam.PolicyStatement {
-			c := map[string]any{}
-			for op, kv := range conds {
-				c[op] = kv
-			}
-			return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions: jsii.Strings(actions...), Resources: &[]*string{resource}, Conditions: &c,
-			})
-		})
-	}
-	sort.Strings(regions)
-	for _, r := range regions {
-		arns := named[r]
-		out = append(out, func(actions []string) awsiam.PolicyStatement {
-			return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: &arns})
-		})
+		if k.Policy != nil && len(entries) > 0 {
+			out = append(out, k.Policy(entries))
+		}
 	}
 	return out
 }
 
-func add(m map[string]map[string]string, op, key, value string) {
-	if m[op] == nil {
-		m[op] = map[string]string{}
+// grantGroups grants a provider's reads on "*" and its size changes on its
+// entries' groups: every function resizes them, the one that removes
+// machines also removes them.
+func (bd *builder) grantGroups(role awsiam.Role, spec Function, p providerkind.Policy) {
+	if len(p.Wildcard) > 0 {
+		allow(role, p.Wildcard, jsii.String("*"))
 	}
-	m[op][key] = value
+	actions := p.Resize
+	if spec.RemovesMachines {
+		actions = append(slices.Clone(p.Resize), p.Remove...)
+	}
+	if len(actions) == 0 {
+		return
+	}
+	for _, g := range p.Groups {
+		resources := make([]*string, len(g.Resources))
+		for i, a := range g.Resources {
+			resources[i] = formatArn(bd.st, a)
+		}
+		props := &awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: &resources}
+		if len(g.Conditions) > 0 {
+			c := map[string]any{}
+			for op, kv := range g.Conditions {
+				c[op] = kv
+			}
+			props.Conditions = &c
+		}
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(props))
+	}
+}
+
+// formatArn is a provider's resource ARN in the stack's partition and
+// account.
+func formatArn(st awscdk.Stack, a providerkind.ARN) *string {
+	format := awscdk.ArnFormat_SLASH_RESOURCE_NAME
+	if a.Colon {
+		format = awscdk.ArnFormat_COLON_RESOURCE_NAME
+	}
+	return st.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String(a.Service), Resource: jsii.String(a.Resource),
+		ResourceName: jsii.String(a.ResourceName), ArnFormat: format, Region: optional(a.Region),
+	})
 }
 
 // SecretArns are the Secrets Manager secrets the config names: the
-// kubeconfig (cluster.kubernetes.kubeconfigSecret), Scaleway keys
-// (scaleway.secretKeySecret), Kamatera credentials
-// (kamatera.credentialsSecret) and INIs (kamatera.cloudConfigSecret). Every function builds the cluster client and
-// the providers, so each reads them all.
+// kubeconfig (cluster.kubernetes.kubeconfigSecret) and those each entry's
+// provider reads (its Secrets: Scaleway keys, Kamatera credentials and
+// INIs). Every function builds the cluster client and the providers, so
+// each reads them all.
 func SecretArns(cfg *config.Config) []string {
 	var out []string
 	add := func(arn string) {
@@ -706,12 +693,10 @@ func SecretArns(cfg *config.Config) []string {
 	}
 	add(cfg.Cluster.Kubernetes.KubeconfigSecret)
 	for _, g := range cfg.NodeGroups {
-		if g.Scaleway != nil {
-			add(g.Scaleway.SecretKeySecret)
-		}
-		if g.Kamatera != nil {
-			add(g.Kamatera.CredentialsSecret)
-			add(g.Kamatera.CloudConfigSecret)
+		if k, ok := config.ProviderKind(g.Provider); ok && k.Secrets != nil {
+			for _, arn := range k.Secrets(g.Entry()) {
+				add(arn)
+			}
 		}
 	}
 	return out
@@ -743,10 +728,11 @@ func vpcEndpoints(st awscdk.Stack, o Options) {
 	if !o.NoTrigger {
 		services = append(services, "lambda") // the trigger's self-invocation
 	}
-	for _, g := range cfg.NodeGroups {
-		if g.Provider == config.ProviderAWS {
-			services = append(services, "autoscaling", "ec2")
-			break
+	for _, p := range policies(cfg) {
+		for _, svc := range p.Endpoints {
+			if !slices.Contains(services, svc) {
+				services = append(services, svc)
+			}
 		}
 	}
 	if cfg.Cluster.Kubernetes.EKS != nil {

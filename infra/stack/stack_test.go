@@ -19,6 +19,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/nodetide/nodetide/pkg/config"
+	awsprovider "github.com/nodetide/nodetide/pkg/providers/aws"
 )
 
 const (
@@ -408,6 +409,14 @@ func strs(v any) []string {
 	return nil
 }
 
+// readOnlyWildcardActions are the read-only actions that may be granted on
+// Resource "*": AWS offers no resource-level permission for them.
+var readOnlyWildcardActions = []string{
+	"autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeScalingActivities", "autoscaling:DescribeLaunchConfigurations",
+	"ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplateVersions", "ec2:GetInstanceTypesFromInstanceRequirements",
+	"ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests",
+}
+
 // stateMachineLogActions are what CloudWatch Logs delivery for Step
 // Functions needs; AWS supports no resource-level permission for them.
 var stateMachineLogActions = []string{
@@ -419,7 +428,7 @@ var stateMachineLogActions = []string{
 // Resource "*" only for the allow-listed read-only actions.
 func checkLeastPrivilege(t *testing.T, f fixture) []statement {
 	t.Helper()
-	allowed := append(slices.Clone(ReadOnlyWildcardActions), stateMachineLogActions...)
+	allowed := append(slices.Clone(readOnlyWildcardActions), stateMachineLogActions...)
 	sts := f.statements(t)
 	if len(sts) == 0 {
 		t.Fatal("no policy statements found")
@@ -933,7 +942,7 @@ func TestWarnings(t *testing.T) {
 		t.Errorf("example config warnings: %v", w)
 	}
 	o := options(t, map[string]string{CtxSubnetIDs: "subnet-0000000000000000a", CtxSecurityGroupIDs: "sg-00000000000000001"})
-	o.Config.NodeGroups[0].AWS.AutoDiscovery = []string{"k8s.io/cluster-autoscaler/enabled"}
+	awsprovider.BlockOf(o.Config.NodeGroups[0].Entry()).AutoDiscovery = []string{"k8s.io/cluster-autoscaler/enabled"}
 	w := Warnings(o)
 	for _, id := range []string{"discovery-0", "vpc-dynamodb", "vpc-endpoints"} {
 		if w[id] == "" {

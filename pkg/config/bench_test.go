@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/nodetide/nodetide/pkg/providers/kwok"
 )
 
 // manyLabels is a config whose kwok template has n labels.
@@ -24,7 +26,7 @@ func TestParseManyLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := cfg.NodeGroups[0].Kwok.Template.Labels
+	labels := kwok.BlockOf(cfg.NodeGroups[0].Entry()).Template.Labels
 	if len(labels) != 40000 || labels["example.com/k0"] != "v0" || labels["example.com/k39999"] != "v39999" {
 		t.Errorf("got %d labels", len(labels))
 	}

@@ -19,20 +19,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"gopkg.in/yaml.v3"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/providerkind"
 	"github.com/nodetide/nodetide/pkg/snapshot"
-)
-
-// Provider names.
-const (
-	ProviderAWS      = "aws"
-	ProviderScaleway = "scaleway"
-	ProviderKamatera = "kamatera"
-	ProviderKwok     = "kwok"
 )
 
 // Drain timeout policies.
@@ -105,20 +97,19 @@ type DynamoDB struct {
 // NodeGroup is one entry of nodeGroups: a provider and what it needs to find
 // its groups. MinSize/MaxSize narrow what the provider reports (never widen).
 type NodeGroup struct {
-	Name     string         `yaml:"name"`
-	Provider string         `yaml:"provider"`
-	MinSize  *int           `yaml:"minSize"`
-	MaxSize  *int           `yaml:"maxSize"`
-	AWS      *AWSGroup      `yaml:"aws"`
-	Scaleway *ScalewayGroup `yaml:"scaleway"`
-	Kamatera *KamateraGroup `yaml:"kamatera"`
-	Kwok     *KwokGroup     `yaml:"kwok"`
+	Name     string `yaml:"name"`
+	Provider string `yaml:"provider"`
+	MinSize  *int   `yaml:"minSize"`
+	MaxSize  *int   `yaml:"maxSize"`
 	// Headroom is spare capacity the group keeps ready (over-provisioning
 	// without placeholder pods).
 	Headroom *Headroom `yaml:"headroom"`
 	// Price is what one node of the entry's groups costs per hour; without
 	// it a group's price is unknown (never zero).
 	Price *Price `yaml:"price"`
+	// Blocks are the entry's provider blocks by their key (aws, scaleway,
+	// …), each of its provider's own type (providerkind.Kind.Block).
+	Blocks map[string]any `yaml:"-"`
 }
 
 // Price is a node's price per hour in a currency (ISO 4217 code).
@@ -299,61 +290,6 @@ func knownNames(named map[string]string) string {
 		return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
 	}
 	return strings.Join(names, ", ")
-}
-
-// AWSGroup selects Auto Scaling Groups by name or by cluster-autoscaler's
-// discovery tags.
-type AWSGroup struct {
-	AutoScalingGroup string   `yaml:"autoScalingGroup"`
-	AutoDiscovery    []string `yaml:"autoDiscovery"`
-	Region           string   `yaml:"region"`
-}
-
-// ScalewayGroup selects Kapsule pools; CloudConfig is cluster-autoscaler's JSON
-// cloud config (its secret_key may instead come from SCW_SECRET_KEY).
-type ScalewayGroup struct {
-	Pool                string `yaml:"pool"`
-	CloudConfig         string `yaml:"cloudConfig"`
-	AllowAutoscaledPool bool   `yaml:"allowAutoscaledPool"`
-	// SecretKeySecret is the ARN of a Secrets Manager secret holding the
-	// Scaleway secret key (SCW_SECRET_KEY, when set, still wins).
-	SecretKeySecret string `yaml:"secretKeySecret"`
-}
-
-// KamateraGroup points at cluster-autoscaler's Kamatera INI cloud config: a
-// file, or (in Lambda, where there are no files) a Secrets Manager secret
-// whose string is the INI — a secret because the INI's script-base64 carries
-// join tokens.
-type KamateraGroup struct {
-	CloudConfig       string `yaml:"cloudConfig"`
-	CloudConfigSecret string `yaml:"cloudConfigSecret"`
-	// CredentialsSecret is the ARN of a Secrets Manager secret holding
-	// {"clientId": "...", "secret": "..."}; it wins over the INI and the
-	// environment.
-	CredentialsSecret string `yaml:"credentialsSecret"`
-}
-
-// KwokGroup is a local group of kwok-managed Node objects (demo and tests).
-type KwokGroup struct {
-	Template Template `yaml:"template"`
-	// Zones make the group span several zones, as a multi-AZ Auto Scaling
-	// Group: each new Node goes to the zone with the fewest of the group's
-	// Nodes (ties at random) and gets that topology.kubernetes.io/zone.
-	Zones []string `yaml:"zones"`
-}
-
-// Template describes a node of a group.
-type Template struct {
-	Allocatable Map[string] `yaml:"allocatable"`
-	Labels      Map[string] `yaml:"labels"`
-	Taints      []Taint     `yaml:"taints"`
-}
-
-// Taint is a node taint.
-type Taint struct {
-	Key    string `yaml:"key"`
-	Value  string `yaml:"value"`
-	Effect string `yaml:"effect"`
 }
 
 // ScaleUp tunes scale-up.
@@ -647,35 +583,9 @@ func Parse(data []byte, source string) (*Config, error) {
 	return &cfg, nil
 }
 
-// Map is a YAML mapping of string keys. It decodes in one pass: yaml.v3
-// compares every key of a mapping with every other, which makes a template
-// of tens of thousands of labels take a minute (duplicates are reported by
-// checkKeys instead).
-type Map[V any] map[string]V
-
-// UnmarshalYAML decodes the mapping key by key.
-func (m *Map[V]) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		*m = nil
-		return nil
-	}
-	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: must be a mapping", n.Line)
-	}
-	out := make(Map[V], len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		var v V
-		if err := n.Content[i+1].Decode(&v); err != nil {
-			return err
-		}
-		out[n.Content[i].Value] = v
-	}
-	*m = out
-	return nil
-}
+// Map is a YAML mapping of string keys, decoded in one pass
+// (providerkind.Map).
+type Map[V any] = providerkind.Map[V]
 
 // decodeError turns yaml.v3's multi-line type errors into one line each.
 func decodeError(err error) error {
@@ -873,205 +783,21 @@ func (g *NodeGroup) validate(path string, errs *fieldErrors) {
 	if g.Price != nil {
 		g.Price.snapshot(path+".price", errs)
 	}
-	for _, b := range providerBlocks() {
-		if b.set(g) && b.name != g.Provider {
-			errs.add(0, path+"."+b.name, fmt.Sprintf("does not match provider %q", g.Provider))
+	kinds := Providers()
+	for _, k := range kinds {
+		if g.Blocks[k.Name] != nil && k.Name != g.Provider {
+			errs.add(0, path+"."+k.Name, fmt.Sprintf("does not match provider %q", g.Provider))
 		}
 	}
 	if g.Provider == "" {
-		errs.add(0, path+".provider", "is required (aws, scaleway, kamatera or kwok)")
+		errs.add(0, path+".provider", fmt.Sprintf("is required (%s)", providerNames(kinds)))
 		return
 	}
-	for _, b := range providerBlocks() {
-		if b.name == g.Provider {
-			b.check(g, path, errs)
-			return
-		}
+	if k, ok := ProviderKind(g.Provider); ok {
+		k.Check(g.Entry(), path, blockChecks{errs})
+		return
 	}
-	errs.add(0, path+".provider", fmt.Sprintf("unknown provider %q (use aws, scaleway, kamatera or kwok)", g.Provider))
-}
-
-// providerBlock is one provider's block of a nodeGroups entry: whether the
-// entry sets it, and its checks.
-type providerBlock struct {
-	name  string
-	set   func(g *NodeGroup) bool
-	check func(g *NodeGroup, path string, errs *fieldErrors)
-}
-
-// providerBlocks is the table of the providers' blocks, one line each, in
-// the order their errors are reported.
-func providerBlocks() []providerBlock {
-	return []providerBlock{
-		{ProviderAWS, func(g *NodeGroup) bool { return g.AWS != nil }, checkAWS},
-		{ProviderScaleway, func(g *NodeGroup) bool { return g.Scaleway != nil }, checkScaleway},
-		{ProviderKamatera, func(g *NodeGroup) bool { return g.Kamatera != nil }, checkKamatera},
-		{ProviderKwok, func(g *NodeGroup) bool { return g.Kwok != nil }, checkKwok},
-	}
-}
-
-func checkAWS(g *NodeGroup, path string, errs *fieldErrors) {
-	a := g.AWS
-	switch {
-	case a == nil:
-		errs.add(0, path+".aws", "is required for provider aws")
-	case (a.AutoScalingGroup == "") == (len(a.AutoDiscovery) == 0):
-		errs.add(0, path+".aws", "set exactly one of autoScalingGroup, autoDiscovery")
-	case len(a.AutoDiscovery) > 0 && g.Name != "":
-		errs.add(0, path+".name", "discovered groups take their Auto Scaling Group names; drop name")
-	}
-	if a != nil {
-		checkRegion(errs, path+".aws.region", a.Region)
-	}
-}
-
-// checkScaleway: pools may be named or found by their tag; the cloud
-// config is optional since the environment can carry it.
-func checkScaleway(g *NodeGroup, path string, errs *fieldErrors) {
-	if g.Scaleway != nil && g.Scaleway.SecretKeySecret != "" {
-		checkSecretARN(errs, path+".scaleway.secretKeySecret", g.Scaleway.SecretKeySecret)
-	}
-}
-
-func checkKamatera(g *NodeGroup, path string, errs *fieldErrors) {
-	switch {
-	case g.Kamatera == nil || g.Kamatera.CloudConfig == "" && g.Kamatera.CloudConfigSecret == "":
-		errs.add(0, path+".kamatera.cloudConfig", "is required for provider kamatera (or cloudConfigSecret)")
-	case g.Kamatera.CloudConfig != "" && g.Kamatera.CloudConfigSecret != "":
-		errs.add(0, path+".kamatera", "set cloudConfig (a file) or cloudConfigSecret (a Secrets Manager secret holding the INI), not both")
-	case g.Kamatera.CloudConfigSecret != "":
-		checkSecretARN(errs, path+".kamatera.cloudConfigSecret", g.Kamatera.CloudConfigSecret)
-	}
-	if g.Kamatera != nil && g.Kamatera.CredentialsSecret != "" {
-		checkSecretARN(errs, path+".kamatera.credentialsSecret", g.Kamatera.CredentialsSecret)
-	}
-	if g.Name != "" {
-		errs.add(0, path+".name", "Kamatera groups take their names from the INI's [nodegroup] sections; drop name")
-	}
-}
-
-func checkKwok(g *NodeGroup, path string, errs *fieldErrors) {
-	if g.Name == "" {
-		errs.add(0, path+".name", "is required for provider kwok")
-	}
-	if g.MinSize == nil || g.MaxSize == nil {
-		errs.add(0, path, "minSize and maxSize are required for provider kwok")
-	}
-	if g.Kwok == nil {
-		errs.add(0, path+".kwok.template", "is required for provider kwok")
-	} else {
-		g.Kwok.Template.check(path+".kwok.template", errs)
-		g.Kwok.checkZones(path+".kwok", errs)
-	}
-}
-
-// checkZones: each zone a label value, none twice, and not also fixed by the
-// template's zone label.
-func (k *KwokGroup) checkZones(path string, errs *fieldErrors) {
-	seen := map[string]bool{}
-	for i, z := range k.Zones {
-		p := fmt.Sprintf("%s.zones[%d]", path, i)
-		if z == "" {
-			errs.add(0, p, "must not be empty")
-			continue
-		}
-		for _, msg := range validation.IsValidLabelValue(z) {
-			errs.add(0, p, fmt.Sprintf("%q: %s", z, msg))
-		}
-		if seen[z] {
-			errs.add(0, p, fmt.Sprintf("zone %q listed twice", z))
-		}
-		seen[z] = true
-	}
-	if _, fixed := k.Template.Labels[corev1.LabelTopologyZone]; fixed && len(k.Zones) > 0 {
-		errs.add(0, path+".zones", "the template's labels already fix "+corev1.LabelTopologyZone+"; set zones or that label, not both")
-	}
-}
-
-// Planner converts the template, checking quantities, labels and taints;
-// the error lists every problem.
-func (t Template) Planner() (snapshot.Template, error) {
-	errs := fieldErrors{}
-	out := t.check("template", &errs)
-	if len(errs.list) > 0 {
-		return snapshot.Template{}, errs.join("kwok")
-	}
-	return out, nil
-}
-
-// check converts the template, reporting each problem under path.
-func (t Template) check(path string, errs *fieldErrors) snapshot.Template {
-	out := snapshot.Template{Allocatable: corev1.ResourceList{}, Labels: t.Labels}
-	if len(t.Allocatable) == 0 {
-		errs.add(0, path+".allocatable", "is required (cpu, memory, pods)")
-		return out
-	}
-	for _, name := range sortedKeys(t.Allocatable) {
-		v, p := t.Allocatable[name], path+".allocatable."+name
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			errs.add(0, p, fmt.Sprintf("bad quantity %q", v))
-			continue
-		}
-		if err := snapshot.CheckQuantity(q); err != nil {
-			errs.add(0, p, fmt.Sprintf("%q: %v", v, err))
-			continue
-		}
-		out.Allocatable[corev1.ResourceName(name)] = q
-	}
-	if _, ok := t.Allocatable[string(corev1.ResourcePods)]; !ok {
-		out.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
-	}
-	// A node with none of these fits no pod: the group could only grow
-	// uselessly.
-	for _, want := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
-		raw, given := t.Allocatable[string(want)]
-		q, ok := out.Allocatable[want]
-		switch {
-		case !given && want != corev1.ResourcePods: // pods defaults to 110
-			errs.add(0, path+".allocatable."+string(want), "is required")
-		case ok && q.Sign() <= 0:
-			errs.add(0, path+".allocatable."+string(want), fmt.Sprintf("must be more than 0, got %q", raw))
-		}
-	}
-	for _, k := range sortedKeys(t.Labels) {
-		p := path + ".labels." + k
-		for _, msg := range validation.IsQualifiedName(k) {
-			errs.add(0, p, fmt.Sprintf("label key %q: %s", k, msg))
-		}
-		for _, msg := range validation.IsValidLabelValue(t.Labels[k]) {
-			errs.add(0, p, fmt.Sprintf("label value %q: %s", t.Labels[k], msg))
-		}
-	}
-	for i, taint := range t.Taints {
-		p := fmt.Sprintf("%s.taints[%d]", path, i)
-		ok := true
-		switch corev1.TaintEffect(taint.Effect) {
-		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-		default:
-			errs.add(0, p+".effect", fmt.Sprintf("unknown effect %q (NoSchedule, PreferNoSchedule, NoExecute)", taint.Effect))
-			ok = false
-		}
-		if taint.Key == "" {
-			errs.add(0, p+".key", "is required")
-			ok = false
-		}
-		// As the API server checks taints: a qualified name and a label value.
-		for _, msg := range validation.IsQualifiedName(taint.Key) {
-			if taint.Key != "" {
-				errs.add(0, p+".key", fmt.Sprintf("%q: %s", taint.Key, msg))
-				ok = false
-			}
-		}
-		for _, msg := range validation.IsValidLabelValue(taint.Value) {
-			errs.add(0, p+".value", fmt.Sprintf("%q: %s", taint.Value, msg))
-			ok = false
-		}
-		if ok {
-			out.Taints = append(out.Taints, corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: corev1.TaintEffect(taint.Effect)})
-		}
-	}
-	return out
+	errs.add(0, path+".provider", fmt.Sprintf("unknown provider %q (use %s)", g.Provider, providerNames(kinds)))
 }
 
 // checkSecretARN reports a value that is not the ARN of a Secrets Manager

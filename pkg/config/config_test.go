@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/providers/kwok"
 )
 
 const full = `
@@ -47,7 +48,7 @@ func TestParseDesignExample(t *testing.T) {
 		s.ScaleUp.MaxNodesPerStep != 10 || s.ScaleDown.UtilizationThreshold != 0.5 {
 		t.Errorf("settings = %+v", s)
 	}
-	tpl, err := cfg.NodeGroups[4].Kwok.Template.Planner()
+	tpl, err := kwok.BlockOf(cfg.NodeGroups[4].Entry()).Template.Planner()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,13 +391,13 @@ func TestParseAcceptsBounds(t *testing.T) {
 			}
 		}},
 		{"label value of 63 characters", kwokDoc(`{allocatable: {cpu: 2, memory: 4Gi}, labels: {example.com/a: `+label63+`}}`, ""), func(t *testing.T, c *Config) {
-			tpl, err := c.NodeGroups[0].Kwok.Template.Planner()
+			tpl, err := kwok.BlockOf(c.NodeGroups[0].Entry()).Template.Planner()
 			if err != nil || tpl.Labels["example.com/a"] != label63 {
 				t.Errorf("template = %+v, %v", tpl, err)
 			}
 		}},
 		{"largest cpu", kwokDoc(`{allocatable: {cpu: "9223372036854775807m", memory: 4Gi, pods: 1}}`, ""), func(t *testing.T, c *Config) {
-			tpl, err := c.NodeGroups[0].Kwok.Template.Planner()
+			tpl, err := kwok.BlockOf(c.NodeGroups[0].Entry()).Template.Planner()
 			if err != nil || tpl.Allocatable.Cpu().MilliValue() != 9223372036854775807 || tpl.Allocatable.Pods().Value() != 1 {
 				t.Errorf("template = %+v, %v", tpl, err)
 			}
@@ -467,7 +468,7 @@ scaleUp: {balanceSimilarNodeGroups: true}
 	if !cfg.Settings().ScaleUp.BalanceSimilarNodeGroups {
 		t.Error("balanceSimilarNodeGroups: true not passed to the planner")
 	}
-	if z := cfg.NodeGroups[0].Kwok.Zones; len(z) != 2 {
+	if z := kwok.BlockOf(cfg.NodeGroups[0].Entry()).Zones; len(z) != 2 {
 		t.Errorf("kwok zones = %v", z)
 	}
 }

@@ -75,9 +75,15 @@ func keyPath(path string) error {
 			if t == typeOf[Duration]() {
 				return fmt.Errorf("%s is a duration, which has no field %s", walked, name)
 			}
-			ft, ok := yamlFields(t)[name]
+			fields := yamlFields(t)
+			if t == typeOf[NodeGroup]() { // the provider blocks, by the table
+				for _, k := range Providers() {
+					fields[k.Name] = reflect.TypeOf(k.Block())
+				}
+			}
+			ft, ok := fields[name]
 			if !ok {
-				return fmt.Errorf("no key %s in %s (known: %s)", name, orRoot(walked), knownList(yamlFields(t)))
+				return fmt.Errorf("no key %s in %s (known: %s)", name, orRoot(walked), knownList(fields))
 			}
 			t = ft
 		default:

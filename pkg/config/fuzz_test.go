@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/providers/kwok"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 	"gopkg.in/yaml.v3"
 )
@@ -34,10 +35,10 @@ func FuzzParse(f *testing.F) {
 			if g.MinSize != nil && g.MaxSize != nil && (*g.MinSize < 0 || *g.MinSize > *g.MaxSize) {
 				t.Fatalf("group %d: accepted sizes %d..%d", i, *g.MinSize, *g.MaxSize)
 			}
-			if g.Kwok == nil {
+			if kwok.BlockOf(g.Entry()) == nil {
 				continue
 			}
-			tpl, err := g.Kwok.Template.Planner()
+			tpl, err := kwok.BlockOf(g.Entry()).Template.Planner()
 			if err != nil {
 				t.Fatalf("group %d: accepted template is refused: %v", i, err)
 			}

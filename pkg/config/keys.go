@@ -179,6 +179,9 @@ func checkStruct(n *yaml.Node, t reflect.Type, path string, errs *fieldErrors) {
 		return
 	}
 	fields := yamlFields(t)
+	if t == typeOf[NodeGroup]() {
+		blockFields(fields)
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		ft, ok := fields[k.Value]

@@ -60,7 +60,7 @@ headroom:
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ngaws.New(as, ec2c, ngaws.Options{AutoDiscovery: cfg.NodeGroups[0].AWS.AutoDiscovery})
+	p, err := ngaws.New(as, ec2c, ngaws.Options{AutoDiscovery: ngaws.BlockOf(cfg.NodeGroups[0].Entry()).AutoDiscovery})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,11 +28,11 @@ type AutoScalingGroup struct {
 func AutoScalingGroups(ctx context.Context, cfg *config.Config, a *AWS) ([]AutoScalingGroup, error) {
 	var out []AutoScalingGroup
 	for i, g := range cfg.NodeGroups {
-		if g.Provider != config.ProviderAWS {
+		if g.Provider != awsprovider.ProviderName {
 			continue
 		}
 		path := fmt.Sprintf("nodeGroups[%d]", i)
-		p, as, err := awsEntry(ctx, cfg, path, g, a)
+		p, as, err := awsprovider.NewEntry(ctx, buildDeps(cfg, nil, a), path, g.Entry())
 		if err != nil {
 			return nil, err
 		}
@@ -45,7 +45,7 @@ func AutoScalingGroups(ctx context.Context, cfg *config.Config, a *AWS) ([]AutoS
 			if !ok {
 				return nil, fmt.Errorf("%s: node group %s is not an Auto Scaling group", path, ng.Name())
 			}
-			out = append(out, AutoScalingGroup{Entry: path, Name: asg.AutoScalingGroupName(), Discovered: g.AWS.AutoScalingGroup == "", Client: as})
+			out = append(out, AutoScalingGroup{Entry: path, Name: asg.AutoScalingGroupName(), Discovered: awsprovider.BlockOf(g.Entry()).AutoScalingGroup == "", Client: as})
 		}
 	}
 	return out, nil

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -20,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -33,11 +31,9 @@ import (
 	"github.com/nodetide/nodetide/pkg/evaluate"
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/kubeevents"
+	"github.com/nodetide/nodetide/pkg/providerkind"
 	"github.com/nodetide/nodetide/pkg/providers"
 	awsprovider "github.com/nodetide/nodetide/pkg/providers/aws"
-	"github.com/nodetide/nodetide/pkg/providers/kamatera"
-	"github.com/nodetide/nodetide/pkg/providers/kwok"
-	"github.com/nodetide/nodetide/pkg/providers/scaleway"
 	"github.com/nodetide/nodetide/pkg/schedule"
 	"github.com/nodetide/nodetide/pkg/shadowcompare"
 	"github.com/nodetide/nodetide/pkg/snapshot"
@@ -306,13 +302,14 @@ type entryProvider struct {
 
 func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.Interface, a *AWS) ([]entryProvider, error) {
 	out := make([]entryProvider, 0, len(cfg.NodeGroups))
+	d := buildDeps(cfg, client, a)
 	for i, g := range cfg.NodeGroups {
 		path := fmt.Sprintf("nodeGroups[%d]", i)
-		k, ok := kindOf(g.Provider)
+		k, ok := config.ProviderKind(g.Provider)
 		if !ok {
 			return nil, fmt.Errorf("%s: provider %q is not available in this build yet", path, g.Provider)
 		}
-		p, err := k.build(ctx, buildDeps{cfg: cfg, client: client, aws: a}, path, g)
+		p, err := k.Build(ctx, d, path, g.Entry())
 		if err != nil {
 			return nil, err
 		}
@@ -321,146 +318,26 @@ func buildProviders(ctx context.Context, cfg *config.Config, client kubernetes.I
 	return out, nil
 }
 
+// buildDeps are what every provider's build may use.
+func buildDeps(cfg *config.Config, client kubernetes.Interface, a *AWS) providerkind.Deps {
+	return providerkind.Deps{
+		ClusterName: cfg.Cluster.Name,
+		EKS:         cfg.Cluster.Kubernetes.EKS != nil,
+		Dir:         cfg.Dir,
+		Client:      client,
+		AWS:         a.Config,
+		Secret:      func(ctx context.Context, arn string) (string, error) { return secretString(ctx, a, arn) },
+	}
+}
+
 // configBounds are the bounds nodetide narrows an entry's groups by: the
 // entry's minSize/maxSize for a kind that leaves them to nodetide (see
-// kind.narrowedHere), none for the others.
-func configBounds(k kind, g config.NodeGroup) *providers.Narrowing {
-	if k.narrowedHere {
+// providerkind.Kind.NarrowedHere), none for the others.
+func configBounds(k providerkind.Kind, g config.NodeGroup) *providers.Narrowing {
+	if k.NarrowedHere {
 		return providers.NewNarrowing(g.MinSize, g.MaxSize)
 	}
 	return providers.NewNarrowing(nil, nil)
-}
-
-func kwokProvider(_ context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
-	tpl, err := g.Kwok.Template.Planner()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return providers.Static{kwok.New(d.client, g.Name, *g.MinSize, *g.MaxSize, tpl).WithZones(g.Kwok.Zones)}, nil
-}
-
-func kamateraProvider(ctx context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
-	cfg, a := d.cfg, d.aws
-	cc, err := kamateraCloudConfig(ctx, cfg, g.Kamatera, a)
-	if err != nil {
-		return nil, fmt.Errorf("%s.%w", path, err)
-	}
-	var opts []kamatera.Option
-	if arn := g.Kamatera.CredentialsSecret; arn != "" {
-		var creds struct {
-			ClientID string `json:"clientId"`
-			Secret   string `json:"secret"`
-		}
-		if err := secretJSON(ctx, a, arn, &creds); err != nil {
-			return nil, fmt.Errorf("%s.kamatera.credentialsSecret: %w", path, err)
-		}
-		if creds.ClientID == "" || creds.Secret == "" {
-			return nil, fmt.Errorf("%s.kamatera.credentialsSecret: secret %s needs \"clientId\" and \"secret\"", path, arn)
-		}
-		opts = append(opts, kamatera.WithCredentials(creds.ClientID, creds.Secret))
-	}
-	p, err := kamatera.New(cc, nil, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, nil
-}
-
-func awsProvider(ctx context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
-	p, _, err := awsEntry(ctx, d.cfg, path, g, d.aws)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// awsEntry builds the provider of one aws entry, with the Auto Scaling
-// client of its region: the one build evaluate, drain and the CLI share.
-func awsEntry(ctx context.Context, cfg *config.Config, path string, g config.NodeGroup, a *AWS) (*awsprovider.Provider, *autoscaling.Client, error) {
-	ac, err := a.Config(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if g.AWS.Region != "" {
-		ac.Region = g.AWS.Region
-	}
-	as, ec := awsprovider.NewClients(ac)
-	opts := awsprovider.Options{ClusterName: cfg.Cluster.Name, AutoScalingGroup: g.AWS.AutoScalingGroup,
-		AutoDiscovery: g.AWS.AutoDiscovery, MinSize: g.MinSize, MaxSize: g.MaxSize}
-	if g.AWS.AutoScalingGroup != "" {
-		opts.DisplayName = g.Name
-	}
-	if eks := cfg.Cluster.Kubernetes.EKS; eks != nil {
-		// managed node groups' labels and taints (the stack grants
-		// eks:DescribeNodegroup on this cluster's node groups)
-		opts.EKS = awsprovider.NewEKSClient(ac)
-	}
-	p, err := awsprovider.New(as, ec, opts)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, as, nil
-}
-
-func scalewayProvider(ctx context.Context, d buildDeps, path string, g config.NodeGroup) (providers.Provider, error) {
-	cfg, a := d.cfg, d.aws
-	sg := g.Scaleway
-	if sg == nil { // everything may come from the environment
-		sg = &config.ScalewayGroup{}
-	}
-	file := ""
-	if sg.CloudConfig != "" {
-		file = resolve(cfg.Dir, sg.CloudConfig)
-	}
-	getenv := os.Getenv
-	if arn := sg.SecretKeySecret; arn != "" && os.Getenv(scaleway.EnvSecretKey) == "" {
-		key, err := secretString(ctx, a, arn)
-		if err != nil {
-			return nil, fmt.Errorf("%s.scaleway.secretKeySecret: %w", path, err)
-		}
-		// The environment still wins, as cluster-autoscaler has it;
-		// the secret stands in for SCW_SECRET_KEY otherwise.
-		getenv = func(k string) string {
-			if k == scaleway.EnvSecretKey {
-				return key
-			}
-			return os.Getenv(k)
-		}
-	}
-	cc, err := scaleway.LoadCloudConfig(file, getenv)
-	if err != nil {
-		return nil, fmt.Errorf("%s.scaleway: %w", path, err)
-	}
-	opts := scaleway.Options{CloudConfig: cc, Name: g.Name, AllowAutoscaledPool: sg.AllowAutoscaledPool, MinSize: g.MinSize, MaxSize: g.MaxSize}
-	if sg.Pool != "" {
-		opts.Pools = []string{sg.Pool}
-	}
-	p, err := scaleway.New(opts, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, nil
-}
-
-// kamateraCloudConfig reads the group's INI from its file or its secret.
-// Errors start with the field.
-func kamateraCloudConfig(ctx context.Context, cfg *config.Config, g *config.KamateraGroup, a *AWS) (*kamatera.CloudConfig, error) {
-	if arn := g.CloudConfigSecret; arn != "" {
-		ini, err := secretString(ctx, a, arn)
-		if err != nil {
-			return nil, fmt.Errorf("kamatera.cloudConfigSecret: %w", err)
-		}
-		cc, err := kamatera.ReadCloudConfig([]byte(ini), "secret "+arn)
-		if err != nil {
-			return nil, fmt.Errorf("kamatera.cloudConfigSecret: %w", err)
-		}
-		return cc, nil
-	}
-	cc, err := kamatera.LoadCloudConfig(resolve(cfg.Dir, g.CloudConfig))
-	if err != nil {
-		return nil, fmt.Errorf("kamatera.cloudConfig: %w", err)
-	}
-	return cc, nil
 }
 
 // secretString reads a Secrets Manager secret's string; errors name the
@@ -478,17 +355,6 @@ func secretString(ctx context.Context, a *AWS, arn string) (string, error) {
 		return "", fmt.Errorf("secret %s has no string value", arn)
 	}
 	return *out.SecretString, nil
-}
-
-func secretJSON(ctx context.Context, a *AWS, arn string, v any) error {
-	s, err := secretString(ctx, a, arn)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal([]byte(s), v); err != nil {
-		return fmt.Errorf("secret %s is not the JSON expected", arn) // the value may be the secret: not quoted
-	}
-	return nil
 }
 
 // Stores is every store the functions keep in the state table.

@@ -428,62 +428,6 @@ func (m *model) classOf(i int32) int32 {
 	return c
 }
 
-// fitsNode reports whether class c's constraints admit node i (resources
-// are checked by the caller).
-func (m *model) fitsNode(c int32, i int32) bool {
-	n := &m.nodes[i]
-	cl := &m.classes[c]
-	return placementFits(cl.rep, n.node.Labels, n.taints, n.node.Name, fieldsOfNode) && cl.vol.fits(n.node.Labels)
-}
-
-// fitsTemplate reports whether one pod of class c fits a new node of group g.
-func (m *model) fitsTemplate(c int32, g int) bool {
-	gr := &m.groups[g]
-	cl := &m.classes[c]
-	if fitCount(gr.cap, cl.req) == 0 || !m.staticFits(cl.rep, g, fieldsNewNode) || !m.volumesFit(c, g) {
-		return false
-	}
-	return len(gr.variants) == 0 || m.zoneRule(c) == ""
-}
-
-// templateMisfit explains why class c does not fit group g's template.
-func (m *model) templateMisfit(c int32, g int) string {
-	gr := &m.groups[g]
-	cl := &m.classes[c]
-	if why := m.zoneMisfit(c, g); why != "" {
-		return why
-	}
-	labels := gr.labels
-	if len(gr.variants) > 0 {
-		labels = gr.variants[0]
-	}
-	if why := placementMisfit(cl.rep, labels, gr.taints, "", fieldsNewNode); why != "" {
-		return why
-	}
-	if why := cl.vol.misfit(labels, "group"); why != "" {
-		return why
-	}
-	dims := []struct {
-		name            string
-		need, have, use int64
-	}{
-		{"cpu", cl.req.cpu, gr.alloc.cpu, gr.overhead.cpu},
-		{"memory", cl.req.mem, gr.alloc.mem, gr.overhead.mem},
-		{string(podfacts.ResourceGPU), cl.req.gpu, gr.alloc.gpu, gr.overhead.gpu},
-		{"pods", cl.req.pods, gr.alloc.pods, gr.overhead.pods},
-	}
-	for _, d := range dims {
-		if d.need > 0 && d.need > d.have-d.use {
-			s := "insufficient " + d.name + " (needs " + formatDim(d.name, d.need) + ", template has " + formatDim(d.name, d.have)
-			if d.use > 0 {
-				s += ", DaemonSets use " + formatDim(d.name, d.use)
-			}
-			return s + ")"
-		}
-	}
-	return ""
-}
-
 func sameVolumes(a, b *volumeRule) bool {
 	if a == nil || b == nil {
 		return a == b

@@ -391,34 +391,15 @@ func (m *model) classOf(i int32) int32 {
 	if pi.class >= 0 {
 		return pi.class
 	}
-	p := &m.snap.Pods[i]
-	// A pod with pod-dependent rules, or one such rules target, is
-	// interchangeable only with pods of its own podSet.
-	set := int32(-1)
-	if pi.set >= 0 && (m.sets[pi.set].feat != nil || m.sets[pi.set].targeted) {
-		set = pi.set
-	}
-	h := classHash(pi.req, p)
-	if set >= 0 {
-		h = uint64(hasher(h).int(int64(set)))
-	}
-	var vol *volumeRule
-	if m.vols != nil {
-		// Pods with the same claims share one rule: a StatefulSet's pods
-		// each have their own, pods sharing a claim do not.
-		if vol = m.vols.rule(p); vol != nil {
-			h = uint64(hasher(h).str(vol.key))
-		}
-	}
+	h, set, vol := m.classIdentity(i)
 	for _, c := range m.classByID[h] {
-		cl := &m.classes[c]
-		if cl.req == pi.req && cl.set == set && sameVolumes(cl.vol, vol) && sameConstraints(cl.rep, p) {
+		if m.inClass(c, i, set, vol) {
 			pi.class = c
 			return c
 		}
 	}
 	c := int32(len(m.classes))
-	cl := podClass{rep: p, req: pi.req, set: set, vol: vol}
+	cl := podClass{rep: &m.snap.Pods[i], req: pi.req, set: set, vol: vol}
 	if set >= 0 {
 		cl.feat = m.sets[set].feat
 	}
@@ -426,6 +407,40 @@ func (m *model) classOf(i int32) int32 {
 	m.classByID[h] = append(m.classByID[h], c)
 	pi.class = c
 	return c
+}
+
+// classIdentity is what puts pod i in a class besides its constraints: its
+// bucket (classHash, with the podSet and claims mixed in), its podSet when
+// pod-dependent rules make it interchangeable only within it (-1 for none),
+// and its claims' rule.
+func (m *model) classIdentity(i int32) (h uint64, set int32, vol *volumeRule) {
+	pi := &m.pods[i]
+	p := &m.snap.Pods[i]
+	// A pod with pod-dependent rules, or one such rules target, is
+	// interchangeable only with pods of its own podSet.
+	set = -1
+	if pi.set >= 0 && (m.sets[pi.set].feat != nil || m.sets[pi.set].targeted) {
+		set = pi.set
+	}
+	h = classHash(pi.req, p)
+	if set >= 0 {
+		h = uint64(hasher(h).int(int64(set)))
+	}
+	if m.vols != nil {
+		// Pods with the same claims share one rule: a StatefulSet's pods
+		// each have their own, pods sharing a claim do not.
+		if vol = m.vols.rule(p); vol != nil {
+			h = uint64(hasher(h).str(vol.key))
+		}
+	}
+	return h, set, vol
+}
+
+// inClass reports whether pod i, of the given podSet and claims' rule,
+// belongs to class c.
+func (m *model) inClass(c, i int32, set int32, vol *volumeRule) bool {
+	cl := &m.classes[c]
+	return cl.req == m.pods[i].req && cl.set == set && sameVolumes(cl.vol, vol) && sameConstraints(cl.rep, &m.snap.Pods[i])
 }
 
 func sameVolumes(a, b *volumeRule) bool {

@@ -184,22 +184,21 @@ func checkRoom(m *model, s subject, g int) misfit {
 }
 
 // nodeMisfit runs the node checks against one node: the first failing
-// one's reason and index into placementChecks, or misfitNone.
-func nodeMisfit(s subject, at place) (misfit, int) {
+// one's reason, or misfitNone.
+func nodeMisfit(s subject, at place) misfit {
 	for i := range placementChecks {
 		if run := placementChecks[i].node; run != nil {
 			if r := run(s, at); r != misfitNone {
-				return r, i
+				return r
 			}
 		}
 	}
-	return misfitNone, -1
+	return misfitNone
 }
 
 // verdict is the first check a new node of a group fails.
 type verdict struct {
-	why   misfit
-	check int // index into placementChecks
+	why misfit
 	// For misfitZoneSplit: the first zone (index into the group's
 	// variants) that fails, and the reason it fails.
 	zone  int
@@ -241,7 +240,7 @@ func (m *model) templateVerdict(c int32, g int) verdict {
 	for i := range placementChecks {
 		if run := placementChecks[i].group; run != nil {
 			if r := run(m, s, g); r != misfitNone {
-				return verdict{why: r, check: i}
+				return verdict{why: r}
 			}
 		}
 	}
@@ -254,17 +253,16 @@ func (m *model) templateVerdict(c int32, g int) verdict {
 func (m *model) zonesVerdict(s subject, g int) verdict {
 	gr := &m.groups[g]
 	if len(gr.variants) == 0 {
-		r, i := nodeMisfit(s, m.newNodeAt(g, gr.labels))
-		return verdict{why: r, check: i}
+		return verdict{why: nodeMisfit(s, m.newNodeAt(g, gr.labels))}
 	}
 	first := verdict{zone: -1}
 	fit := 0
 	for z, labels := range gr.variants {
-		r, i := nodeMisfit(s, m.newNodeAt(g, labels))
+		r := nodeMisfit(s, m.newNodeAt(g, labels))
 		if r == misfitNone {
 			fit++
 		} else if first.zone < 0 {
-			first = verdict{why: r, check: i, zone: z}
+			first = verdict{why: r, zone: z}
 		}
 	}
 	switch fit {
@@ -273,15 +271,14 @@ func (m *model) zonesVerdict(s subject, g int) verdict {
 	case 0:
 		return first
 	}
-	return verdict{why: misfitZoneSplit, check: first.check, zone: first.zone, inner: first.why}
+	return verdict{why: misfitZoneSplit, zone: first.zone, inner: first.why}
 }
 
 // fitsNode reports whether class c's constraints admit node i (resources
 // are checked by the caller).
 func (m *model) fitsNode(c int32, i int32) bool {
 	n := &m.nodes[i]
-	r, _ := nodeMisfit(m.subjectOf(c), place{labels: n.node.Labels, taints: n.taints, name: n.node.Name, mode: fieldsOfNode})
-	return r == misfitNone
+	return nodeMisfit(m.subjectOf(c), place{labels: n.node.Labels, taints: n.taints, name: n.node.Name, mode: fieldsOfNode}) == misfitNone
 }
 
 // fitsTemplate reports whether one pod of class c fits a new node of group g.
@@ -293,8 +290,7 @@ func (m *model) fitsTemplate(c int32, g int) bool {
 // tolerations admit a node with these labels and hard taints (its claims
 // and resources aside).
 func placementFits(p *corev1.Pod, labels map[string]string, taints []corev1.Taint, nodeName string, mode fieldMode) bool {
-	r, _ := nodeMisfit(subject{pod: p, class: -1}, place{labels: labels, taints: taints, name: nodeName, mode: mode})
-	return r == misfitNone
+	return nodeMisfit(subject{pod: p, class: -1}, place{labels: labels, taints: taints, name: nodeName, mode: mode}) == misfitNone
 }
 
 // The explanations: written from a verdict, only when a plan reports it.
@@ -343,7 +339,7 @@ func (m *model) zoneSplitMisfit(s subject, g int, v verdict) string {
 	gr := &m.groups[g]
 	var fit []string
 	for z, labels := range gr.variants {
-		if r, _ := nodeMisfit(s, m.newNodeAt(g, labels)); r == misfitNone {
+		if nodeMisfit(s, m.newNodeAt(g, labels)) == misfitNone {
 			fit = append(fit, gr.ng.Zones[z])
 		}
 	}

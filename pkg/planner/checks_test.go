@@ -32,7 +32,9 @@ func fieldSamples() map[podField]fieldSample {
 			get: func(p *corev1.Pod) any { return p.Spec.NodeSelector },
 		},
 		fieldNodeAffinity: {
-			set: func(p *corev1.Pod, v int) { affinity([]corev1.NodeSelectorRequirement{req("disk", corev1.NodeSelectorOpIn, two(v, "ssd", "hdd"))})(p) },
+			set: func(p *corev1.Pod, v int) {
+				affinity([]corev1.NodeSelectorRequirement{req("disk", corev1.NodeSelectorOpIn, two(v, "ssd", "hdd"))})(p)
+			},
 			get: func(p *corev1.Pod) any { return requiredAffinity(p) },
 		},
 		fieldTolerations: {
@@ -69,7 +71,9 @@ func fieldSamples() map[podField]fieldSample {
 			get: func(p *corev1.Pod) any { return p.Spec.TopologySpreadConstraints },
 		},
 		fieldLabels: {
-			set: func(p *corev1.Pod, v int) { p.Labels = map[string]string{"app": "web", "tier": two(v, "front", "back")} },
+			set: func(p *corev1.Pod, v int) {
+				p.Labels = map[string]string{"app": "web", "tier": two(v, "front", "back")}
+			},
 			get: func(p *corev1.Pod) any { return p.Labels },
 			extra: func(s *snapshot.Snapshot) {
 				// A pod whose zone-keyed anti-affinity selects one variant.
@@ -80,7 +84,9 @@ func fieldSamples() map[podField]fieldSample {
 			},
 		},
 		fieldContainerRequests: {
-			set: func(p *corev1.Pod, v int) { p.Spec.Containers[0].Resources.Requests = rl(two(v, "100m", "200m"), "128Mi") },
+			set: func(p *corev1.Pod, v int) {
+				p.Spec.Containers[0].Resources.Requests = rl(two(v, "100m", "200m"), "128Mi")
+			},
 			get: func(p *corev1.Pod) any { return p.Spec.Containers[0].Resources.Requests },
 		},
 		fieldInitContainers: {

@@ -194,7 +194,7 @@ func TestPlacementMatchesScheduler(t *testing.T) {
 		}
 		want := affOK && !untol
 		at := place{labels: n.Labels, taints: hardTaints(n.Spec.Taints, false), name: n.Name, mode: fieldsOfNode}
-		why, _ := nodeMisfit(subject{pod: &p, class: -1}, at)
+		why := nodeMisfit(subject{pod: &p, class: -1}, at)
 		if got := why == misfitNone; got != want {
 			t.Fatalf("case %d: planner %v, scheduler %v\npod %+v\nnode %+v", i, got, want, p.Spec, n)
 		}

@@ -110,40 +110,58 @@ type place struct {
 	mode   fieldMode
 }
 
-// check is one entry of placementChecks. It has either node (it reads one
-// node's labels and taints, so a new node of a group over several zones
-// must pass it in each zone) or group (it reads a new node of a group as
-// a whole, and runs once the node checks pass in every zone).
+// checkID names a check of placementChecks.
+type checkID uint8
+
+const (
+	checkSelector checkID = iota + 1
+	checkNodeAffinity
+	checkTaints
+	checkVolumes
+	checkZoneRules
+	checkRoom
+)
+
+// check is one entry of placementChecks. A node check reads one node's
+// labels and taints, so a new node of a group over several zones must pass
+// it in each zone; a group check (group set) reads a new node of a group as
+// a whole, and runs once the node checks pass in every zone.
 type check struct {
+	id     checkID
 	name   string
 	fields []podField
-	node   func(s subject, at place) misfit
-	group  func(m *model, s subject, g int) misfit
+	group  bool
 }
 
-// placementChecks: the node checks first, then the group checks. Arguments
-// go by value: a pointer through a func value would escape, and the fit
-// path allocates nothing.
+// placementChecks: the node checks first, then the group checks. It is
+// read only.
 var placementChecks = [...]check{
-	{name: "node selector", fields: []podField{fieldNodeSelector}, node: checkSelector},
-	{name: "node affinity", fields: []podField{fieldNodeAffinity}, node: checkNodeAffinity},
-	{name: "taints", fields: []podField{fieldTolerations}, node: checkTaints},
-	{name: "volumes", fields: []podField{fieldVolumes}, node: checkVolumes},
-	{name: "zone rules", fields: []podField{fieldPodAffinity, fieldTopologySpread, fieldLabels}, group: checkZoneRules},
-	{name: "room", fields: []podField{fieldContainerRequests, fieldInitContainers, fieldOverhead, fieldPodResources}, group: checkRoom},
+	{id: checkSelector, name: "node selector", fields: []podField{fieldNodeSelector}},
+	{id: checkNodeAffinity, name: "node affinity", fields: []podField{fieldNodeAffinity}},
+	{id: checkTaints, name: "taints", fields: []podField{fieldTolerations}},
+	{id: checkVolumes, name: "volumes", fields: []podField{fieldVolumes}},
+	{id: checkZoneRules, name: "zone rules", fields: []podField{fieldPodAffinity, fieldTopologySpread, fieldLabels}, group: true},
+	{id: checkRoom, name: "room", fields: []podField{fieldContainerRequests, fieldInitContainers, fieldOverhead, fieldPodResources}, group: true},
 }
 
-func checkSelector(s subject, at place) misfit {
-	for k, v := range s.pod.Spec.NodeSelector {
-		if lv, ok := at.labels[k]; !ok || lv != v {
-			return misfitSelector
+// runGroup runs group check id on a new node of group g.
+func (m *model) runGroup(id checkID, s *subject, g int) misfit {
+	switch id {
+	case checkZoneRules:
+		// A group over several zones cannot promise a pod whose
+		// pod-dependent rules are keyed on the zone (zones.go).
+		if len(m.groups[g].variants) > 0 && s.class >= 0 && m.zoneRule(s.class) != "" {
+			return misfitZoneRule
+		}
+	case checkRoom:
+		if s.class >= 0 && fitCount(m.groups[g].cap, m.classes[s.class].req) == 0 {
+			return misfitRoom
 		}
 	}
 	return misfitNone
 }
 
-func checkNodeAffinity(s subject, at place) misfit {
-	ns := requiredAffinity(s.pod)
+func nodeAffinityMisfit(ns *corev1.NodeSelector, at *place) misfit {
 	if affinityMatches(ns, at.labels, at.name, at.mode) {
 		return misfitNone
 	}
@@ -155,42 +173,37 @@ func checkNodeAffinity(s subject, at place) misfit {
 	return misfitAffinity
 }
 
-func checkTaints(s subject, at place) misfit {
-	if untolerated(s.pod.Spec.Tolerations, at.taints) != nil {
-		return misfitTaint
-	}
-	return misfitNone
-}
-
-func checkVolumes(s subject, at place) misfit {
-	r, _ := s.vol.misfitAt(at.labels)
-	return r
-}
-
-// checkZoneRules: a group over several zones cannot promise a pod whose
-// pod-dependent rules are keyed on the zone (zones.go).
-func checkZoneRules(m *model, s subject, g int) misfit {
-	if len(m.groups[g].variants) == 0 || s.class < 0 || m.zoneRule(s.class) == "" {
-		return misfitNone
-	}
-	return misfitZoneRule
-}
-
-func checkRoom(m *model, s subject, g int) misfit {
-	if s.class < 0 || fitCount(m.groups[g].cap, m.classes[s.class].req) > 0 {
-		return misfitNone
-	}
-	return misfitRoom
-}
-
 // nodeMisfit runs the node checks against one node: the first failing
-// one's reason, or misfitNone.
-func nodeMisfit(s subject, at place) misfit {
+// one's reason, or misfitNone. It dispatches with a switch rather than func
+// values in the table, and keeps the common case (nothing to check) in
+// this one function: it runs for every class against every node, and its
+// pointer arguments must not escape.
+func nodeMisfit(s *subject, at *place) misfit {
 	for i := range placementChecks {
-		if run := placementChecks[i].node; run != nil {
-			if r := run(s, at); r != misfitNone {
-				return r
+		r := misfitNone
+		switch placementChecks[i].id {
+		case checkSelector:
+			for k, v := range s.pod.Spec.NodeSelector {
+				if lv, ok := at.labels[k]; !ok || lv != v {
+					r = misfitSelector
+					break
+				}
 			}
+		case checkNodeAffinity:
+			if ns := requiredAffinity(s.pod); ns != nil {
+				r = nodeAffinityMisfit(ns, at)
+			}
+		case checkTaints:
+			if len(at.taints) > 0 && untolerated(s.pod.Spec.Tolerations, at.taints) != nil {
+				r = misfitTaint
+			}
+		case checkVolumes:
+			if s.vol != nil {
+				r, _ = s.vol.misfitAt(at.labels)
+			}
+		}
+		if r != misfitNone {
+			return r
 		}
 	}
 	return misfitNone
@@ -230,16 +243,16 @@ func (m *model) newNodeAt(g int, labels map[string]string) place {
 }
 
 // templateVerdict runs placementChecks for one pod of class c on a new node
-// of group g: the node checks in every zone the group may start it in, then
-// the group checks.
+// of group g, in their order: the node checks in every zone the group may
+// start it in, then the group checks.
 func (m *model) templateVerdict(c int32, g int) verdict {
 	s := m.subjectOf(c)
-	if v := m.zonesVerdict(s, g); v.why != misfitNone {
+	if v := m.zonesVerdict(&s, g); v.why != misfitNone {
 		return v
 	}
 	for i := range placementChecks {
-		if run := placementChecks[i].group; run != nil {
-			if r := run(m, s, g); r != misfitNone {
+		if ck := &placementChecks[i]; ck.group {
+			if r := m.runGroup(ck.id, &s, g); r != misfitNone {
 				return verdict{why: r}
 			}
 		}
@@ -250,16 +263,17 @@ func (m *model) templateVerdict(c int32, g int) verdict {
 // zonesVerdict runs the node checks on a new node of group g in each of its
 // zones: a split when some zones pass and others not, the first zone's
 // reason when none does.
-func (m *model) zonesVerdict(s subject, g int) verdict {
+func (m *model) zonesVerdict(s *subject, g int) verdict {
 	gr := &m.groups[g]
 	if len(gr.variants) == 0 {
-		return verdict{why: nodeMisfit(s, m.newNodeAt(g, gr.labels))}
+		at := m.newNodeAt(g, gr.labels)
+		return verdict{why: nodeMisfit(s, &at)}
 	}
 	first := verdict{zone: -1}
 	fit := 0
 	for z, labels := range gr.variants {
-		r := nodeMisfit(s, m.newNodeAt(g, labels))
-		if r == misfitNone {
+		at := m.newNodeAt(g, labels)
+		if r := nodeMisfit(s, &at); r == misfitNone {
 			fit++
 		} else if first.zone < 0 {
 			first = verdict{why: r, zone: z}
@@ -278,19 +292,47 @@ func (m *model) zonesVerdict(s subject, g int) verdict {
 // are checked by the caller).
 func (m *model) fitsNode(c int32, i int32) bool {
 	n := &m.nodes[i]
-	return nodeMisfit(m.subjectOf(c), place{labels: n.node.Labels, taints: n.taints, name: n.node.Name, mode: fieldsOfNode}) == misfitNone
+	s := m.subjectOf(c)
+	// Field by field: a composite literal is built in a temporary and
+	// copied, which costs this hot path a store-forwarding stall.
+	var at place
+	at.labels, at.taints, at.name, at.mode = n.node.Labels, n.taints, n.node.Name, fieldsOfNode
+	return nodeMisfit(&s, &at) == misfitNone
 }
 
-// fitsTemplate reports whether one pod of class c fits a new node of group g.
+// fitsTemplate reports whether one pod of class c fits a new node of group
+// g: templateVerdict finds nothing. Whether it fits does not depend on the
+// order, so it stops at the first check that fails, in any zone.
 func (m *model) fitsTemplate(c int32, g int) bool {
-	return m.templateVerdict(c, g).why == misfitNone
+	s := m.subjectOf(c)
+	gr := &m.groups[g]
+	if len(gr.variants) == 0 {
+		at := m.newNodeAt(g, gr.labels)
+		if nodeMisfit(&s, &at) != misfitNone {
+			return false
+		}
+	}
+	for _, labels := range gr.variants {
+		at := m.newNodeAt(g, labels)
+		if nodeMisfit(&s, &at) != misfitNone {
+			return false
+		}
+	}
+	for i := range placementChecks {
+		if ck := &placementChecks[i]; ck.group && m.runGroup(ck.id, &s, g) != misfitNone {
+			return false
+		}
+	}
+	return true
 }
 
 // placementFits reports whether a pod's node selector, node affinity and
 // tolerations admit a node with these labels and hard taints (its claims
 // and resources aside).
 func placementFits(p *corev1.Pod, labels map[string]string, taints []corev1.Taint, nodeName string, mode fieldMode) bool {
-	return nodeMisfit(subject{pod: p, class: -1}, place{labels: labels, taints: taints, name: nodeName, mode: mode}) == misfitNone
+	s := subject{pod: p, class: -1}
+	at := place{labels: labels, taints: taints, name: nodeName, mode: mode}
+	return nodeMisfit(&s, &at) == misfitNone
 }
 
 // The explanations: written from a verdict, only when a plan reports it.
@@ -307,18 +349,19 @@ func (m *model) templateMisfit(c int32, g int, v verdict) string {
 	case misfitNone:
 		return ""
 	case misfitZoneSplit:
-		return m.zoneSplitMisfit(s, g, v)
+		return m.zoneSplitMisfit(&s, g, v)
 	case misfitZoneRule:
 		return m.zoneRuleMisfit(c, g)
 	case misfitRoom:
 		return roomMisfit(gr, m.classes[c].req)
 	}
-	return nodeMisfitText(s, m.newNodeAt(g, labels), v.why, "group")
+	at := m.newNodeAt(g, labels)
+	return nodeMisfitText(&s, &at, v.why, "group")
 }
 
 // nodeMisfitText explains node check reason r at a node; node names it in
 // the explanation ("node", "group").
-func nodeMisfitText(s subject, at place, r misfit, node string) string {
+func nodeMisfitText(s *subject, at *place, r misfit, node string) string {
 	switch r {
 	case misfitSelector:
 		k, _ := selectorMismatch(s.pod.Spec.NodeSelector, at.labels)
@@ -335,15 +378,16 @@ func nodeMisfitText(s subject, at place, r misfit, node string) string {
 
 // zoneSplitMisfit names the zones of group g that would take the pod, and
 // why the first other one does not.
-func (m *model) zoneSplitMisfit(s subject, g int, v verdict) string {
+func (m *model) zoneSplitMisfit(s *subject, g int, v verdict) string {
 	gr := &m.groups[g]
 	var fit []string
 	for z, labels := range gr.variants {
-		if nodeMisfit(s, m.newNodeAt(g, labels)) == misfitNone {
+		if at := m.newNodeAt(g, labels); nodeMisfit(s, &at) == misfitNone {
 			fit = append(fit, gr.ng.Zones[z])
 		}
 	}
-	why := nodeMisfitText(s, m.newNodeAt(g, gr.variants[v.zone]), v.inner, "group")
+	at := m.newNodeAt(g, gr.variants[v.zone])
+	why := nodeMisfitText(s, &at, v.inner, "group")
 	return m.spansZones(g) + "; pod needs zone " + strings.Join(fit, ", ") + " (" + strings.TrimSuffix(why, " not matched") + ")"
 }
 

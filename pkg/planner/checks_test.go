@@ -148,12 +148,14 @@ func podIndex(t *testing.T, s *snapshot.Snapshot, name string) int32 {
 func TestCheckFieldsKeptAndClassed(t *testing.T) {
 	samples := fieldSamples()
 	seen := map[podField]bool{}
+	ids := map[checkID]bool{}
 	groupChecks := false
 	for _, ck := range placementChecks {
-		if (ck.node == nil) == (ck.group == nil) {
-			t.Errorf("check %q: want exactly one of node and group", ck.name)
+		if ids[ck.id] {
+			t.Errorf("check %q: id %d used twice", ck.name, ck.id)
 		}
-		if ck.group != nil {
+		ids[ck.id] = true
+		if ck.group {
 			groupChecks = true
 		} else if groupChecks {
 			t.Errorf("check %q: a node check after a group check (the node checks come first)", ck.name)
@@ -211,6 +213,59 @@ func checkFieldKept(t *testing.T, check string, f podField, sample fieldSample) 
 		}
 		if m.inClass(ca, b, setB, volB) {
 			t.Errorf("check %q reads %s: %s, class equality (sameConstraints) does not tell the pods apart", check, f, form.name)
+		}
+	}
+}
+
+// TestEveryCheckCanFail: each check of placementChecks refuses a new node
+// when its rule is broken, with its own reason, code and text, and the
+// yes/no agrees; a pod that breaks none fits.
+func TestEveryCheckCanFail(t *testing.T) {
+	zonal := func(s *snapshot.Snapshot) { s.NodeGroups[0].Zones = []string{"za", "zb"} }
+	cases := []struct {
+		check string // "" for a case that is not one check's
+		why   misfit
+		code  string
+		pod   func(p *corev1.Pod)
+		snap  func(s *snapshot.Snapshot)
+	}{
+		{"", misfitNone, "", func(*corev1.Pod) {}, nil},
+		{"node selector", misfitSelector, ReasonNodeSelector, selector("disk", "ssd"), nil},
+		{"node affinity", misfitAffinity, ReasonNodeSelector, affinity([]corev1.NodeSelectorRequirement{req("disk", corev1.NodeSelectorOpIn, "ssd")}), nil},
+		{"taints", misfitTaint, ReasonTaint, func(*corev1.Pod) {}, func(s *snapshot.Snapshot) {
+			s.NodeGroups[0] = withTemplateTaint(s.NodeGroups[0], "dedicated", "a", corev1.TaintEffectNoSchedule)
+		}},
+		{"volumes", misfitVolumeBlocked, ReasonVolume, func(p *corev1.Pod) { fieldSamples()[fieldVolumes].set(p, 0) }, func(s *snapshot.Snapshot) {
+			// The claim does not exist.
+			s.StorageClasses = []storagev1.StorageClass{{ObjectMeta: metav1.ObjectMeta{Name: "local"}}}
+		}},
+		{"zone rules", misfitZoneRule, ReasonOther, func(p *corev1.Pod) { fieldSamples()[fieldTopologySpread].set(p, 0) }, zonal},
+		{"room", misfitRoom, ReasonInsufficient, func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests = rl("64", "1Gi") }, nil},
+		{"", misfitZoneSplit, ReasonNodeSelector, selector(labelZone, "za"), zonal},
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		covered[tc.check] = true
+		p := pod("default/a", "100m", "128Mi", pending())
+		tc.pod(&p)
+		s := clusterOf([]snapshot.NodeGroup{workers(0)}, nil, []corev1.Pod{p})
+		if tc.snap != nil {
+			tc.snap(&s)
+		}
+		m := newModel(&s, DefaultSettings(), s.CapturedAt)
+		c := m.classOf(0)
+		v := m.templateVerdict(c, 0)
+		text := m.templateMisfit(c, 0, v)
+		if v.why != tc.why || (tc.why != misfitNone && (v.code() != tc.code || text == "")) {
+			t.Errorf("%s: reason %d, code %q, text %q; want reason %d, code %q", tc.check, v.why, v.code(), text, tc.why, tc.code)
+		}
+		if fits := m.fitsTemplate(c, 0); fits != (tc.why == misfitNone) {
+			t.Errorf("%s: fitsTemplate %v, verdict %d", tc.check, fits, v.why)
+		}
+	}
+	for _, ck := range placementChecks {
+		if !covered[ck.name] {
+			t.Errorf("check %q has no case here", ck.name)
 		}
 	}
 }

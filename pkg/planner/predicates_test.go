@@ -194,11 +194,12 @@ func TestPlacementMatchesScheduler(t *testing.T) {
 		}
 		want := affOK && !untol
 		at := place{labels: n.Labels, taints: hardTaints(n.Spec.Taints, false), name: n.Name, mode: fieldsOfNode}
-		why := nodeMisfit(subject{pod: &p, class: -1}, at)
+		sub := subject{pod: &p, class: -1}
+		why := nodeMisfit(&sub, &at)
 		if got := why == misfitNone; got != want {
 			t.Fatalf("case %d: planner %v, scheduler %v\npod %+v\nnode %+v", i, got, want, p.Spec, n)
 		}
-		if why != misfitNone && nodeMisfitText(subject{pod: &p, class: -1}, at, why, "node") == "" {
+		if why != misfitNone && nodeMisfitText(&sub, &at, why, "node") == "" {
 			t.Fatalf("case %d: misfit %d has no explanation", i, why)
 		}
 	}

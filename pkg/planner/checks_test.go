@@ -269,3 +269,25 @@ func TestEveryCheckCanFail(t *testing.T) {
 		}
 	}
 }
+
+// TestFitPathAllocatesNothing: the yes/no of every check, on registered
+// nodes and on templates over one zone and several, allocates nothing (it
+// runs for every class against every node and group).
+func TestFitPathAllocatesNothing(t *testing.T) {
+	samples := fieldSamples()
+	for _, f := range []podField{fieldNodeSelector, fieldNodeAffinity, fieldTolerations, fieldVolumes, fieldTopologySpread} {
+		s := twoPods(samples[f])
+		zonal := group("zonal", 0, 10, 0, "4", "16Gi")
+		zonal.Zones = []string{"za", "zb"}
+		s.NodeGroups = append(s.NodeGroups, zonal)
+		m := newModel(&s, DefaultSettings(), s.CapturedAt)
+		c := m.classOf(podIndex(t, &s, "a"))
+		if n := testing.AllocsPerRun(50, func() {
+			m.fitsNode(c, 0)
+			m.fitsTemplate(c, 0)
+			m.fitsTemplate(c, 1)
+		}); n != 0 {
+			t.Errorf("%s: %v allocations a run", f, n)
+		}
+	}
+}

@@ -14,8 +14,21 @@ import (
 // the walkthrough cannot drift from the code. Fenced blocks are commands,
 // not claims.
 func TestProviderWalkthroughNamesRealCode(t *testing.T) {
+	checkGuideNamesRealCode(t, "docs/adding-a-provider.md", 10, 20)
+}
+
+// TestDevelopmentGuideNamesRealCode: the same of docs/development.md, the
+// map of packages and the seams it points at.
+func TestDevelopmentGuideNamesRealCode(t *testing.T) {
+	checkGuideNamesRealCode(t, "docs/development.md", 40, 40)
+}
+
+// checkGuideNamesRealCode checks a guide's files, names and tests, and that
+// it names at least minPaths paths and minNames names.
+func checkGuideNamesRealCode(t *testing.T, guide string, minPaths, minNames int) {
+	t.Helper()
 	root := "../.."
-	b, err := os.ReadFile(filepath.Join(root, "docs/adding-a-provider.md"))
+	b, err := os.ReadFile(filepath.Join(root, guide))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,33 +53,33 @@ func TestProviderWalkthroughNamesRealCode(t *testing.T) {
 			switch {
 			case pathRe.MatchString(tok):
 				paths++
-				current, text = tok, goSource(t, filepath.Join(root, tok))
+				current, text = tok, goSource(t, guide, filepath.Join(root, tok))
 			case testRe.MatchString(tok):
 				names++
 				if !definedTest(t, root, tok) {
-					t.Errorf("the walkthrough names %s, which no test file defines", tok)
+					t.Errorf("%s names %s, which no test file defines", guide, tok)
 				}
 			case identRe.MatchString(tok) && current != "":
 				names++
 				name := tok[strings.LastIndexByte(tok, '.')+1:]
 				if !regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`).MatchString(text) {
-					t.Errorf("the walkthrough names %s in %s, which has no such name", tok, current)
+					t.Errorf("%s names %s in %s, which has no such name", guide, tok, current)
 				}
 			}
 		}
 	}
-	if paths < 10 || names < 20 {
-		t.Errorf("checked %d paths and %d names; the walkthrough names more", paths, names)
+	if paths < minPaths || names < minNames {
+		t.Errorf("%s: checked %d paths and %d names; it names more", guide, paths, names)
 	}
 }
 
 // goSource is the file's text, or the Go files' of a folder; a missing
 // path fails the test.
-func goSource(t *testing.T, path string) string {
+func goSource(t *testing.T, guide, path string) string {
 	t.Helper()
 	st, err := os.Stat(path)
 	if err != nil {
-		t.Errorf("the walkthrough names %s, which does not exist", path)
+		t.Errorf("%s names %s, which does not exist", guide, path)
 		return ""
 	}
 	if !st.IsDir() {

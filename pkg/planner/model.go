@@ -391,34 +391,15 @@ func (m *model) classOf(i int32) int32 {
 	if pi.class >= 0 {
 		return pi.class
 	}
-	p := &m.snap.Pods[i]
-	// A pod with pod-dependent rules, or one such rules target, is
-	// interchangeable only with pods of its own podSet.
-	set := int32(-1)
-	if pi.set >= 0 && (m.sets[pi.set].feat != nil || m.sets[pi.set].targeted) {
-		set = pi.set
-	}
-	h := classHash(pi.req, p)
-	if set >= 0 {
-		h = uint64(hasher(h).int(int64(set)))
-	}
-	var vol *volumeRule
-	if m.vols != nil {
-		// Pods with the same claims share one rule: a StatefulSet's pods
-		// each have their own, pods sharing a claim do not.
-		if vol = m.vols.rule(p); vol != nil {
-			h = uint64(hasher(h).str(vol.key))
-		}
-	}
+	h, set, vol := m.classIdentity(i)
 	for _, c := range m.classByID[h] {
-		cl := &m.classes[c]
-		if cl.req == pi.req && cl.set == set && sameVolumes(cl.vol, vol) && sameConstraints(cl.rep, p) {
+		if m.inClass(c, i, set, vol) {
 			pi.class = c
 			return c
 		}
 	}
 	c := int32(len(m.classes))
-	cl := podClass{rep: p, req: pi.req, set: set, vol: vol}
+	cl := podClass{rep: &m.snap.Pods[i], req: pi.req, set: set, vol: vol}
 	if set >= 0 {
 		cl.feat = m.sets[set].feat
 	}
@@ -428,60 +409,38 @@ func (m *model) classOf(i int32) int32 {
 	return c
 }
 
-// fitsNode reports whether class c's constraints admit node i (resources
-// are checked by the caller).
-func (m *model) fitsNode(c int32, i int32) bool {
-	n := &m.nodes[i]
-	cl := &m.classes[c]
-	return placementFits(cl.rep, n.node.Labels, n.taints, n.node.Name, fieldsOfNode) && cl.vol.fits(n.node.Labels)
-}
-
-// fitsTemplate reports whether one pod of class c fits a new node of group g.
-func (m *model) fitsTemplate(c int32, g int) bool {
-	gr := &m.groups[g]
-	cl := &m.classes[c]
-	if fitCount(gr.cap, cl.req) == 0 || !m.staticFits(cl.rep, g, fieldsNewNode) || !m.volumesFit(c, g) {
-		return false
+// classIdentity is what puts pod i in a class besides its constraints: its
+// bucket (classHash, with the podSet and claims mixed in), its podSet when
+// pod-dependent rules make it interchangeable only within it (-1 for none),
+// and its claims' rule.
+func (m *model) classIdentity(i int32) (h uint64, set int32, vol *volumeRule) {
+	pi := &m.pods[i]
+	p := &m.snap.Pods[i]
+	// A pod with pod-dependent rules, or one such rules target, is
+	// interchangeable only with pods of its own podSet.
+	set = -1
+	if pi.set >= 0 && (m.sets[pi.set].feat != nil || m.sets[pi.set].targeted) {
+		set = pi.set
 	}
-	return len(gr.variants) == 0 || m.zoneRule(c) == ""
-}
-
-// templateMisfit explains why class c does not fit group g's template.
-func (m *model) templateMisfit(c int32, g int) string {
-	gr := &m.groups[g]
-	cl := &m.classes[c]
-	if why := m.zoneMisfit(c, g); why != "" {
-		return why
+	h = classHash(pi.req, p)
+	if set >= 0 {
+		h = uint64(hasher(h).int(int64(set)))
 	}
-	labels := gr.labels
-	if len(gr.variants) > 0 {
-		labels = gr.variants[0]
-	}
-	if why := placementMisfit(cl.rep, labels, gr.taints, "", fieldsNewNode); why != "" {
-		return why
-	}
-	if why := cl.vol.misfit(labels, "group"); why != "" {
-		return why
-	}
-	dims := []struct {
-		name            string
-		need, have, use int64
-	}{
-		{"cpu", cl.req.cpu, gr.alloc.cpu, gr.overhead.cpu},
-		{"memory", cl.req.mem, gr.alloc.mem, gr.overhead.mem},
-		{string(podfacts.ResourceGPU), cl.req.gpu, gr.alloc.gpu, gr.overhead.gpu},
-		{"pods", cl.req.pods, gr.alloc.pods, gr.overhead.pods},
-	}
-	for _, d := range dims {
-		if d.need > 0 && d.need > d.have-d.use {
-			s := "insufficient " + d.name + " (needs " + formatDim(d.name, d.need) + ", template has " + formatDim(d.name, d.have)
-			if d.use > 0 {
-				s += ", DaemonSets use " + formatDim(d.name, d.use)
-			}
-			return s + ")"
+	if m.vols != nil {
+		// Pods with the same claims share one rule: a StatefulSet's pods
+		// each have their own, pods sharing a claim do not.
+		if vol = m.vols.rule(p); vol != nil {
+			h = uint64(hasher(h).str(vol.key))
 		}
 	}
-	return ""
+	return h, set, vol
+}
+
+// inClass reports whether pod i, of the given podSet and claims' rule,
+// belongs to class c.
+func (m *model) inClass(c, i int32, set int32, vol *volumeRule) bool {
+	cl := &m.classes[c]
+	return cl.req == m.pods[i].req && cl.set == set && sameVolumes(cl.vol, vol) && sameConstraints(cl.rep, &m.snap.Pods[i])
 }
 
 func sameVolumes(a, b *volumeRule) bool {

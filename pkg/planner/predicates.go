@@ -203,39 +203,6 @@ func requiredAffinity(p *corev1.Pod) *corev1.NodeSelector {
 	return nil
 }
 
-// placementFits reports whether a pod's scheduling constraints (not its
-// resources) admit a node with these labels and hard taints.
-func placementFits(p *corev1.Pod, labels map[string]string, taints []corev1.Taint, nodeName string, mode fieldMode) bool {
-	for k, v := range p.Spec.NodeSelector {
-		if lv, ok := labels[k]; !ok || lv != v {
-			return false
-		}
-	}
-	if !affinityMatches(requiredAffinity(p), labels, nodeName, mode) {
-		return false
-	}
-	return untolerated(p.Spec.Tolerations, taints) == nil
-}
-
-// placementMisfit explains why placementFits is false ("" when it fits).
-func placementMisfit(p *corev1.Pod, labels map[string]string, taints []corev1.Taint, nodeName string, mode fieldMode) string {
-	if k, bad := selectorMismatch(p.Spec.NodeSelector, labels); bad {
-		return "node selector " + k + "=" + p.Spec.NodeSelector[k] + " not matched"
-	}
-	if ns := requiredAffinity(p); !affinityMatches(ns, labels, nodeName, mode) {
-		for i := range ns.NodeSelectorTerms {
-			if len(ns.NodeSelectorTerms[i].MatchFields) > 0 {
-				return "required node affinity pins the pod to an existing node"
-			}
-		}
-		return "required node affinity not matched"
-	}
-	if t := untolerated(p.Spec.Tolerations, taints); t != nil {
-		return "taint " + taintString(t) + " not tolerated"
-	}
-	return ""
-}
-
 func taintString(t *corev1.Taint) string {
 	if t.Value == "" {
 		return t.Key + ":" + string(t.Effect)

@@ -193,12 +193,14 @@ func TestPlacementMatchesScheduler(t *testing.T) {
 			}
 		}
 		want := affOK && !untol
-		got := placementFits(&p, n.Labels, hardTaints(n.Spec.Taints, false), n.Name, fieldsOfNode)
-		if got != want {
+		at := place{labels: n.Labels, taints: hardTaints(n.Spec.Taints, false), name: n.Name, mode: fieldsOfNode}
+		sub := subject{pod: &p, class: -1}
+		why := nodeMisfit(&sub, &at)
+		if got := why == misfitNone; got != want {
 			t.Fatalf("case %d: planner %v, scheduler %v\npod %+v\nnode %+v", i, got, want, p.Spec, n)
 		}
-		if got && placementMisfit(&p, n.Labels, hardTaints(n.Spec.Taints, false), n.Name, fieldsOfNode) != "" {
-			t.Fatalf("case %d: fits but has a misfit reason", i)
+		if why != misfitNone && nodeMisfitText(&sub, &at, why, "node") == "" {
+			t.Fatalf("case %d: misfit %d has no explanation", i, why)
 		}
 	}
 }

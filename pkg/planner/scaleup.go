@@ -737,15 +737,15 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 		stepCapped := false
 		for _, gi := range m.byName {
 			g := &m.groups[gi]
-			if !m.fitsTemplate(c, gi) {
-				why := m.templateMisfit(c, gi)
+			if v := m.templateVerdict(c, gi); v.why != misfitNone {
+				why := m.templateMisfit(c, gi, v)
 				misfit = append(misfit, g.ng.Name+": "+why)
-				if strings.HasPrefix(why, "group ") {
+				if v.zonal() {
 					// A group that would fit if it were in one zone: worth
 					// saying beside the groups that are merely full.
 					zonal = append(zonal, why)
 				}
-				groups = append(groups, GroupReason{NodeGroup: g.ng.Name, Code: misfitCode(why), Reason: why})
+				groups = append(groups, GroupReason{NodeGroup: g.ng.Name, Code: v.code(), Reason: why})
 				continue
 			}
 			gr := GroupReason{NodeGroup: g.ng.Name}
@@ -792,23 +792,6 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 		}
 	}
 	slices.SortFunc(plan.Unschedulable, func(a, b Unschedulable) int { return strings.Compare(a.Pod, b.Pod) })
-}
-
-// misfitCode classifies a template misfit by its wording (templateMisfit's).
-func misfitCode(why string) string {
-	switch {
-	case strings.Contains(why, "(node selector"), strings.Contains(why, "(node affinity"), strings.Contains(why, "(required node affinity"):
-		return ReasonNodeSelector
-	case strings.HasPrefix(why, "node selector"), strings.HasPrefix(why, "required node affinity"):
-		return ReasonNodeSelector
-	case strings.HasPrefix(why, "taint"):
-		return ReasonTaint
-	case strings.HasPrefix(why, "insufficient"):
-		return ReasonInsufficient
-	case strings.HasPrefix(why, "volume "):
-		return ReasonVolume
-	}
-	return ReasonOther
 }
 
 func pct(f float64) int { return int(math.Round(f * 100)) }

@@ -206,63 +206,54 @@ func translateZoneLabel(key string) string {
 	return key
 }
 
-// fits reports whether a node with these labels satisfies the rule (a nil
-// rule: always). It is on the simulation's hot path: it builds no text.
-func (r *volumeRule) fits(labels map[string]string) bool {
+// misfitAt is the first thing a node with these labels fails of the rule,
+// and the index of the failing claim's check (-1 for none or a blocked
+// rule); a nil rule always fits. It is on the simulation's hot path: it
+// builds no text.
+func (r *volumeRule) misfitAt(labels map[string]string) (misfit, int) {
 	if r == nil {
-		return true
+		return misfitNone, -1
 	}
 	if r.blocked != "" {
-		return false
+		return misfitVolumeBlocked, -1
 	}
 	for i := range r.checks {
-		if checkFails(&r.checks[i], labels) != checkOK {
-			return false
+		if why := checkFails(&r.checks[i], labels); why != misfitNone {
+			return why, i
 		}
 	}
-	return true
+	return misfitNone, -1
 }
 
-// What of a check a node fails.
-const (
-	checkOK = iota
-	checkAffinity
-	checkZone
-	checkTopology
-)
-
-func checkFails(ck *volumeCheck, labels map[string]string) int {
+func checkFails(ck *volumeCheck, labels map[string]string) misfit {
 	switch {
 	case ck.affinity != nil && !affinityMatches(ck.affinity, labels, "", fieldsNewNode):
-		return checkAffinity
+		return misfitVolumeAffinity
 	case zoneFails(ck, labels) >= 0:
-		return checkZone
+		return misfitVolumeZone
 	case len(ck.topo) > 0 && !topologyMatches(ck.topo, labels):
-		return checkTopology
+		return misfitVolumeTopology
 	}
-	return checkOK
+	return misfitNone
 }
 
-// misfit explains why a node with these labels does not satisfy the rule,
-// or returns "". node names the node in the explanation ("node", "group").
-func (r *volumeRule) misfit(labels map[string]string, node string) string {
-	if r == nil {
-		return ""
-	}
-	if r.blocked != "" {
+// misfitText explains why a node with these labels does not satisfy the
+// rule, or returns "". node names the node in the explanation ("node",
+// "group").
+func (r *volumeRule) misfitText(labels map[string]string, node string) string {
+	why, i := r.misfitAt(labels)
+	switch why {
+	case misfitVolumeBlocked:
 		return r.blocked
-	}
-	for i := range r.checks {
+	case misfitVolumeAffinity:
 		ck := &r.checks[i]
-		switch checkFails(ck, labels) {
-		case checkAffinity:
-			return ck.what + " is bound to PV " + ck.pv + ", which needs a node where " + describeSelector(ck.affinity)
-		case checkZone:
-			return zoneMisfit(ck, labels, node)
-		case checkTopology:
-			return ck.what + " is not bound yet and its StorageClass " + strconv.Quote(ck.class) +
-				" provisions only where " + describeTopology(ck.topo)
-		}
+		return ck.what + " is bound to PV " + ck.pv + ", which needs a node where " + describeSelector(ck.affinity)
+	case misfitVolumeZone:
+		return zoneMisfit(&r.checks[i], labels, node)
+	case misfitVolumeTopology:
+		ck := &r.checks[i]
+		return ck.what + " is not bound yet and its StorageClass " + strconv.Quote(ck.class) +
+			" provisions only where " + describeTopology(ck.topo)
 	}
 	return ""
 }

@@ -55,37 +55,6 @@ func groupLabels(ng *snapshot.NodeGroup) (labels map[string]string, variants []m
 	return labels, variants
 }
 
-// staticFits: the pod's node selector, node affinity and tolerations admit
-// a new node of group g, in every zone it may land in.
-func (m *model) staticFits(p *corev1.Pod, g int, mode fieldMode) bool {
-	gr := &m.groups[g]
-	if len(gr.variants) == 0 {
-		return placementFits(p, gr.labels, gr.taints, "", mode)
-	}
-	for _, v := range gr.variants {
-		if !placementFits(p, v, gr.taints, "", mode) {
-			return false
-		}
-	}
-	return true
-}
-
-// volumesFit reports whether class c's claims allow a new node of group g,
-// in every zone the group may start it in.
-func (m *model) volumesFit(c int32, g int) bool {
-	gr := &m.groups[g]
-	vol := m.classes[c].vol
-	if len(gr.variants) == 0 {
-		return vol.fits(gr.labels)
-	}
-	for _, v := range gr.variants {
-		if !vol.fits(v) {
-			return false
-		}
-	}
-	return true
-}
-
 // zoneRule names class c's first pod-dependent rule keyed on the zone, ""
 // when it has none. Computed once per class.
 func (m *model) zoneRule(c int32) string {
@@ -147,48 +116,6 @@ func staticZoneRule(p *corev1.Pod) string {
 		}
 	}
 	return ""
-}
-
-// zoneMisfit explains why class c, which fits some of a multi-zone group's
-// zones or has zone-keyed pod rules, is not promised a new node of it; ""
-// when that is not the reason.
-func (m *model) zoneMisfit(c int32, g int) string {
-	gr := &m.groups[g]
-	if len(gr.variants) == 0 {
-		return ""
-	}
-	cl := &m.classes[c]
-	var fit []string
-	var why string
-	for i, v := range gr.variants {
-		w := placementMisfit(cl.rep, v, gr.taints, "", fieldsNewNode)
-		if w == "" {
-			w = cl.vol.misfit(v, "group")
-		}
-		if w == "" {
-			fit = append(fit, gr.ng.Zones[i])
-		} else if why == "" {
-			why = strings.TrimSuffix(w, " not matched")
-		}
-	}
-	switch {
-	case len(fit) == 0:
-		return "" // no zone would do: the plain misfit says why
-	case len(fit) < len(gr.variants):
-		return m.spansZones(g) + "; pod needs zone " + strings.Join(fit, ", ") + " (" + why + ")"
-	}
-	rule := m.zoneRule(c)
-	if rule == "" {
-		return ""
-	}
-	need := m.zonesAdmitting(c, gr.ng.Zones)
-	switch {
-	case len(need) == 0:
-		return m.spansZones(g) + "; pod fits none of them now (" + rule + ")"
-	case len(need) < len(gr.ng.Zones):
-		return m.spansZones(g) + "; pod needs zone " + strings.Join(need, ", ") + " (" + rule + ")"
-	}
-	return m.spansZones(g) + "; where the pods may go depends on that zone (" + rule + ")"
 }
 
 func (m *model) spansZones(g int) string {

@@ -525,8 +525,10 @@ type estimate struct {
 	// before it runs anything.
 	waste float64
 	limit int64
-	// log is a committed estimate's placements, so it can be taken back.
-	log []placement
+	// log is a committed estimate's placements, so it can be taken back;
+	// slots the new nodes it opened (pod-dependent rules only).
+	log   []placement
+	slots []int32
 }
 
 type classCount struct {
@@ -535,56 +537,14 @@ type classCount struct {
 }
 
 // With pod-dependent rules on, the new nodes are simulated one by one and,
-// unless commit, taken back afterwards.
+// unless commit, taken back afterwards. limit is how many new nodes the
+// estimate may open.
 func (m *model) estimate(classes []int32, g int, limit int64, commit bool) estimate {
 	gr := &m.groups[g]
 	e := estimate{group: g}
 	var used res
 	if m.topoOn {
-		var log []placement
-		m.log = &log
-		mark := m.slotCount()
-		var opened []int32
-		// Pods count as placed only at commit (cl.next), so a retry here
-		// tracks its own progress.
-		done := map[int32]int64{}
-		place := func(c int32) {
-			cl := &m.classes[c]
-			if n := m.fillSlots(c, g, &opened, remaining(cl)-done[c], limit); n > 0 {
-				done[c] += n
-				e.pods += n
-				used = used.add(cl.req.mul(n))
-			}
-		}
-		order := m.fittingClasses(classes, g)
-		m.affinityLast(order)
-		for _, c := range order {
-			place(c)
-		}
-		for progress := true; progress; {
-			progress = false
-			for _, c := range order {
-				if !m.hasAffinity(c) || remaining(&m.classes[c]) == done[c] {
-					continue
-				}
-				before := done[c]
-				place(c)
-				progress = progress || done[c] != before
-			}
-		}
-		for _, c := range order {
-			if done[c] > 0 {
-				e.placed = append(e.placed, classCount{c, done[c]})
-			}
-		}
-		m.log = nil
-		e.nodes = int64(len(opened))
-		if !commit {
-			m.undo(log)
-			m.dropSims(mark)
-		} else {
-			e.log = log
-		}
+		used = m.estimateEach(classes, &e, limit, commit)
 	} else {
 		p := packer{cap: gr.cap, limit: limit}
 		for _, c := range m.fittingClasses(classes, g) {
@@ -597,23 +557,91 @@ func (m *model) estimate(classes []int32, g int, limit int64, commit bool) estim
 		}
 		e.nodes = p.opened
 	}
-	if e.nodes > 0 {
-		var w, dims float64
-		if gr.alloc.cpu > 0 {
-			total := float64(gr.alloc.cpu) * float64(e.nodes)
-			w += (total - float64(used.cpu)) / total
-			dims++
-		}
-		if gr.alloc.mem > 0 {
-			total := float64(gr.alloc.mem) * float64(e.nodes)
-			w += (total - float64(used.mem)) / total
-			dims++
-		}
-		if dims > 0 {
-			e.waste = w / dims
+	e.waste = wasteOf(gr, e.nodes, used)
+	return e
+}
+
+// estimateEach is estimate with pod-dependent rules: pod by pod, first
+// onto the nodes earlier rounds of this plan opened for the group, then
+// onto new ones. It returns the requests placed on the new ones.
+func (m *model) estimateEach(classes []int32, e *estimate, limit int64, commit bool) res {
+	g := e.group
+	gr := &m.groups[g]
+	var log []placement
+	m.log = &log
+	mark := m.slotCount()
+	opened := slices.Clone(gr.planned)
+	limit += int64(len(gr.planned))
+	// Pods count as placed only at commit (cl.next), so a retry here
+	// tracks its own progress.
+	done := map[int32]int64{}
+	place := func(c int32) {
+		cl := &m.classes[c]
+		if n := m.fillSlots(c, g, &opened, remaining(cl)-done[c], limit); n > 0 {
+			done[c] += n
+			e.pods += n
 		}
 	}
-	return e
+	order := m.fittingClasses(classes, g)
+	m.affinityLast(order)
+	for _, c := range order {
+		place(c)
+	}
+	for progress := true; progress; {
+		progress = false
+		for _, c := range order {
+			if !m.hasAffinity(c) || remaining(&m.classes[c]) == done[c] {
+				continue
+			}
+			before := done[c]
+			place(c)
+			progress = progress || done[c] != before
+		}
+	}
+	for _, c := range order {
+		if done[c] > 0 {
+			e.placed = append(e.placed, classCount{c, done[c]})
+		}
+	}
+	m.log = nil
+	e.slots = opened[len(gr.planned):]
+	e.nodes = int64(len(e.slots))
+	// What the new nodes hold is their capacity less what is left free.
+	var used res
+	for _, s := range e.slots {
+		used = used.add(gr.cap.sub(*m.slotFree(s)))
+	}
+	if !commit {
+		m.undo(log)
+		m.dropSims(mark)
+		e.slots = nil
+	} else {
+		e.log = log
+	}
+	return used
+}
+
+// wasteOf is the mean unused share of cpu and memory on n new nodes of
+// group g holding used.
+func wasteOf(g *groupInfo, n int64, used res) float64 {
+	if n <= 0 {
+		return 0
+	}
+	var w, dims float64
+	if g.alloc.cpu > 0 {
+		total := float64(g.alloc.cpu) * float64(n)
+		w += (total - float64(used.cpu)) / total
+		dims++
+	}
+	if g.alloc.mem > 0 {
+		total := float64(g.alloc.mem) * float64(n)
+		w += (total - float64(used.mem)) / total
+		dims++
+	}
+	if dims == 0 {
+		return 0
+	}
+	return w / dims
 }
 
 // better is the expander: does a beat b?
@@ -645,19 +673,24 @@ func (m *model) stepBudget() int64 {
 
 // onNewNodes is the expander loop: estimate every group that may grow, take
 // the best, remove its pods and repeat until no group places anything.
+// With pod-dependent rules a group that has grown may grow again in a later
+// round: the nodes other groups added since can let it take pods its round
+// could not (zone spread over one group per zone), onto the room left on
+// its new nodes first.
 func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (grown map[int]int, budget int64) {
 	grown = map[int]int{}
 	budget = m.stepBudget()
-	for budget > 0 {
+	for {
 		var best *estimate
 		for _, gi := range m.byName {
 			g := &m.groups[gi]
-			room := int64(g.ng.MaxSize - g.target)
-			if _, done := grown[gi]; done || room <= 0 || g.backoff.After(m.now) {
+			_, done := grown[gi]
+			limit := max(0, min(int64(g.ng.MaxSize-g.target-grown[gi]), budget))
+			if done && !m.topoOn || limit == 0 && len(g.planned) == 0 || g.backoff.After(m.now) {
 				continue
 			}
-			e := m.estimate(classes, gi, min(room, budget), false)
-			e.limit = min(room, budget)
+			e := m.estimate(classes, gi, limit, false)
+			e.limit = limit
 			if e.pods == 0 {
 				continue
 			}
@@ -668,7 +701,8 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (g
 		if best == nil {
 			break
 		}
-		if m.set.ScaleUp.BalanceSimilarNodeGroups && m.balance(classes, best, plan, next, grown, &budget) {
+		_, again := grown[best.group]
+		if !again && m.set.ScaleUp.BalanceSimilarNodeGroups && m.balance(classes, best, plan, next, grown, &budget) {
 			continue
 		}
 		if m.topoOn {
@@ -684,18 +718,8 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (g
 
 // record turns an estimate into the plan's scale-up of its group: its pods
 // are taken, its nodes counted against the step budget. extra is appended
-// to the reason.
+// to the reason. A later round of the same group joins its scale-up.
 func (m *model) record(best *estimate, extra string, plan *Plan, next *snapshot.State, grown map[int]int, budget *int64) {
-	var rules []string
-	for _, cc := range best.placed {
-		if f := m.classes[cc.class].feat; f != nil {
-			for _, r := range f.describe() {
-				if !slices.Contains(rules, r) {
-					rules = append(rules, r)
-				}
-			}
-		}
-	}
 	g := &m.groups[best.group]
 	pods := make([]string, 0, best.pods)
 	for _, cc := range best.placed {
@@ -704,40 +728,73 @@ func (m *model) record(best *estimate, extra string, plan *Plan, next *snapshot.
 			pods = append(pods, m.keyOf(pi))
 		}
 		cl.next += int(cc.n)
+		g.placed = addClassCount(g.placed, cc.class, cc.n)
+		g.newUsed = g.newUsed.add(cl.req.mul(cc.n))
 	}
-	slices.Sort(pods)
-	delta := int(best.nodes)
-	grown[best.group] = delta
-	g.newNodes = best.nodes
-	for _, cc := range best.placed {
-		g.newUsed = g.newUsed.add(m.classes[cc.class].req.mul(cc.n))
+	g.newNodes += best.nodes
+	g.planned = append(g.planned, best.slots...)
+	g.rounds++
+	if extra != "" {
+		g.extra = append(g.extra, extra)
 	}
+	grown[best.group] += int(best.nodes)
 	*budget -= best.nodes
 	next.LastScaleUp[g.ng.Name] = m.now
-	why := fmt.Sprintf("least waste %d%%", pct(best.waste))
+	up := ScaleUp{NodeGroup: g.ng.Name, Pods: pods}
+	at := -1
+	if g.rounds > 1 {
+		at = slices.IndexFunc(plan.ScaleUp, func(u ScaleUp) bool { return u.NodeGroup == g.ng.Name })
+	}
+	if at >= 0 {
+		up.Pods = append(plan.ScaleUp[at].Pods, pods...)
+	}
+	slices.Sort(up.Pods)
+	up.Delta = grown[best.group]
+	up.NewTargetSize = g.target + up.Delta
+	up.Reason = m.growthReason(best.group, len(up.Pods))
+	if at >= 0 {
+		plan.ScaleUp[at] = up
+		return
+	}
+	plan.ScaleUp = append(plan.ScaleUp, up)
+}
+
+// growthReason says why group g grows by its new nodes for its pods pods.
+func (m *model) growthReason(gi, pods int) string {
+	g := &m.groups[gi]
+	var rules []string
+	for _, cc := range g.placed {
+		if f := m.classes[cc.class].feat; f != nil {
+			for _, r := range f.describe() {
+				if !slices.Contains(rules, r) {
+					rules = append(rules, r)
+				}
+			}
+		}
+	}
+	waste := wasteOf(g, g.newNodes, g.newUsed)
+	why := fmt.Sprintf("least waste %d%%", pct(waste))
 	if m.set.ScaleUp.Expander == ExpanderPriority {
-		why = fmt.Sprintf("priority %d, waste %d%%", m.set.ScaleUp.Priorities[g.ng.Name], pct(best.waste))
+		why = fmt.Sprintf("priority %d, waste %d%%", m.set.ScaleUp.Priorities[g.ng.Name], pct(waste))
 	}
 	if len(rules) > 0 {
 		why += "; placed pod by pod under " + strings.Join(rules, ", ")
 	}
-	if zr := m.zoneReason(best.group, best.placed); zr != "" {
+	if zr := m.zoneReason(gi, g.placed); zr != "" {
 		why += "; " + zr
 	}
-	if extra != "" {
-		why += "; " + extra
+	if g.rounds > 1 {
+		why += fmt.Sprintf("; grown in %d rounds, as other groups' new nodes allowed", g.rounds)
+	}
+	for _, x := range g.extra {
+		why += "; " + x
 	}
 	verb := "need"
-	if best.pods == 1 {
+	if pods == 1 {
 		verb = "needs"
 	}
-	plan.ScaleUp = append(plan.ScaleUp, ScaleUp{
-		NodeGroup:     g.ng.Name,
-		Delta:         delta,
-		NewTargetSize: g.target + delta,
-		Pods:          pods,
-		Reason:        fmt.Sprintf("%s %s %s (%s)", plural(int(best.pods), "pending pod"), verb, plural(delta, "node"), why),
-	})
+	delta := int(g.newNodes)
+	return fmt.Sprintf("%s %s %s (%s)", plural(pods, "pending pod"), verb, plural(delta, "node"), why)
 }
 
 // unschedulable lists the pending pods the plan leaves pending.

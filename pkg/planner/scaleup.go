@@ -91,7 +91,8 @@ func (m *model) sortDecreasing(classes []int32, ref res) {
 }
 
 // pendingClasses groups the pending pods into classes, in the order of their
-// first pod's "ns/name", each class's pods in that order too. The pods are
+// first pod's "ns/name", each class's pods in the scheduler's queue order
+// (queue.go), ties by "ns/name". The pods are
 // ordered by index, their keys compared in place: building a key per pod
 // was most of a large plan's time and memory.
 func (m *model) pendingClasses() []int32 {
@@ -130,6 +131,7 @@ func (m *model) pendingClasses() []int32 {
 		cl := &m.classes[of[j]]
 		cl.pods = append(cl.pods, i)
 	}
+	m.queueOrder(classes)
 	return classes
 }
 
@@ -546,61 +548,83 @@ func (m *model) estimate(classes []int32, g int, limit int64, commit bool) estim
 	if m.topoOn {
 		used = m.estimateEach(classes, &e, limit, commit)
 	} else {
-		p := packer{cap: gr.cap, limit: limit}
-		for _, c := range m.fittingClasses(classes, g) {
-			cl := &m.classes[c]
-			if n := p.place(cl.req, remaining(cl)); n > 0 {
-				e.placed = append(e.placed, classCount{c, n})
-				e.pods += n
-				used = used.add(cl.req.mul(n))
-			}
-		}
-		e.nodes = p.opened
+		used = m.estimatePacked(classes, &e, limit)
 	}
 	e.waste = wasteOf(gr, e.nodes, used)
 	return e
 }
 
+// estimatePacked is estimate by counts: first-fit decreasing, or, when
+// that leaves pods the limit has no room for, the queue's order
+// (queue.go). It returns the requests placed.
+func (m *model) estimatePacked(classes []int32, e *estimate, limit int64) res {
+	gr := &m.groups[e.group]
+	order := m.fittingClasses(classes, e.group)
+	p := packer{cap: gr.cap, limit: limit}
+	var used res
+	at := map[int32]int{} // e.placed's entry of a class, once placed in queue order
+	add := func(c int32, n int64) {
+		if i, ok := at[c]; ok {
+			e.placed[i].n += n
+		} else {
+			at[c] = len(e.placed)
+			e.placed = append(e.placed, classCount{c, n})
+		}
+		e.pods += n
+		used = used.add(m.classes[c].req.mul(n))
+	}
+	capped := false
+	for _, c := range order {
+		left := remaining(&m.classes[c])
+		if n := p.place(m.classes[c].req, left); n > 0 {
+			e.placed = append(e.placed, classCount{c, n})
+			e.pods += n
+			used = used.add(m.classes[c].req.mul(n))
+			capped = capped || n < left
+		} else {
+			capped = true
+		}
+	}
+	if capped {
+		e.placed, e.pods, used = nil, 0, res{}
+		p = packer{cap: gr.cap, limit: limit}
+		m.queued(order, func(c int32, n int64) int64 {
+			got := p.place(m.classes[c].req, n)
+			if got > 0 {
+				add(c, got)
+			}
+			return got
+		})
+	}
+	e.nodes = p.opened
+	return used
+}
+
 // estimateEach is estimate with pod-dependent rules: pod by pod, first
 // onto the nodes earlier rounds of this plan opened for the group, then
-// onto new ones. It returns the requests placed on the new ones.
+// onto new ones; when the limit leaves pods without room, again in the
+// queue's order (queue.go). It returns the requests placed on the new
+// nodes.
 func (m *model) estimateEach(classes []int32, e *estimate, limit int64, commit bool) res {
 	g := e.group
 	gr := &m.groups[g]
 	var log []placement
 	m.log = &log
 	mark := m.slotCount()
-	opened := slices.Clone(gr.planned)
 	limit += int64(len(gr.planned))
-	// Pods count as placed only at commit (cl.next), so a retry here
-	// tracks its own progress.
-	done := map[int32]int64{}
-	place := func(c int32) {
-		cl := &m.classes[c]
-		if n := m.fillSlots(c, g, &opened, remaining(cl)-done[c], limit); n > 0 {
-			done[c] += n
-			e.pods += n
-		}
-	}
 	order := m.fittingClasses(classes, g)
 	m.affinityLast(order)
-	for _, c := range order {
-		place(c)
-	}
-	for progress := true; progress; {
-		progress = false
-		for _, c := range order {
-			if !m.hasAffinity(c) || remaining(&m.classes[c]) == done[c] {
-				continue
-			}
-			before := done[c]
-			place(c)
-			progress = progress || done[c] != before
-		}
+	opened, done := m.fillEach(order, g, limit, false)
+	if int64(len(opened)) == limit && m.leftOver(order, done) {
+		m.undo(log)
+		m.dropSims(mark)
+		log = log[:0]
+		opened, done = m.fillEach(order, g, limit, true)
 	}
 	for _, c := range order {
 		if done[c] > 0 {
 			e.placed = append(e.placed, classCount{c, done[c]})
+			e.pods += done[c]
 		}
 	}
 	m.log = nil
@@ -619,6 +643,48 @@ func (m *model) estimateEach(classes []int32, e *estimate, limit int64, commit b
 		e.log = log
 	}
 	return used
+}
+
+// fillEach places the pods of the classes in order onto group g's
+// planned nodes and up to limit nodes in all, class by class or, with
+// queued, in the queue's order; then the affinity classes again while
+// that places more. It returns the nodes and the pods placed by class.
+func (m *model) fillEach(order []int32, g int, limit int64, queued bool) ([]int32, map[int32]int64) {
+	opened := slices.Clone(m.groups[g].planned)
+	// Pods count as placed only at commit (cl.next), so a retry here
+	// tracks its own progress.
+	done := map[int32]int64{}
+	place := func(c int32, n int64) int64 {
+		got := m.fillSlots(c, g, &opened, n, limit)
+		done[c] += got
+		return got
+	}
+	if queued {
+		m.queued(order, place)
+	} else {
+		for _, c := range order {
+			place(c, remaining(&m.classes[c]))
+		}
+	}
+	for progress := true; progress; {
+		progress = false
+		for _, c := range order {
+			if left := remaining(&m.classes[c]) - done[c]; m.hasAffinity(c) && left > 0 {
+				progress = place(c, left) > 0 || progress
+			}
+		}
+	}
+	return opened, done
+}
+
+// leftOver: some class in order has pods the estimate did not place.
+func (m *model) leftOver(order []int32, done map[int32]int64) bool {
+	for _, c := range order {
+		if remaining(&m.classes[c]) > done[c] {
+			return true
+		}
+	}
+	return false
 }
 
 // wasteOf is the mean unused share of cpu and memory on n new nodes of
@@ -826,6 +892,9 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 				gr.Code, gr.Reason = ReasonBackedOff, fmt.Sprintf("node group %s backed off until %s", g.ng.Name, g.backoff.UTC().Format(time.RFC3339))
 				blocked = append(blocked, gr.Reason)
 			case g.target+grown[gi] >= g.ng.MaxSize:
+				if grown[gi] > 0 && cl.why[gi] == "" {
+					plan.Assignment = AssignmentPredicted
+				}
 				s := fmt.Sprintf("node group %s at max size %d", g.ng.Name, g.ng.MaxSize)
 				if g.ng.BoundsFrom != "" {
 					s += " (max set by " + g.ng.BoundsFrom + ")"
@@ -833,6 +902,9 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 				gr.Code, gr.Reason = ReasonMaxSizeReached, s
 				blocked = append(blocked, s)
 			case budget <= 0:
+				if len(plan.ScaleUp) > 0 && cl.why[gi] == "" {
+					plan.Assignment = AssignmentPredicted
+				}
 				gr.Code, gr.Reason = ReasonMaxNodesPerStep, fmt.Sprintf("max nodes per step (%d) reached", m.set.ScaleUp.MaxNodesPerStep)
 				if !stepCapped {
 					blocked = append(blocked, gr.Reason)

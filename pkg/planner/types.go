@@ -17,8 +17,12 @@ type Plan struct {
 	ScaleDown      []ScaleDown      `json:"scaleDown"`
 	DecreaseTarget []DecreaseTarget `json:"decreaseTarget,omitempty"`
 	Unschedulable  []Unschedulable  `json:"unschedulable"`
-	NodeGroups     []GroupStatus    `json:"nodeGroups"`
-	State          snapshot.State   `json:"state"`
+	// Assignment is set when pending pods compete for the new nodes (some
+	// stay pending that a grown group's template fits): the pods listed
+	// under each scale-up are a prediction, in the scheduler's queue order.
+	Assignment string         `json:"assignment,omitempty"`
+	NodeGroups []GroupStatus  `json:"nodeGroups"`
+	State      snapshot.State `json:"state"`
 }
 
 // ScaleUp grows one group by Delta nodes for the listed pods ("ns/name").

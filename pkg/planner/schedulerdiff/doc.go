@@ -3,4 +3,7 @@
 // topology spread, inter-pod affinity and host ports are planned, the
 // plan's nodes are created as kwok nodes, and the scheduler must place
 // every pod the plan said would fit and none it declared unschedulable.
+// TestPromisesFollowQueue gives pending pods of random priorities and ages
+// fewer new nodes than they need: the scheduler must place exactly the
+// pods the plan promised the nodes, in its queue's order.
 package schedulerdiff

@@ -746,6 +746,7 @@ func (m *model) stepBudget() int64 {
 func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (grown map[int]int, budget int64) {
 	grown = map[int]int{}
 	budget = m.stepBudget()
+	m.probeZones(classes)
 	for {
 		var best *estimate
 		for _, gi := range m.byName {
@@ -780,6 +781,31 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (g
 		m.record(best, "", plan, next, grown, &budget)
 	}
 	return grown, budget
+}
+
+// probeZones counts, for zone spread, the zone of every one-zone group that
+// may grow for a pending zone-spread pod as a domain from the start: once
+// any round adds a node there, the scheduler counts that zone for every
+// pod, those planned in earlier rounds and onto other groups included, so
+// a plan that counted it only from then on could break the skew. A zone
+// the plan then does not grow in only makes it take fewer pods.
+func (m *model) probeZones(classes []int32) {
+	if !m.topoOn || m.stepBudget() <= 0 {
+		return
+	}
+	for _, gi := range m.byName {
+		g := &m.groups[gi]
+		if g.labels[labelZone] == "" || g.ng.MaxSize <= g.target || g.backoff.After(m.now) {
+			continue
+		}
+		for _, c := range classes {
+			cl := &m.classes[c]
+			if remaining(cl) > 0 && cl.feat != nil && len(cl.feat.spread) > 0 && m.fitsTemplate(c, gi) {
+				m.addProbe(gi)
+				break
+			}
+		}
+	}
 }
 
 // record turns an estimate into the plan's scale-up of its group: its pods

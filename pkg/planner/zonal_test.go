@@ -155,3 +155,26 @@ func TestDecideTopologyZonalPlansAll(t *testing.T) {
 		t.Fatalf("%d pods planned, %d unschedulable; want all 190 planned", planned, len(p.Unschedulable))
 	}
 }
+
+// TestZoneSpreadCountsZonesToCome: zones with no node yet whose group may
+// grow count as spread domains from the first round. Groups za (max 4) and
+// zb (max 1) start empty; 4 pods spread maxSkew 1 get za 2 and zb 1, as the
+// scheduler will once zb's node is up, not za 3 and zb 1 (za's round
+// before zb's node existed) or za 4 and then zb 1.
+func TestZoneSpreadCountsZonesToCome(t *testing.T) {
+	for _, balance := range []bool{false, true} {
+		t.Run(fmt.Sprintf("balance=%v", balance), func(t *testing.T) {
+			groups := []snapshot.NodeGroup{zonal("za", "a", 0, 4), zonal("zb", "b", 0, 1)}
+			set := DefaultSettings()
+			set.ScaleUp.BalanceSimilarNodeGroups = balance
+			p := Decide(clusterOf(groups, nil, pendingPods("web", 4, "3", "1Gi", spreadOpt(labelZone, 1, 0, "web"))), set, t0)
+			got := map[string]int{}
+			for _, su := range p.ScaleUp {
+				got[su.NodeGroup] = su.Delta
+			}
+			if got["za"] != 2 || got["zb"] != 1 || len(got) != 2 || len(p.Unschedulable) != 1 {
+				t.Fatalf("scale-up %+v, %d unschedulable; want za +2, zb +1, 1 pending", p.ScaleUp, len(p.Unschedulable))
+			}
+		})
+	}
+}

@@ -6,4 +6,6 @@
 // TestPromisesFollowQueue gives pending pods of random priorities and ages
 // fewer new nodes than they need: the scheduler must place exactly the
 // pods the plan promised the nodes, in its queue's order.
+// TestZoneSpreadRoundsMatchScheduler plans zone spread over one group per
+// zone, each grown in as many rounds as the skew needs.
 package schedulerdiff

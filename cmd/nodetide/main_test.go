@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
@@ -93,6 +95,51 @@ func TestPlanTable(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "predicted") {
+		t.Errorf("no pods compete, yet the table says the assignment is predicted:\n%s", out)
+	}
+}
+
+// TestPlanAssignmentNote: when pending pods compete for the new nodes (the
+// group's max leaves one pending), the table and the JSON say that which
+// pod gets which node is a prediction, and the pod promised the node is
+// the one the scheduler's queue takes first (the higher priority).
+func TestPlanAssignmentNote(t *testing.T) {
+	pod := func(name, prio string) string {
+		return `{"apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "` + name + `", "namespace": "default", "creationTimestamp": "2026-11-30T09:59:00Z",
+      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1", "controller": true}]},
+    "spec": {"priority": ` + prio + `, "containers": [{"name": "c", "image": "c", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]},
+    "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": "2026-11-30T09:59:01Z"}]}}`
+	}
+	snap := writeFile(t, "snap.json", `{
+  "capturedAt": "2026-11-30T10:00:00Z",
+  "nodeGroups": [{"name": "workers", "provider": "kwok", "minSize": 0, "maxSize": 1, "targetSize": 0,
+    "template": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}, "labels": {"pool": "workers"}, "taints": []},
+    "instances": []}],
+  "nodes": [],
+  "pods": [`+pod("web-1", "0")+`, `+pod("web-2", "100")+`],
+  "podDisruptionBudgets": [],
+  "state": {"unneededSince": {}, "lastScaleUp": {}}
+}`)
+	out, errOut, code := nodetide(t, "plan", "--snapshot", snap)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "Pods: "+planner.AssignmentPredicted) {
+		t.Errorf("table lacks the assignment note:\n%s", out)
+	}
+	out, errOut, code = nodetide(t, "plan", "--snapshot", snap, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var p planner.Plan
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Assignment != planner.AssignmentPredicted || len(p.ScaleUp) != 1 || !slices.Equal(p.ScaleUp[0].Pods, []string{"default/web-2"}) {
+		t.Errorf("plan %s; want web-2 promised the node and the assignment predicted", out)
 	}
 }
 

@@ -97,6 +97,9 @@ func writePlanTable(w io.Writer, p planner.Plan) error {
 		for _, u := range p.ScaleUp {
 			fmt.Fprintf(tw, "%s\t+%d\t%d\t%d\t%s\n", u.NodeGroup, u.Delta, u.NewTargetSize, len(u.Pods), u.Reason)
 		}
+		if p.Assignment != "" {
+			fmt.Fprintf(tw, "Pods: %s\n", p.Assignment)
+		}
 	}
 	for _, d := range p.DecreaseTarget {
 		fmt.Fprintf(tw, "Decrease target of %s by %d to %d: %s\n", d.NodeGroup, d.Delta, d.NewTargetSize, d.Reason)

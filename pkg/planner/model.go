@@ -98,6 +98,17 @@ type groupInfo struct {
 	upEmpty  int64
 	newNodes int64
 	newUsed  res
+
+	// With pod-dependent rules, a group may grow in several rounds of one
+	// plan (scaleup.go): its new nodes so far, the pods placed on them by
+	// class, the rounds and what balancing added to the reason.
+	planned []int32
+	placed  []classCount
+	rounds  int
+	extra   []string
+	// note is what the expanders passed over when the group was first
+	// chosen, for its reason.
+	note string
 }
 
 // podClass is a set of pending pods that are interchangeable for packing:

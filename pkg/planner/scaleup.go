@@ -94,7 +94,8 @@ func (m *model) sortDecreasing(classes []int32, ref res) {
 }
 
 // pendingClasses groups the pending pods into classes, in the order of their
-// first pod's "ns/name", each class's pods in that order too. The pods are
+// first pod's "ns/name", each class's pods in the scheduler's queue order
+// (queue.go), ties by "ns/name". The pods are
 // ordered by index, their keys compared in place: building a key per pod
 // was most of a large plan's time and memory.
 func (m *model) pendingClasses() []int32 {
@@ -133,6 +134,7 @@ func (m *model) pendingClasses() []int32 {
 		cl := &m.classes[of[j]]
 		cl.pods = append(cl.pods, i)
 	}
+	m.queueOrder(classes)
 	return classes
 }
 
@@ -528,8 +530,10 @@ type estimate struct {
 	// before it runs anything.
 	waste float64
 	limit int64
-	// log is a committed estimate's placements, so it can be taken back.
-	log []placement
+	// log is a committed estimate's placements, so it can be taken back;
+	// slots the new nodes it opened (pod-dependent rules only).
+	log   []placement
+	slots []int32
 	// note is what the expanders passed over, for the reason (expand).
 	note string
 }
@@ -540,85 +544,175 @@ type classCount struct {
 }
 
 // With pod-dependent rules on, the new nodes are simulated one by one and,
-// unless commit, taken back afterwards.
+// unless commit, taken back afterwards. limit is how many new nodes the
+// estimate may open.
 func (m *model) estimate(classes []int32, g int, limit int64, commit bool) estimate {
 	gr := &m.groups[g]
 	e := estimate{group: g}
 	var used res
 	if m.topoOn {
-		var log []placement
-		m.log = &log
-		mark := m.slotCount()
-		var opened []int32
-		// Pods count as placed only at commit (cl.next), so a retry here
-		// tracks its own progress.
-		done := map[int32]int64{}
-		place := func(c int32) {
-			cl := &m.classes[c]
-			if n := m.fillSlots(c, g, &opened, remaining(cl)-done[c], limit); n > 0 {
-				done[c] += n
-				e.pods += n
-				used = used.add(cl.req.mul(n))
-			}
-		}
-		order := m.fittingClasses(classes, g)
-		m.affinityLast(order)
-		for _, c := range order {
-			place(c)
-		}
-		for progress := true; progress; {
-			progress = false
-			for _, c := range order {
-				if !m.hasAffinity(c) || remaining(&m.classes[c]) == done[c] {
-					continue
-				}
-				before := done[c]
-				place(c)
-				progress = progress || done[c] != before
-			}
-		}
-		for _, c := range order {
-			if done[c] > 0 {
-				e.placed = append(e.placed, classCount{c, done[c]})
-			}
-		}
-		m.log = nil
-		e.nodes = int64(len(opened))
-		if !commit {
-			m.undo(log)
-			m.dropSims(mark)
-		} else {
-			e.log = log
-		}
+		used = m.estimateEach(classes, &e, limit, commit)
 	} else {
-		p := packer{cap: gr.cap, limit: limit}
-		for _, c := range m.fittingClasses(classes, g) {
-			cl := &m.classes[c]
-			if n := p.place(cl.req, remaining(cl)); n > 0 {
-				e.placed = append(e.placed, classCount{c, n})
-				e.pods += n
-				used = used.add(cl.req.mul(n))
+		used = m.estimatePacked(classes, &e, limit)
+	}
+	e.waste = wasteOf(gr, e.nodes, used)
+	return e
+}
+
+// estimatePacked is estimate by counts: first-fit decreasing, or, when
+// that leaves pods the limit has no room for, the queue's order
+// (queue.go). It returns the requests placed.
+func (m *model) estimatePacked(classes []int32, e *estimate, limit int64) res {
+	gr := &m.groups[e.group]
+	order := m.fittingClasses(classes, e.group)
+	p := packer{cap: gr.cap, limit: limit}
+	var used res
+	at := map[int32]int{} // e.placed's entry of a class, once placed in queue order
+	add := func(c int32, n int64) {
+		if i, ok := at[c]; ok {
+			e.placed[i].n += n
+		} else {
+			at[c] = len(e.placed)
+			e.placed = append(e.placed, classCount{c, n})
+		}
+		e.pods += n
+		used = used.add(m.classes[c].req.mul(n))
+	}
+	capped := false
+	for _, c := range order {
+		left := remaining(&m.classes[c])
+		if n := p.place(m.classes[c].req, left); n > 0 {
+			e.placed = append(e.placed, classCount{c, n})
+			e.pods += n
+			used = used.add(m.classes[c].req.mul(n))
+			capped = capped || n < left
+		} else {
+			capped = true
+		}
+	}
+	if capped {
+		e.placed, e.pods, used = nil, 0, res{}
+		p = packer{cap: gr.cap, limit: limit}
+		m.queued(order, func(c int32, n int64) int64 {
+			got := p.place(m.classes[c].req, n)
+			if got > 0 {
+				add(c, got)
+			}
+			return got
+		})
+	}
+	e.nodes = p.opened
+	return used
+}
+
+// estimateEach is estimate with pod-dependent rules: pod by pod, first
+// onto the nodes earlier rounds of this plan opened for the group, then
+// onto new ones; when the limit leaves pods without room, again in the
+// queue's order (queue.go). It returns the requests placed on the new
+// nodes.
+func (m *model) estimateEach(classes []int32, e *estimate, limit int64, commit bool) res {
+	g := e.group
+	gr := &m.groups[g]
+	var log []placement
+	m.log = &log
+	mark := m.slotCount()
+	limit += int64(len(gr.planned))
+	order := m.fittingClasses(classes, g)
+	m.affinityLast(order)
+	opened, done := m.fillEach(order, g, limit, false)
+	if int64(len(opened)) == limit && m.leftOver(order, done) {
+		m.undo(log)
+		m.dropSims(mark)
+		log = log[:0]
+		opened, done = m.fillEach(order, g, limit, true)
+	}
+	for _, c := range order {
+		if done[c] > 0 {
+			e.placed = append(e.placed, classCount{c, done[c]})
+			e.pods += done[c]
+		}
+	}
+	m.log = nil
+	e.slots = opened[len(gr.planned):]
+	e.nodes = int64(len(e.slots))
+	// What the new nodes hold is their capacity less what is left free.
+	var used res
+	for _, s := range e.slots {
+		used = used.add(gr.cap.sub(*m.slotFree(s)))
+	}
+	if !commit {
+		m.undo(log)
+		m.dropSims(mark)
+		e.slots = nil
+	} else {
+		e.log = log
+	}
+	return used
+}
+
+// fillEach places the pods of the classes in order onto group g's
+// planned nodes and up to limit nodes in all, class by class or, with
+// queued, in the queue's order; then the affinity classes again while
+// that places more. It returns the nodes and the pods placed by class.
+func (m *model) fillEach(order []int32, g int, limit int64, queued bool) ([]int32, map[int32]int64) {
+	opened := slices.Clone(m.groups[g].planned)
+	// Pods count as placed only at commit (cl.next), so a retry here
+	// tracks its own progress.
+	done := map[int32]int64{}
+	place := func(c int32, n int64) int64 {
+		got := m.fillSlots(c, g, &opened, n, limit)
+		done[c] += got
+		return got
+	}
+	if queued {
+		m.queued(order, place)
+	} else {
+		for _, c := range order {
+			place(c, remaining(&m.classes[c]))
+		}
+	}
+	for progress := true; progress; {
+		progress = false
+		for _, c := range order {
+			if left := remaining(&m.classes[c]) - done[c]; m.hasAffinity(c) && left > 0 {
+				progress = place(c, left) > 0 || progress
 			}
 		}
-		e.nodes = p.opened
 	}
-	if e.nodes > 0 {
-		var w, dims float64
-		if gr.alloc.cpu > 0 {
-			total := float64(gr.alloc.cpu) * float64(e.nodes)
-			w += (total - float64(used.cpu)) / total
-			dims++
-		}
-		if gr.alloc.mem > 0 {
-			total := float64(gr.alloc.mem) * float64(e.nodes)
-			w += (total - float64(used.mem)) / total
-			dims++
-		}
-		if dims > 0 {
-			e.waste = w / dims
+	return opened, done
+}
+
+// leftOver: some class in order has pods the estimate did not place.
+func (m *model) leftOver(order []int32, done map[int32]int64) bool {
+	for _, c := range order {
+		if remaining(&m.classes[c]) > done[c] {
+			return true
 		}
 	}
-	return e
+	return false
+}
+
+// wasteOf is the mean unused share of cpu and memory on n new nodes of
+// group g holding used.
+func wasteOf(g *groupInfo, n int64, used res) float64 {
+	if n <= 0 {
+		return 0
+	}
+	var w, dims float64
+	if g.alloc.cpu > 0 {
+		total := float64(g.alloc.cpu) * float64(n)
+		w += (total - float64(used.cpu)) / total
+		dims++
+	}
+	if g.alloc.mem > 0 {
+		total := float64(g.alloc.mem) * float64(n)
+		w += (total - float64(used.mem)) / total
+		dims++
+	}
+	if dims == 0 {
+		return 0
+	}
+	return w / dims
 }
 
 func (m *model) stepBudget() int64 {
@@ -630,20 +724,25 @@ func (m *model) stepBudget() int64 {
 
 // onNewNodes is the expander loop: estimate every group that may grow, take
 // the expanders' choice (expand), remove its pods and repeat until no group
-// places anything.
+// places anything. With pod-dependent rules a group that has grown may grow
+// again in a later round: the nodes other groups added since can let it
+// take pods its round could not (zone spread over one group per zone), onto
+// the room left on its new nodes first.
 func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (grown map[int]int, budget int64) {
 	grown = map[int]int{}
 	budget = m.stepBudget()
-	for budget > 0 {
+	m.probeZones(classes)
+	for {
 		var opts []estimate
 		for _, gi := range m.byName {
 			g := &m.groups[gi]
-			room := int64(g.ng.MaxSize - g.target)
-			if _, done := grown[gi]; done || room <= 0 || g.backoff.After(m.now) {
+			_, done := grown[gi]
+			limit := max(0, min(int64(g.ng.MaxSize-g.target-grown[gi]), budget))
+			if done && !m.topoOn || limit == 0 && len(g.planned) == 0 || g.backoff.After(m.now) {
 				continue
 			}
-			e := m.estimate(classes, gi, min(room, budget), false)
-			e.limit = min(room, budget)
+			e := m.estimate(classes, gi, limit, false)
+			e.limit = limit
 			if e.pods > 0 {
 				opts = append(opts, e)
 			}
@@ -652,7 +751,8 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (g
 			break
 		}
 		best, note := m.expand(opts)
-		if m.set.ScaleUp.BalanceSimilarNodeGroups && m.balance(classes, best, plan, next, grown, &budget) {
+		_, again := grown[best.group]
+		if !again && m.set.ScaleUp.BalanceSimilarNodeGroups && m.balance(classes, best, plan, next, grown, &budget) {
 			continue
 		}
 		if m.topoOn {
@@ -667,20 +767,35 @@ func (m *model) onNewNodes(classes []int32, plan *Plan, next *snapshot.State) (g
 	return grown, budget
 }
 
-// record turns an estimate into the plan's scale-up of its group: its pods
-// are taken, its nodes counted against the step budget. extra is appended
-// to the reason.
-func (m *model) record(best *estimate, extra string, plan *Plan, next *snapshot.State, grown map[int]int, budget *int64) {
-	var rules []string
-	for _, cc := range best.placed {
-		if f := m.classes[cc.class].feat; f != nil {
-			for _, r := range f.describe() {
-				if !slices.Contains(rules, r) {
-					rules = append(rules, r)
-				}
+// probeZones counts, for zone spread, the zone of every one-zone group that
+// may grow for a pending zone-spread pod as a domain from the start: once
+// any round adds a node there, the scheduler counts that zone for every
+// pod, those planned in earlier rounds and onto other groups included, so
+// a plan that counted it only from then on could break the skew. A zone
+// the plan then does not grow in only makes it take fewer pods.
+func (m *model) probeZones(classes []int32) {
+	if !m.topoOn || m.stepBudget() <= 0 {
+		return
+	}
+	for _, gi := range m.byName {
+		g := &m.groups[gi]
+		if g.labels[labelZone] == "" || g.ng.MaxSize <= g.target || g.backoff.After(m.now) {
+			continue
+		}
+		for _, c := range classes {
+			cl := &m.classes[c]
+			if remaining(cl) > 0 && cl.feat != nil && len(cl.feat.spread) > 0 && m.fitsTemplate(c, gi) {
+				m.addProbe(gi)
+				break
 			}
 		}
 	}
+}
+
+// record turns an estimate into the plan's scale-up of its group: its pods
+// are taken, its nodes counted against the step budget. extra is appended
+// to the reason. A later round of the same group joins its scale-up.
+func (m *model) record(best *estimate, extra string, plan *Plan, next *snapshot.State, grown map[int]int, budget *int64) {
 	g := &m.groups[best.group]
 	pods := make([]string, 0, best.pods)
 	for _, cc := range best.placed {
@@ -689,40 +804,78 @@ func (m *model) record(best *estimate, extra string, plan *Plan, next *snapshot.
 			pods = append(pods, m.keyOf(pi))
 		}
 		cl.next += int(cc.n)
+		g.placed = addClassCount(g.placed, cc.class, cc.n)
+		g.newUsed = g.newUsed.add(cl.req.mul(cc.n))
 	}
-	slices.Sort(pods)
-	delta := int(best.nodes)
-	grown[best.group] = delta
-	g.newNodes = best.nodes
-	for _, cc := range best.placed {
-		g.newUsed = g.newUsed.add(m.classes[cc.class].req.mul(cc.n))
+	g.newNodes += best.nodes
+	g.planned = append(g.planned, best.slots...)
+	g.rounds++
+	if extra != "" {
+		g.extra = append(g.extra, extra)
 	}
+	grown[best.group] += int(best.nodes)
 	*budget -= best.nodes
 	next.LastScaleUp[g.ng.Name] = m.now
-	why := m.expanderWhy(best)
-	if best.note != "" {
-		why += "; " + best.note
+	if g.note == "" {
+		g.note = best.note // what the expanders passed over when it was first chosen
+	}
+	up := ScaleUp{NodeGroup: g.ng.Name, Pods: pods}
+	at := -1
+	if g.rounds > 1 {
+		at = slices.IndexFunc(plan.ScaleUp, func(u ScaleUp) bool { return u.NodeGroup == g.ng.Name })
+	}
+	if at >= 0 {
+		up.Pods = append(plan.ScaleUp[at].Pods, pods...)
+	}
+	slices.Sort(up.Pods)
+	up.Delta = grown[best.group]
+	up.NewTargetSize = g.target + up.Delta
+	up.Reason = m.growthReason(best.group, len(up.Pods))
+	if at >= 0 {
+		plan.ScaleUp[at] = up
+		return
+	}
+	plan.ScaleUp = append(plan.ScaleUp, up)
+}
+
+// growthReason says why group g grows by its new nodes for its pods pods.
+func (m *model) growthReason(gi, pods int) string {
+	g := &m.groups[gi]
+	var rules []string
+	for _, cc := range g.placed {
+		if f := m.classes[cc.class].feat; f != nil {
+			for _, r := range f.describe() {
+				if !slices.Contains(rules, r) {
+					rules = append(rules, r)
+				}
+			}
+		}
+	}
+	// The expanders' terms over every round's nodes: the group's whole
+	// growth, its cost included.
+	all := estimate{group: gi, nodes: g.newNodes, pods: int64(pods), waste: wasteOf(g, g.newNodes, g.newUsed)}
+	why := m.expanderWhy(&all)
+	if g.note != "" {
+		why += "; " + g.note
 	}
 	if len(rules) > 0 {
 		why += "; placed pod by pod under " + strings.Join(rules, ", ")
 	}
-	if zr := m.zoneReason(best.group, best.placed); zr != "" {
+	if zr := m.zoneReason(gi, g.placed); zr != "" {
 		why += "; " + zr
 	}
-	if extra != "" {
-		why += "; " + extra
+	if g.rounds > 1 {
+		why += fmt.Sprintf("; grown in %d rounds, as other groups' new nodes allowed", g.rounds)
+	}
+	for _, x := range g.extra {
+		why += "; " + x
 	}
 	verb := "need"
-	if best.pods == 1 {
+	if pods == 1 {
 		verb = "needs"
 	}
-	plan.ScaleUp = append(plan.ScaleUp, ScaleUp{
-		NodeGroup:     g.ng.Name,
-		Delta:         delta,
-		NewTargetSize: g.target + delta,
-		Pods:          pods,
-		Reason:        fmt.Sprintf("%s %s %s (%s)", plural(int(best.pods), "pending pod"), verb, plural(delta, "node"), why),
-	})
+	delta := int(g.newNodes)
+	return fmt.Sprintf("%s %s %s (%s)", plural(pods, "pending pod"), verb, plural(delta, "node"), why)
 }
 
 // unschedulable lists the pending pods the plan leaves pending.
@@ -754,6 +907,9 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 				gr.Code, gr.Reason = ReasonBackedOff, fmt.Sprintf("node group %s backed off until %s", g.ng.Name, g.backoff.UTC().Format(time.RFC3339))
 				blocked = append(blocked, gr.Reason)
 			case g.target+grown[gi] >= g.ng.MaxSize:
+				if grown[gi] > 0 && cl.why[gi] == "" {
+					plan.Assignment = AssignmentPredicted
+				}
 				s := fmt.Sprintf("node group %s at max size %d", g.ng.Name, g.ng.MaxSize)
 				if g.ng.BoundsFrom != "" {
 					s += " (max set by " + g.ng.BoundsFrom + ")"
@@ -761,6 +917,9 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 				gr.Code, gr.Reason = ReasonMaxSizeReached, s
 				blocked = append(blocked, s)
 			case budget <= 0:
+				if len(plan.ScaleUp) > 0 && cl.why[gi] == "" {
+					plan.Assignment = AssignmentPredicted
+				}
 				gr.Code, gr.Reason = ReasonMaxNodesPerStep, fmt.Sprintf("max nodes per step (%d) reached", m.set.ScaleUp.MaxNodesPerStep)
 				if !stepCapped {
 					blocked = append(blocked, gr.Reason)

@@ -171,6 +171,27 @@ func (m *model) addSim(g int, kind string) int32 {
 	return s
 }
 
+// addProbe opens a node of group g that takes no pod and has no hostname:
+// only its zone counts, as the spread domain the group's first new node
+// will make it (see probeZones).
+func (m *model) addProbe(g int) {
+	gr := &m.groups[g]
+	l := make(map[string]string, len(gr.labels))
+	for k, v := range gr.labels {
+		if k != labelHostname {
+			l[k] = v
+		}
+	}
+	m.sims = append(m.sims, simNode{group: g, labels: l})
+	s := m.slotCount() - 1
+	for _, d := range m.domains {
+		d.add(l)
+	}
+	for _, t := range m.active {
+		t.addSlot(s)
+	}
+}
+
 // dropSims removes the simulated nodes from slot `from` on, with what was
 // placed on them.
 func (m *model) dropSims(from int32) {

@@ -17,7 +17,11 @@ type Plan struct {
 	ScaleDown      []ScaleDown      `json:"scaleDown"`
 	DecreaseTarget []DecreaseTarget `json:"decreaseTarget,omitempty"`
 	Unschedulable  []Unschedulable  `json:"unschedulable"`
-	NodeGroups     []GroupStatus    `json:"nodeGroups"`
+	// Assignment is set when pending pods compete for the new nodes (some
+	// stay pending that a grown group's template fits): the pods listed
+	// under each scale-up are a prediction, in the scheduler's queue order.
+	Assignment string        `json:"assignment,omitempty"`
+	NodeGroups []GroupStatus `json:"nodeGroups"`
 	// Cost is what the groups cost at the targets this plan leaves them
 	// at; nil when no group has a price.
 	Cost  *Cost          `json:"cost,omitempty"`

@@ -16,7 +16,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +45,9 @@ const (
 	podsPerNode   = 30
 	scaleBegin    = "<!-- scale: written by make measure (go run ./hack/measure -scale ...) -->"
 	scaleEnd      = "<!-- scale end -->"
+	// profileEnv tells the child where to write its cold cycle's profiles
+	// (a path prefix), when set.
+	profileEnv = "MEASURE_SCALE_PROFILE"
 )
 
 // scaleOptions are the -scale run's settings.
@@ -54,6 +59,9 @@ type scaleOptions struct {
 	// size for every scale, or one per scale.
 	MemoryMB []int
 	Out      string
+	// Profile, when set, is the directory the child writes the cold
+	// cycle's CPU and heap profiles to (for go tool pprof).
+	Profile string
 
 	load []string // the machine's load averages as the run began, if known
 }
@@ -175,6 +183,9 @@ func measureScale(ctx context.Context, nodes, memoryMB int, o scaleOptions) ([]r
 	}
 	cmd := exec.CommandContext(ctx, self, scaleChildArg, srv.URL, strconv.Itoa(nodes))
 	cmd.Env = append(os.Environ(), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE="+strconv.Itoa(memoryMB))
+	if o.Profile != "" {
+		cmd.Env = append(cmd.Env, profileEnv+"="+filepath.Join(o.Profile, fmt.Sprintf("cold-%d", nodes)))
+	}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -291,10 +302,17 @@ func scaleChild(url, nodeCount string) error {
 		if err != nil {
 			return err
 		}
+		stopProfile, err := startProfile(in.Text())
+		if err != nil {
+			return err
+		}
 		start := time.Now()
 		tr.last = readSample{}
 		res, err := ev.Run(context.Background())
 		wall := time.Since(start)
+		if perr := stopProfile(); perr != nil {
+			return perr
+		}
 		after, cerr := readCPU(pid)
 		if cerr != nil {
 			return cerr
@@ -317,6 +335,40 @@ func scaleChild(url, nodeCount string) error {
 		}
 	}
 	return in.Err()
+}
+
+// startProfile starts a CPU profile of the cold cycle when profileEnv asks
+// for one; the function it returns stops it and writes the heap profile
+// (what the cycle allocated, and what is kept after it).
+func startProfile(phase string) (func() error, error) {
+	prefix := os.Getenv(profileEnv)
+	if prefix == "" || phase != "cold" {
+		return func() error { return nil }, nil
+	}
+	cpu, err := os.Create(prefix + ".cpu.pprof")
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		cpu.Close()
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := cpu.Close(); err != nil {
+			return fmt.Errorf("profile: %w", err)
+		}
+		heap, err := os.Create(prefix + ".heap.pprof")
+		if err != nil {
+			return fmt.Errorf("profile: %w", err)
+		}
+		runtime.GC() // the heap profile's in-use figures are as of the last collection
+		if err := pprof.Lookup("allocs").WriteTo(heap, 0); err != nil {
+			heap.Close()
+			return fmt.Errorf("profile: %w", err)
+		}
+		return heap.Close()
+	}, nil
 }
 
 // medianMax is the median and the maximum of xs, formatted.

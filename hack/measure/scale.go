@@ -310,12 +310,13 @@ func scaleChild(url, nodeCount string) error {
 		tr.last = readSample{}
 		res, err := ev.Run(context.Background())
 		wall := time.Since(start)
-		if perr := stopProfile(); perr != nil {
-			return perr
-		}
 		after, cerr := readCPU(pid)
 		if cerr != nil {
 			return cerr
+		}
+		// After the CPU is read: writing the heap profile collects.
+		if perr := stopProfile(); perr != nil {
+			return perr
 		}
 		s := tr.last
 		s.Phase, s.TickWall, s.TickCPU = in.Text(), wall, after.since(before)

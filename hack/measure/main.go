@@ -91,6 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.BedScale, "bed-scale", 0, "measure only evaluate against a cluster of this many nodes (30 pods per node) built on the test bed, e.g. 1000; writes the bed scale section of -out (-pending sets its pending pods)")
 	fs.IntVar(&o.Scale.Ticks, "scale-ticks", 5, "warm reads after the cold one, with -scale")
 	fs.IntVar(&o.Scale.Churn, "scale-churn", 300, "pod changes before each warm read, with -scale")
+	fs.StringVar(&o.Scale.Profile, "scale-profile", "", "with -scale, write each cold cycle's CPU and heap profiles to this directory (cold-N.cpu.pprof, cold-N.heap.pprof)")
 	memories := "512"
 	fs.StringVar(&memories, "scale-memory", memories, "evaluate's memory (MB) for GOMEMLIMIT, with -scale: one for every scale, or one per scale, e.g. 512,1024")
 	if err := fs.Parse(args); err != nil {

@@ -1,8 +1,10 @@
 package k8s
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/nodetide/nodetide/pkg/snapshot"
@@ -10,16 +12,23 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 )
 
 // kind is how one resource is listed, watched and kept.
 type kind[T any] struct {
 	resource string
 	// list reads one page, whole.
-	list  func(ctx context.Context, lo metav1.ListOptions) ([]T, metav1.ListMeta, error)
-	watch func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error)
+	list func(ctx context.Context, lo metav1.ListOptions) ([]T, metav1.ListMeta, error)
+	// listTrimmed, when set, returns for one list the function that reads
+	// its pages for trimming: without some of what the Trimmer drops (see
+	// prune.go). A page is valid until the next is read.
+	listTrimmed func() func(ctx context.Context, lo metav1.ListOptions) ([]T, metav1.ListMeta, error)
+	watch       func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error)
 	// keep sets the object's TypeMeta and returns what is kept of it: the
 	// trimmed object, or the whole one when t is nil.
 	keep func(t *snapshot.Trimmer, obj *T) T
@@ -85,7 +94,8 @@ func podKind(client kubernetes.Interface) *kind[corev1.Pod] {
 			}
 			return l.Items, l.ListMeta, nil
 		},
-		watch: pods.Watch,
+		listTrimmed: prunedPodLister(client),
+		watch:       pods.Watch,
 		keep: func(t *snapshot.Trimmer, p *corev1.Pod) corev1.Pod {
 			p.APIVersion, p.Kind = "v1", "Pod"
 			if t == nil {
@@ -94,6 +104,51 @@ func podKind(client kubernetes.Interface) *kind[corev1.Pod] {
 			return t.Pod(p)
 		},
 		key: func(p *corev1.Pod) objKey { return objKey{p.Namespace, p.Name} },
+	}
+}
+
+// prunedPodLister returns, for each list, the function that lists a page
+// of pods for trimming: pruned on the wire when the server answers in
+// protobuf (a body starting with its magic number), else decoded whole. The
+// body's buffer and the page's pods are reused from page to page of one
+// list. A client without a REST client (client-go's fake) lists through
+// the typed client instead.
+func prunedPodLister(client kubernetes.Interface) func() func(context.Context, metav1.ListOptions) ([]corev1.Pod, metav1.ListMeta, error) {
+	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || rc == nil {
+		return nil
+	}
+	return func() func(context.Context, metav1.ListOptions) ([]corev1.Pod, metav1.ListMeta, error) {
+		var (
+			body bytes.Buffer
+			p    podPruner
+			page []corev1.Pod
+		)
+		return func(ctx context.Context, lo metav1.ListOptions) ([]corev1.Pod, metav1.ListMeta, error) {
+			// As the typed client asks: protobuf unless the configuration
+			// names a content type. Stream turns a failed request into
+			// the API's error, as Do does.
+			stream, err := rc.Get().UseProtobufAsDefault().Resource("pods").VersionedParams(&lo, scheme.ParameterCodec).Stream(ctx)
+			if err != nil {
+				return nil, metav1.ListMeta{}, err
+			}
+			body.Reset()
+			_, err = body.ReadFrom(stream)
+			stream.Close()
+			if err != nil {
+				return nil, metav1.ListMeta{}, fmt.Errorf("read pods: %w", err)
+			}
+			if bytes.HasPrefix(body.Bytes(), protoMagic) {
+				var meta metav1.ListMeta
+				page, meta, err = decodePrunedPods(body.Bytes(), &p, page)
+				return page, meta, err
+			}
+			var l corev1.PodList
+			if err := runtime.DecodeInto(scheme.Codecs.UniversalDeserializer(), body.Bytes(), &l); err != nil {
+				return nil, metav1.ListMeta{}, fmt.Errorf("decode pods: %w", err)
+			}
+			return l.Items, l.ListMeta, nil
+		}
 	}
 }
 

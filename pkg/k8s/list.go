@@ -172,9 +172,13 @@ func errContinueExpired(err error) bool {
 // list of any length costs one result slice and no regrowth.
 func listPages[T any](ctx context.Context, pageSize int64, k *kind[T], t *snapshot.Trimmer) ([]T, string, error) {
 	lo := metav1.ListOptions{Limit: pageSize}
+	list := k.list
+	if t != nil && k.listTrimmed != nil {
+		list = k.listTrimmed()
+	}
 	var all []T
 	for {
-		page, meta, err := k.list(ctx, lo)
+		page, meta, err := list(ctx, lo)
 		if err != nil {
 			if lo.Continue != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
 				return nil, "", continueExpiredError{err}

@@ -112,9 +112,9 @@ func TestTuneGC(t *testing.T) {
 		wantLimit   int64
 		wantPercent int
 	}{
-		{name: "on Lambda", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, wantLimit: 483183820, wantPercent: 50},
+		{name: "on Lambda", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, wantLimit: 483183820, wantPercent: 30},
 		{name: "GOGC set wins", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "GOGC": "200"}, wantLimit: 483183820, wantPercent: 100},
-		{name: "GOMEMLIMIT set wins", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "GOMEMLIMIT": "1GiB"}, wantLimit: math.MaxInt64, wantPercent: 50},
+		{name: "GOMEMLIMIT set wins", env: map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "GOMEMLIMIT": "1GiB"}, wantLimit: math.MaxInt64, wantPercent: 30},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -245,10 +245,7 @@ func (c *PriceCache) Get(ctx context.Context, key PriceKey, read PriceReader) (Q
 	if err := key.check(); err != nil {
 		return Quote{}, err
 	}
-	now := time.Now()
-	if c.Now != nil {
-		now = c.Now()
-	}
+	now := c.Clock()
 	pol := DefaultPricePolicy(key.Lifecycle)
 	if c.Policy != nil {
 		pol = c.Policy(key)
@@ -276,4 +273,41 @@ func (c *PriceCache) Get(ctx context.Context, key PriceKey, read PriceReader) (Q
 		err = fmt.Errorf("%w (the cached price is %s old, past the %s it may stand in)", err, now.Sub(cached.RetrievedAt).Round(time.Second), pol.MaxAge)
 	}
 	return Quote{}, fmt.Errorf("no price for %s: %w", key, errors.Join(err, storeErr))
+}
+
+// Clock is the cache's time: Now, else time.Now. Readers stamp the prices
+// they read with it.
+func (c *PriceCache) Clock() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// GroupPrice is a node group's price per node-hour, or why it has none.
+type GroupPrice struct {
+	// Quote is nil when there is no price; Err then says why (a status
+	// problem to report, never a zero).
+	Quote *Quote
+	Err   error
+}
+
+// Combine makes one quote of several a price was computed from: the
+// oldest retrieval time and the greatest age, stale if any is, with every
+// read error.
+func Combine(perHour float64, currency, source string, parts ...Quote) Quote {
+	q := Quote{Price: Price{PerHour: perHour, Currency: currency, Source: source}}
+	var errs []error
+	for i, p := range parts {
+		if i == 0 || p.RetrievedAt.Before(q.RetrievedAt) {
+			q.RetrievedAt = p.RetrievedAt
+		}
+		q.Age = max(q.Age, p.Age)
+		q.Stale = q.Stale || p.Stale
+		if p.RefreshErr != nil {
+			errs = append(errs, p.RefreshErr)
+		}
+	}
+	q.RefreshErr = errors.Join(errs...)
+	return q
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
 
+	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
@@ -75,6 +76,8 @@ type purchase struct {
 	aboveBasePct int    // OnDemandPercentageAboveBaseCapacity
 	size         int    // desired capacity
 }
+
+var _ providers.Pricer = (*Group)(nil)
 
 // Price is what one node of the group costs per hour, in USD, Linux, shared
 // tenancy: the on-demand price from the Price List Query API

@@ -68,6 +68,8 @@ func (c *apiClient) serverInfo(ctx context.Context, name string) (apiServerInfo,
 	return apiServerInfo{}, fmt.Errorf("kamatera API POST /service/server/info: no server %s in the answer", name)
 }
 
+var _ providers.Pricer = (*NodeGroup)(nil)
+
 // Price is what one server of the group costs per hour, in USD: Kamatera's
 // server info (POST /service/server/info) prices existing servers only, so
 // the figure is read off a running server of the group that has the

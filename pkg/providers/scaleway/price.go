@@ -7,12 +7,15 @@ import (
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
 
+	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
 // SourceCatalogue names where a pool's price came from, as the snapshot
 // does.
 const SourceCatalogue = "scaleway-catalogue"
+
+var _ providers.Pricer = (*Group)(nil)
 
 // Price is what one node of the pool costs per hour, in EUR: its node
 // type's hourly_price in the Instance API's server-type catalogue of the

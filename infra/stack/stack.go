@@ -81,6 +81,9 @@ type Function struct {
 	// ASGWrites are the Auto Scaling mutations it may make on the config's
 	// groups.
 	ASGWrites []string
+	// ReadsPrices: PriceActions, for the prices of the config's Auto
+	// Scaling Groups.
+	ReadsPrices bool
 }
 
 // Functions are the three functions and their sizing, chosen from `make
@@ -116,7 +119,7 @@ func Functions(cfg *config.Config) []Function {
 	evalTimeout = min(evalTimeout, 15*time.Minute)
 	return []Function{
 		{Name: "evaluate", Description: "nodetide evaluate: measures pressure, scales node groups up, starts drains",
-			MemoryMB: 256, Timeout: evalTimeout, Reserved: 3, StartsDrains: true,
+			MemoryMB: 256, Timeout: evalTimeout, Reserved: 3, StartsDrains: true, ReadsPrices: true,
 			ASGWrites: []string{"autoscaling:SetDesiredCapacity"}},
 		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
 			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true, StopsDrains: true,
@@ -140,6 +143,12 @@ var ReadOnlyWildcardActions = []string{
 	"ec2:DescribeInstances",
 	"ec2:DescribeSpotInstanceRequests",
 }
+
+// PriceActions are what evaluate reads the prices of Auto Scaling Groups
+// with (on-demand from the Price List, Spot from EC2's history), on
+// Resource "*": both only read, and AWS offers no resource-level permission
+// for either.
+var PriceActions = []string{"pricing:GetProducts", "ec2:DescribeSpotPriceHistory"}
 
 // StateTableActions are the item operations pkg/state performs.
 var StateTableActions = []string{
@@ -412,6 +421,9 @@ func (bd *builder) functionRole(spec Function, title string, logs awslogs.LogGro
 	}
 	if len(bd.asgStatements) > 0 {
 		allow(role, ReadOnlyWildcardActions, jsii.String("*"))
+		if spec.ReadsPrices {
+			allow(role, PriceActions, jsii.String("*"))
+		}
 		for _, s := range bd.asgStatements {
 			role.AddToPrincipalPolicy(s(spec.ASGWrites))
 		}

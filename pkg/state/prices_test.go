@@ -206,3 +206,15 @@ func TestPriceKeyChecked(t *testing.T) {
 		}
 	}
 }
+
+// A price made of several quotes is as old as the oldest, stale if any is,
+// and carries every read error.
+func TestCombineQuotes(t *testing.T) {
+	fresh := state.Quote{Price: state.Price{PerHour: 0.1, RetrievedAt: t0.Add(time.Hour)}}
+	stale := state.Quote{Price: state.Price{PerHour: 0.04, RetrievedAt: t0}, Age: 2 * time.Hour, Stale: true, RefreshErr: errors.New("Spot history throttled")}
+	q := state.Combine(0.085, "USD", "aws-spot-history", fresh, stale)
+	if q.PerHour != 0.085 || q.Currency != "USD" || q.Source != "aws-spot-history" || !q.RetrievedAt.Equal(t0) ||
+		q.Age != 2*time.Hour || !q.Stale || q.RefreshErr == nil || !strings.Contains(q.RefreshErr.Error(), "throttled") {
+		t.Fatalf("Combine = %+v", q)
+	}
+}

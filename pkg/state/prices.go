@@ -216,7 +216,8 @@ type Quote struct {
 	// Age is how old the figure is (now less RetrievedAt).
 	Age time.Duration
 	// Stale: a cached price past its TTL, kept because the read failed;
-	// RefreshErr says why.
+	// RefreshErr says why. On a price that is not stale, RefreshErr reports
+	// a state table that could not be read or written (a warning).
 	Stale      bool
 	RefreshErr error
 }

@@ -14,7 +14,8 @@ var (
 	reasonDescribeWildcard = "Resource * holds only read-only actions AWS offers no resource-level permission for: " +
 		"autoscaling:DescribeAutoScalingGroups, DescribeScalingActivities, DescribeLaunchConfigurations, " +
 		"ec2:DescribeInstanceTypes, DescribeLaunchTemplateVersions, GetInstanceTypesFromInstanceRequirements, " +
-		"DescribeInstances, DescribeSpotInstanceRequests " +
+		"DescribeInstances, DescribeSpotInstanceRequests, and for evaluate the prices: pricing:GetProducts, " +
+		"ec2:DescribeSpotPriceHistory " +
 		"(Service Authorization Reference). " +
 		"stack_test.go asserts no other action is granted on *."
 	reasonDiscoveredGroups = "Auto Scaling Groups found by cluster-autoscaler's discovery tags are not known at deploy time: " +

@@ -85,6 +85,9 @@ type Function struct {
 	// RemovesMachines: besides resizing the config's groups, it removes
 	// their machines (the Remove actions of the providers' policies).
 	RemovesMachines bool
+	// ReadsPrices: the Prices actions of the providers' policies, for the
+	// prices of the config's groups.
+	ReadsPrices bool
 }
 
 // Functions are the three functions and their sizing, chosen from `make
@@ -120,7 +123,7 @@ func Functions(cfg *config.Config) []Function {
 	evalTimeout = min(evalTimeout, 15*time.Minute)
 	return []Function{
 		{Name: "evaluate", Description: "nodetide evaluate: measures pressure, scales node groups up, starts drains",
-			MemoryMB: 256, Timeout: evalTimeout, Reserved: 3, StartsDrains: true},
+			MemoryMB: 256, Timeout: evalTimeout, Reserved: 3, StartsDrains: true, ReadsPrices: true},
 		{Name: "drain", Description: "nodetide drain: the drain state machine's steps; shutdown and enable by hand",
 			MemoryMB: 256, Timeout: 120 * time.Second, StartsDrains: true, StopsDrains: true, RemovesMachines: true},
 		{Name: "schedule", Description: "nodetide schedule: fires due schedules (node group sizes, workload replicas)",
@@ -641,6 +644,9 @@ func policies(cfg *config.Config) []providerkind.Policy {
 func (bd *builder) grantGroups(role awsiam.Role, spec Function, p providerkind.Policy) {
 	if len(p.Wildcard) > 0 {
 		allow(role, p.Wildcard, jsii.String("*"))
+	}
+	if spec.ReadsPrices && len(p.Prices) > 0 {
+		allow(role, p.Prices, jsii.String("*"))
 	}
 	actions := p.Resize
 	if spec.RemovesMachines {

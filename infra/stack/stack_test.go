@@ -417,6 +417,11 @@ var readOnlyWildcardActions = []string{
 	"ec2:DescribeInstances", "ec2:DescribeSpotInstanceRequests",
 }
 
+// priceActions are what evaluate prices Auto Scaling Groups with (on-demand
+// from the Price List, Spot from EC2's history): both only read, and AWS
+// offers no resource-level permission for either.
+var priceActions = []string{"pricing:GetProducts", "ec2:DescribeSpotPriceHistory"}
+
 // stateMachineLogActions are what CloudWatch Logs delivery for Step
 // Functions needs; AWS supports no resource-level permission for them.
 var stateMachineLogActions = []string{
@@ -428,7 +433,7 @@ var stateMachineLogActions = []string{
 // Resource "*" only for the allow-listed read-only actions.
 func checkLeastPrivilege(t *testing.T, f fixture) []statement {
 	t.Helper()
-	allowed := append(slices.Clone(readOnlyWildcardActions), stateMachineLogActions...)
+	allowed := append(slices.Concat(readOnlyWildcardActions, priceActions), stateMachineLogActions...)
 	sts := f.statements(t)
 	if len(sts) == 0 {
 		t.Fatal("no policy statements found")
@@ -511,6 +516,7 @@ func TestLeastPrivilege(t *testing.T) {
 		want = append(want, "states:DescribeExecution", "states:StartExecution")
 		if fn == "evaluate" {
 			want = append(want, "lambda:InvokeFunction") // the trigger starts a cycle
+			want = append(want, priceActions...)         // the groups' prices
 		}
 		if fn == "drain" {
 			want = append(want, "states:StopExecution")

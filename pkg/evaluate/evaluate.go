@@ -59,6 +59,10 @@ type Evaluator struct {
 	Groups   func(ctx context.Context) ([]providers.NodeGroup, error)
 	Store    state.Store
 	Settings planner.Settings
+	// Prices answers the groups' prices from their providers' sources
+	// (cached in the state table) when the expander chain ranks by price
+	// and the config sets none; nil reads none.
+	Prices *state.PriceCache
 	// Headroom is, by node group name, the spare capacity groups keep
 	// (config's nodeGroups[].headroom); the snapshot's groups carry it.
 	Headroom map[string]snapshot.Headroom
@@ -172,6 +176,7 @@ func (e *Evaluator) Snapshot(ctx context.Context) (snapshot.Snapshot, []provider
 	if err != nil {
 		return snapshot.Snapshot{}, nil, err
 	}
+	e.providerPrices(ctx, groups, described)
 	for i := range described {
 		if h, ok := e.Headroom[described[i].Name]; ok {
 			described[i].Headroom = &h

@@ -112,6 +112,9 @@ type Policy struct {
 	// Wildcard are read-only actions granted on Resource "*": AWS offers
 	// no resource-level permission for them.
 	Wildcard []string
+	// Prices are read-only actions on Resource "*" that price the groups,
+	// granted to the function that reads prices (evaluate).
+	Prices []string
 	// Groups are the entries' groups, one statement each, granted the
 	// Resize actions and, to the function that removes machines (drain),
 	// the Remove actions too.

@@ -446,6 +446,9 @@ func Evaluator(ctx context.Context, cfg *config.Config, kubeconfig string, a *AW
 		LeaseTTL: 2 * time.Minute,
 		Shadow:   cfg.EvaluateSettings().Shadow,
 	}
+	if ps, ok := store.(state.PriceStore); ok {
+		ev.Prices = &state.PriceCache{Store: ps}
+	}
 	if es := cfg.EvaluateSettings(); es.Compare {
 		ev.Compare = &shadowcompare.Reader{Client: client, Namespace: es.CompareNamespace, Name: es.CompareName,
 			StaleAfter: shadowcompare.DefaultStaleAfter}

@@ -22,6 +22,8 @@ type Memory struct {
 	leases map[string]Lease
 	// statuses are the STATUS# documents, by writer.
 	statuses map[string][]byte
+	// prices are the PRICE# items (prices.go).
+	prices map[PriceKey]Price
 
 	drainOnce  sync.Once
 	drainState *memDrains

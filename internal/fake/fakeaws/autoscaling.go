@@ -48,7 +48,44 @@ func rangeXML(lo, hi int) xmlRange {
 type xmlMixedInstancesPolicy struct {
 	LaunchTemplateSpecification xmlLaunchTemplateSpec `xml:"LaunchTemplate>LaunchTemplateSpecification"`
 	Overrides                   []xmlOverride         `xml:"LaunchTemplate>Overrides>member"`
-	OnDemandAllocationStrategy  string                `xml:"InstancesDistribution>OnDemandAllocationStrategy"`
+	Distribution                xmlDistribution       `xml:"InstancesDistribution"`
+}
+
+type xmlDistribution struct {
+	OnDemandAllocationStrategy          string `xml:"OnDemandAllocationStrategy"`
+	OnDemandBaseCapacity                int    `xml:"OnDemandBaseCapacity"`
+	OnDemandPercentageAboveBaseCapacity int    `xml:"OnDemandPercentageAboveBaseCapacity"`
+	SpotAllocationStrategy              string `xml:"SpotAllocationStrategy"`
+	SpotInstancePools                   int    `xml:"SpotInstancePools,omitempty"`
+}
+
+// distributionXML fills in AWS's defaults; SpotInstancePools only goes
+// with lowest-price, as AWS describes it.
+func distributionXML(d *InstancesDistribution, abis bool) xmlDistribution {
+	x := xmlDistribution{OnDemandAllocationStrategy: "prioritized", OnDemandPercentageAboveBaseCapacity: 100, SpotAllocationStrategy: "lowest-price"}
+	if abis {
+		x.OnDemandAllocationStrategy = "lowest-price"
+	}
+	if d == nil {
+		d = &InstancesDistribution{}
+	}
+	if d.OnDemandAllocationStrategy != "" {
+		x.OnDemandAllocationStrategy = d.OnDemandAllocationStrategy
+	}
+	x.OnDemandBaseCapacity = d.OnDemandBaseCapacity
+	if d.OnDemandPercentageAboveBaseCapacity != nil {
+		x.OnDemandPercentageAboveBaseCapacity = *d.OnDemandPercentageAboveBaseCapacity
+	}
+	if d.SpotAllocationStrategy != "" {
+		x.SpotAllocationStrategy = d.SpotAllocationStrategy
+	}
+	if x.SpotAllocationStrategy == "lowest-price" {
+		x.SpotInstancePools = 2
+		if d.SpotInstancePools > 0 {
+			x.SpotInstancePools = d.SpotInstancePools
+		}
+	}
+	return x
 }
 
 type xmlInstance struct {
@@ -182,12 +219,11 @@ func (s *Server) groupXMLLocked(g *group, withInstances bool) xmlGroup {
 		}
 	}
 	if len(spec.MixedInstanceTypes) > 0 || spec.InstanceRequirements != nil {
-		mip := &xmlMixedInstancesPolicy{OnDemandAllocationStrategy: "prioritized"}
+		mip := &xmlMixedInstancesPolicy{Distribution: distributionXML(spec.Distribution, spec.InstanceRequirements != nil)}
 		if lt != nil {
 			mip.LaunchTemplateSpecification = *lt
 		}
 		if r := spec.InstanceRequirements; r != nil {
-			mip.OnDemandAllocationStrategy = "lowest-price"
 			mip.Overrides = append(mip.Overrides, xmlOverride{InstanceRequirements: &xmlInstanceRequirements{
 				VCpuCount: rangeXML(r.VCPUMin, r.VCPUMax), MemoryMiB: rangeXML(r.MemoryMiBMin, r.MemoryMiBMax),
 			}})

@@ -16,6 +16,9 @@
 //   - EC2: DescribeInstanceTypes, DescribeLaunchTemplateVersions,
 //     GetInstanceTypesFromInstanceRequirements, DescribeInstances and
 //     DescribeSpotInstanceRequests (instances.go).
+//   - Prices: the Price List Query API's GetProducts (pricing.go) and EC2's
+//     DescribeSpotPriceHistory (spotprice.go), set with SetOnDemandPrice and
+//     SetSpotPrice.
 //   - EKS: DescribeNodegroup (REST-JSON, GET /clusters/<c>/node-groups/<n>),
 //     for managed node groups a test adds with AddNodegroup; labels, taints
 //     and capacity type only.
@@ -142,6 +145,24 @@ type Group struct {
 	// Spot makes the machines it launches Spot instances, each with a
 	// one-time Spot request (see instances.go).
 	Spot bool
+	// Distribution is the mixed instances policy's instances distribution
+	// (with MixedInstanceTypes or InstanceRequirements); nil is AWS's
+	// defaults. It is described, not acted on: which machines launch as Spot
+	// is still Spot's.
+	Distribution *InstancesDistribution
+}
+
+// InstancesDistribution is a mixed instances policy's split between
+// on-demand and Spot, as Auto Scaling describes it. Empty fields take AWS's
+// defaults: on-demand prioritized (lowest-price with instance
+// requirements), base 0, 100% on-demand above it, Spot lowest-price over 2
+// pools.
+type InstancesDistribution struct {
+	OnDemandAllocationStrategy          string
+	OnDemandBaseCapacity                int
+	OnDemandPercentageAboveBaseCapacity *int
+	SpotAllocationStrategy              string
+	SpotInstancePools                   int
 }
 
 // InstanceRequirements is the part of attribute-based instance selection the
@@ -309,6 +330,11 @@ type Server struct {
 	// reaped are machines gone from their group, which EC2 still
 	// describes as terminated.
 	reaped []Instance
+	// onDemand is the Price List: region → instance type → USD per hour
+	// (pricing.go); spot the Spot price changes (spotprice.go).
+	onDemand      map[string]map[string]float64
+	priceListPage int
+	spot          []spotPoint
 }
 
 // New starts a double with a catalogue of common instance types.
@@ -325,10 +351,12 @@ func New(opts ...Option) *Server {
 		calls:    map[string]int{},
 		lastForm: map[string]map[string][]string{},
 		forms:    map[string][]map[string][]string{},
+		onDemand: map[string]map[string]float64{},
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.onDemand[s.region] = defaultOnDemandPrices()
 	for _, t := range defaultInstanceTypes() {
 		s.types[t.Name] = t
 	}

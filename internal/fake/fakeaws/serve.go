@@ -44,6 +44,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveEKS(w, r)
 		return
 	}
+	if strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AWSPriceListService.") {
+		s.servePricing(w, r)
+		return
+	}
 	if r.Method != http.MethodPost {
 		writeError(w, autoScaling, "", &apiError{status: http.StatusMethodNotAllowed, code: "InvalidAction", message: "the query protocol is POST only"})
 		return
@@ -125,6 +129,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		body, err = s.describeInstances(form, reqID)
 	case svc == ec2Service && action == "DescribeSpotInstanceRequests":
 		body, err = s.describeSpotInstanceRequests(form, reqID)
+	case svc == ec2Service && action == "DescribeSpotPriceHistory":
+		body, err = s.describeSpotPriceHistory(form, reqID)
 	default:
 		err = &apiError{status: http.StatusBadRequest, code: "InvalidAction", message: fmt.Sprintf("Could not find operation %s for version %s", action, version)}
 	}

@@ -7,7 +7,9 @@
 //
 //	GET  /service/servers             [{"id","datacenter","name","power"}]
 //	POST /server/tags                 {"name"} → [{"tagName"}]
-//	POST /service/server/info         {"name"} → [{"id","name","datacenter","power","cpu","ram","tags"}]
+//	POST /service/server/info         {"name": <regular expression>} → [{"id","datacenter","cpu","name","ram",
+//	                                  "power","diskSizes","networks","billing","traffic","managed","backup",
+//	                                  "priceMonthlyOn","priceHourlyOn","priceHourlyOff"}]
 //	POST /service/server              create → ["<command id>"], or {"password","commandIds"} when
 //	                                  the password is "__generate__"
 //	GET  /service/queue?id=<id>       [{"id","status","log","commandInfo","serviceName"}]
@@ -40,7 +42,13 @@
 // an empty list; server names must be unique; only quantity 1 is accepted.
 // A create naming a field the API does not read (e.g. "billingCycle" for
 // "billingcycle") is refused, as a strict server would; whether Kamatera
-// refuses it or ignores it is not documented.
+// refuses it or ignores it is not documented. Server info matches the name
+// as a regular expression anywhere in the server's name (Go's syntax; how
+// Kamatera anchors it is not documented) and answers the key set Kamatera
+// answers; its prices are decimal strings in USD (the answer names no
+// currency), Server's own or else a sample formula of the double's
+// (0.01 per core-hour plus 0.005 per GB of RAM, 0.004 off, 720 hours a
+// month), not Kamatera's price list.
 package fakekamatera
 
 import (
@@ -91,6 +99,11 @@ type Server struct {
 	RAM        string
 	Power      bool
 	Tags       []string
+	// Billing is "hourly" (default) or "monthly".
+	Billing string
+	// PriceHourlyOn, PriceHourlyOff and PriceMonthlyOn are what server info
+	// answers (decimal strings, USD); empty ones follow the sample formula.
+	PriceHourlyOn, PriceHourlyOff, PriceMonthlyOn string
 }
 
 // Command is one queue command.
@@ -285,6 +298,14 @@ func (d *Double) AddServer(s Server) {
 	}
 	s.Tags = append([]string(nil), s.Tags...)
 	d.servers[s.Name] = &s
+}
+
+// RemoveServer deletes a server at once, as someone deleting it in the
+// console would.
+func (d *Double) RemoveServer(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.servers, name)
 }
 
 // Servers returns the servers, by name.
@@ -593,14 +614,40 @@ func (d *Double) info(body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, ok := d.Server(name)
-	if !ok {
+	re, err := regexp.Compile(name)
+	if err != nil {
+		return nil, apiMessagef("Invalid server name pattern %q", name)
+	}
+	var out []map[string]any
+	for _, s := range d.Servers() {
+		if re.MatchString(s.Name) {
+			out = append(out, infoOf(s))
+		}
+	}
+	if len(out) == 0 {
 		return nil, errNoServers
 	}
-	return []map[string]any{{
-		"id": s.ID, "name": s.Name, "datacenter": s.Datacenter, "power": power(s.Power),
-		"cpu": s.CPU, "ram": s.RAM, "tags": s.Tags,
-	}}, nil
+	return out, nil
+}
+
+func infoOf(s Server) map[string]any {
+	billing := s.Billing
+	if billing == "" {
+		billing = "hourly"
+	}
+	on, off, month := s.PriceHourlyOn, s.PriceHourlyOff, s.PriceMonthlyOn
+	if on == "" || off == "" || month == "" {
+		cores, _ := strconv.Atoi(strings.TrimRight(s.CPU, "ABCDTZ"))
+		ram, _ := strconv.Atoi(s.RAM)
+		hourly := 0.01*float64(cores) + 0.005*float64(ram)/1024
+		on, off, month = fmt.Sprintf("%.4f", hourly), "0.0040", fmt.Sprintf("%.2f", hourly*720)
+	}
+	return map[string]any{
+		"id": s.ID, "datacenter": s.Datacenter, "cpu": s.CPU, "name": s.Name, "ram": s.RAM, "power": power(s.Power),
+		"diskSizes": []int{20}, "networks": []map[string]any{{"network": "wan-" + strings.ToLower(s.Datacenter), "ips": []string{"203.0.113.10"}}},
+		"billing": billing, "traffic": "t5000", "managed": "0", "backup": "0",
+		"priceMonthlyOn": month, "priceHourlyOn": on, "priceHourlyOff": off,
+	}
 }
 
 var (
@@ -659,7 +706,7 @@ func (d *Double) create(body []byte) (any, error) {
 		d.mu.Unlock()
 		return nil, apiMessagef("Server name %q is already in use", req.Name)
 	}
-	d.servers[req.Name] = &Server{ID: randomHex(16), Name: req.Name, Datacenter: req.Datacenter, CPU: req.CPU, RAM: req.RAM, Tags: req.Tags()}
+	d.servers[req.Name] = &Server{ID: randomHex(16), Name: req.Name, Datacenter: req.Datacenter, CPU: req.CPU, RAM: req.RAM, Tags: req.Tags(), Billing: billing}
 	id := d.newCommand(InfoCreate, req.Name, StatusPending)
 	d.creates = append(d.creates, req)
 	f := d.onCreate

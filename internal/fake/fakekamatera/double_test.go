@@ -288,3 +288,39 @@ func TestQueuedAndFailedTerminates(t *testing.T) {
 		t.Error("completed terminate left the server")
 	}
 }
+
+// Server info takes the name as a regular expression and answers
+// Kamatera's key set, prices as decimal strings; no match is "No servers
+// found".
+func TestServerInfo(t *testing.T) {
+	d := fakekamatera.New()
+	defer d.Close()
+	d.AddServer(fakekamatera.Server{Name: "w-1", Power: true, CPU: "2A", RAM: "4096", Datacenter: "EU"})
+	d.AddServer(fakekamatera.Server{Name: "w-2", CPU: "2A", RAM: "4096", Datacenter: "EU", Billing: "monthly", PriceHourlyOn: "0.0310", PriceHourlyOff: "0.0040", PriceMonthlyOn: "20.00"})
+	status, body := call(t, d, http.MethodPost, "/service/server/info", map[string]string{"name": "^w-[12]$"})
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(body), &rows); status != 200 || err != nil || len(rows) != 2 {
+		t.Fatalf("%d %s", status, body)
+	}
+	keys := []string{"backup", "billing", "cpu", "datacenter", "diskSizes", "id", "managed", "name", "networks",
+		"power", "priceHourlyOff", "priceHourlyOn", "priceMonthlyOn", "ram", "traffic"}
+	for _, r := range rows {
+		if len(r) != len(keys) {
+			t.Errorf("keys of %v, want %v", r, keys)
+		}
+		for _, k := range keys {
+			if _, ok := r[k]; !ok {
+				t.Errorf("row %v lacks %s", r["name"], k)
+			}
+		}
+	}
+	if rows[0]["priceHourlyOn"] != "0.0400" || rows[0]["billing"] != "hourly" {
+		t.Errorf("w-1 = %v, want the sample formula's 0.0400, hourly", rows[0])
+	}
+	if rows[1]["priceMonthlyOn"] != "20.00" || rows[1]["billing"] != "monthly" || rows[1]["power"] != "off" {
+		t.Errorf("w-2 = %v", rows[1])
+	}
+	if status, body := call(t, d, http.MethodPost, "/service/server/info", map[string]string{"name": "^nope$"}); status != 500 || !strings.Contains(body, "No servers found") {
+		t.Errorf("no match: %d %s", status, body)
+	}
+}

@@ -29,8 +29,10 @@
 //   - The name filter of list calls is a substring match; order_by is ignored
 //     (creation order); default page sizes (20, and 50 for server types) and
 //     the 100 cap are assumed.
-//   - The server-type catalogue is a small fixed sample with plausible specs,
-//     the same in every zone of the region, not Scaleway's price list.
+//   - The server-type catalogue is a small fixed sample with plausible specs
+//     and prices (hourly_price in EUR, 0.01 per vCPU, and the deprecated
+//     monthly_price at 730 hours), the same in every zone of the region, not
+//     Scaleway's price list; AddServerType sets a type's own.
 //   - Quotas count the cluster's nodes only, not the project's other Instances.
 package fakescaleway
 
@@ -875,7 +877,9 @@ func defaultCatalogue() map[string]*instance.ServerType {
 	const gib = 1 << 30
 	gpu := func(n uint64) *uint64 { return &n }
 	t := func(cpus uint32, ram uint64, arch instance.Arch, gpus *uint64) *instance.ServerType {
-		return &instance.ServerType{Ncpus: cpus, RAM: ram, Arch: arch, Gpu: gpus, HourlyPrice: 0.01 * float32(cpus)}
+		hourly := 0.01 * float32(cpus)
+		monthly := hourly * 730 // the API's estimate for a 730-hour month
+		return &instance.ServerType{Ncpus: cpus, RAM: ram, Arch: arch, Gpu: gpus, HourlyPrice: hourly, MonthlyPrice: &monthly}
 	}
 	return map[string]*instance.ServerType{
 		"DEV1-M":         t(3, 4*gib, instance.ArchX86_64, gpu(0)),

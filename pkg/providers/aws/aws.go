@@ -18,11 +18,14 @@
 //	autoscaling:TerminateInstanceInAutoScalingGroup
 //	ec2:DescribeInstanceTypes
 //	ec2:DescribeLaunchTemplateVersions          (ASGs using launch templates)
+//	pricing:GetProducts                         (prices: Group.Price)
+//	ec2:DescribeSpotPriceHistory                (Spot prices of mixed instances policies)
 //
 // As for CA, the two mutating actions can be limited to the cluster's groups
 // with a condition on the ASG's resource tags
 // (aws:ResourceTag/k8s.io/cluster-autoscaler/<cluster>); the Describe*
-// actions do not support resource-level conditions.
+// actions and pricing:GetProducts do not support resource-level
+// conditions.
 package aws
 
 import (
@@ -107,6 +110,11 @@ type Options struct {
 	// taints of the managed node group behind an ASG tagged
 	// eks:nodegroup-name; nil leaves managed node groups to their ASG tags.
 	EKS EKSAPI
+	// Pricing (NewPricingClient) and SpotPrices (the EC2 client) are what
+	// Group.Price reads on-demand and Spot prices with; without them a
+	// group has no price, and an error says so.
+	Pricing    PricingAPI
+	SpotPrices SpotPriceAPI
 }
 
 // EKSAPI is the EKS call the provider makes (the *eks.Client has it).

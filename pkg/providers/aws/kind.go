@@ -78,6 +78,9 @@ func NewEntry(ctx context.Context, d providerkind.Deps, path string, e providerk
 	if b.AutoScalingGroup != "" {
 		opts.DisplayName = e.Name
 	}
+	// Prices: on-demand from the Price List (its nearest endpoint), Spot
+	// from EC2's history; read only when the expander ranks by price.
+	opts.Pricing, opts.SpotPrices = NewPricingClient(ac), ec
 	if d.EKS {
 		// managed node groups' labels and taints (the stack grants
 		// eks:DescribeNodegroup on this cluster's node groups)
@@ -153,6 +156,8 @@ func policy(entries []providerkind.Entry) providerkind.Policy {
 		"ec2:DescribeInstances",
 		"ec2:DescribeSpotInstanceRequests",
 	}
+	// On-demand prices from the Price List, Spot prices from EC2's history.
+	p.Prices = []string{"pricing:GetProducts", "ec2:DescribeSpotPriceHistory"}
 	p.Resize = []string{"autoscaling:SetDesiredCapacity"}
 	// The drain also completes the lifecycle actions of the machines the
 	// groups' termination hook holds (and keeps them alive meanwhile).

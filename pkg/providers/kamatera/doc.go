@@ -6,6 +6,7 @@
 //
 //	GET  /service/servers            list servers (name, power)
 //	POST /server/tags                a server's tags
+//	POST /service/server/info        a server's details and prices (NodeGroup.Price)
 //	POST /service/server             create one server (queued; returns a command ID)
 //	GET  /service/queue?id=<id>      a queued command's status: complete, error, or in progress
 //	POST /service/server/terminate   delete a server (force: also when powered on); queued
@@ -59,6 +60,13 @@
 // script (script-base64) should pass --provider-id=kamatera://$(hostname)
 // (the server name is the hostname) and, for the template's group label,
 // --node-labels=nodetide.io/node-group=<group>.
+//
+// Prices. Kamatera's API prices existing servers only (server info's
+// priceHourlyOn / priceMonthlyOn); it has no price list to ask what a server
+// not yet made would cost. NodeGroup.Price reads the price off a running
+// server of the group with the group's cpu and ram and caches it under the
+// group's server configuration; a group that has no such server (and no
+// fresh cached price) has no price from the API: give it one in the config.
 //
 // API key. The key needs to list servers and read their tags, create servers
 // (with tags, in the configured datacenters, images and billing), read the

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodetide/nodetide/internal/sfnlocal"
 	"github.com/nodetide/nodetide/internal/testbed"
@@ -61,8 +62,10 @@ evaluate: {watchFor: 0s}
 		return len(nodes.Items)
 	}
 	cordoned := cp.AddNode(t, testbed.Node{Name: "payload-cordoned", CPU: "2", Memory: "4Gi"})
-	cordoned.Spec.Unschedulable = true
-	if _, err := cp.Client.CoreV1().Nodes().Update(ctx, cordoned, metav1.UpdateOptions{}); err != nil {
+	// kwok and the node controller write the new Node too: cordon it by a
+	// patch, not an update of a copy that may be stale by then.
+	if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, cordoned.Name, types.MergePatchType,
+		[]byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	isCordoned := func() bool {

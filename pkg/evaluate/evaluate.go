@@ -289,7 +289,7 @@ func describe(ctx context.Context, groups []providers.NodeGroup, nodes []corev1.
 		b := g.Bounds()
 		// The zones are the provider's: one node's zone is not the group's.
 		zones := providers.Zones(g, tpl)
-		tpl, from := groupTemplate(tpl, idx, insts, ignored)
+		tpl, from := groupTemplate(tpl, zones, idx, insts, ignored)
 		out = append(out, snapshot.NodeGroup{
 			Name: g.Name(), Provider: g.Provider(),
 			MinSize: b.Min, MaxSize: b.Max, TargetSize: target,

@@ -40,9 +40,14 @@ var nodeOnlyTaints = map[string]bool{
 	"DeletionCandidateOfClusterAutoscaler": true,
 }
 
-// zoneLabels are the labels naming a node's zone. A new node's zone is the
-// group's (the planner sets it from the group's zones), not the one node's.
-var zoneLabels = [...]string{corev1.LabelTopologyZone, corev1.LabelFailureDomainBetaZone}
+// zoneLabels are the labels naming a node's zone (the CSI drivers' and the
+// clouds' too). A new node's zone is the group's (the planner sets it from
+// the group's zones), not the one node's.
+var zoneLabels = [...]string{
+	corev1.LabelTopologyZone, corev1.LabelFailureDomainBetaZone,
+	"topology.ebs.csi.aws.com/zone", "topology.k8s.aws/zone-id", "topology.gke.io/zone",
+	"topology.disk.csi.azure.com/zone", "topology.csi.scaleway.com/zone",
+}
 
 // nodeIndex finds nodes by provider ID.
 type nodeIndex map[string]*corev1.Node
@@ -112,12 +117,12 @@ func older(a, b *corev1.Node) bool {
 
 // nodeTemplate is n sanitised into a new node of its group: n's labels,
 // taints and allocatable, less what names n itself (its hostname, labels
-// whose value is its name or instance ID), its zone (the provider's zone
-// labels stand: the group's zones decide a new node's), and the taints of
-// n's moment and the ignored ones. Labels the provider's template has and
-// n lacks are left out, as cluster-autoscaler leaves them: n shows what a
-// new node really carries.
-func nodeTemplate(n *corev1.Node, provider snapshot.Template, ignored podfacts.IgnoredTaints) snapshot.Template {
+// whose value is its name or instance ID), its zone labels unless the
+// group has the one zone n is in (else the provider's stand: the group's
+// zones decide a new node's), and the taints of n's moment and the ignored
+// ones. Labels the provider's template has and n lacks are left out, as
+// cluster-autoscaler leaves them: n shows what a new node really carries.
+func nodeTemplate(n *corev1.Node, provider snapshot.Template, zones []string, ignored podfacts.IgnoredTaints) snapshot.Template {
 	instance := path.Base(n.Spec.ProviderID) // the ID's last part: aws:///zone/i-0abc, kwok://name
 	labels := make(map[string]string, len(n.Labels))
 	for k, v := range n.Labels {
@@ -126,10 +131,12 @@ func nodeTemplate(n *corev1.Node, provider snapshot.Template, ignored podfacts.I
 		}
 		labels[k] = v
 	}
-	for _, k := range zoneLabels {
-		delete(labels, k)
-		if v, ok := provider.Labels[k]; ok {
-			labels[k] = v
+	if !(len(zones) == 1 && n.Labels[corev1.LabelTopologyZone] == zones[0]) {
+		for _, k := range zoneLabels {
+			delete(labels, k)
+			if v, ok := provider.Labels[k]; ok {
+				labels[k] = v
+			}
 		}
 	}
 	taints := []corev1.Taint{}
@@ -144,11 +151,11 @@ func nodeTemplate(n *corev1.Node, provider snapshot.Template, ignored podfacts.I
 }
 
 // groupTemplate is a group's template and where it came from: a running
-// node's when idx (the cycle's nodes) has one, else the provider's,
+// node's when idx (the cycle's nodes) has one (zones: the group's), else the provider's,
 // either way less the ignored taints.
-func groupTemplate(provider snapshot.Template, idx nodeIndex, insts []providers.Instance, ignored podfacts.IgnoredTaints) (snapshot.Template, string) {
+func groupTemplate(provider snapshot.Template, zones []string, idx nodeIndex, insts []providers.Instance, ignored podfacts.IgnoredTaints) (snapshot.Template, string) {
 	if n := templateNode(idx, insts, ignored); n != nil {
-		return nodeTemplate(n, provider, ignored), snapshot.TemplateFromNode(n.Name)
+		return nodeTemplate(n, provider, zones, ignored), snapshot.TemplateFromNode(n.Name)
 	}
 	provider.Taints = ignored.Without(provider.Taints) // a new slice when it drops any
 	return provider, snapshot.TemplateFromProvider

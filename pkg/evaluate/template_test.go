@@ -51,12 +51,14 @@ type nodeOpt func(*corev1.Node)
 func groupNode(name string, age time.Duration, opts ...nodeOpt) corev1.Node {
 	n := corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(tplNow.Add(-age)), Labels: map[string]string{
-			corev1.LabelHostname:     name,
-			corev1.LabelOSStable:     "linux",
-			corev1.LabelTopologyZone: "zone-b",
-			"pool":                   "g",
-			"example.com/instance":   "i-" + name,
-			"example.com/bootstrap":  "done",
+			corev1.LabelHostname:            name,
+			corev1.LabelOSStable:            "linux",
+			corev1.LabelTopologyZone:        "zone-b",
+			"pool":                          "g",
+			"example.com/instance":          "i-" + name,
+			"example.com/bootstrap":         "done",
+			"topology.ebs.csi.aws.com/zone": "zone-b",
+			"topology.k8s.aws/zone-id":      "use1-az2",
 		}},
 		Spec: corev1.NodeSpec{ProviderID: "aws:///zone-b/i-" + name, Taints: []corev1.Taint{
 			{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule},
@@ -91,7 +93,11 @@ func providerTemplate() snapshot.Template {
 }
 
 func templateEvaluator(nodes []corev1.Node, pods []corev1.Pod, states map[string]providers.InstanceState, ignored podfacts.IgnoredTaints) *evaluate.Evaluator {
-	g := listedGroup{tpl: providerTemplate()}
+	return templateEvaluatorOf(providerTemplate(), nodes, pods, states, ignored)
+}
+
+func templateEvaluatorOf(tpl snapshot.Template, nodes []corev1.Node, pods []corev1.Pod, states map[string]providers.InstanceState, ignored podfacts.IgnoredTaints) *evaluate.Evaluator {
+	g := listedGroup{tpl: tpl}
 	for _, n := range nodes {
 		st := providers.StateRunning
 		if s, ok := states[n.Name]; ok {
@@ -293,5 +299,42 @@ func TestTemplateFromTrimmedNode(t *testing.T) {
 	if !maps.Equal(got[0].Template.Labels, got[1].Template.Labels) || !slices.Equal(got[0].Template.Taints, got[1].Template.Taints) ||
 		!got[0].Template.Allocatable.Cpu().Equal(*got[1].Template.Allocatable.Cpu()) {
 		t.Errorf("trimmed nodes give template %+v, whole ones %+v", got[1].Template, got[0].Template)
+	}
+}
+
+// TestTemplateZoneLabelsFromTheGroup: a node's zone labels (the cloud's
+// and the CSI drivers' too) say where that node is, not where a new one
+// goes: they are kept only for a group in that one zone.
+func TestTemplateZoneLabelsFromTheGroup(t *testing.T) {
+	zoneB := providerTemplate()
+	zoneB.Labels = maps.Clone(zoneB.Labels)
+	zoneB.Labels[corev1.LabelTopologyZone] = "zone-b"
+	noZone := providerTemplate()
+	noZone.Labels = map[string]string{"pool": "g"}
+	cases := []struct {
+		name string
+		tpl  snapshot.Template
+		want map[string]string // the zone labels of the template
+	}{
+		{"the group in the node's zone", zoneB, map[string]string{corev1.LabelTopologyZone: "zone-b", "topology.ebs.csi.aws.com/zone": "zone-b", "topology.k8s.aws/zone-id": "use1-az2"}},
+		{"the group in another zone", providerTemplate(), map[string]string{corev1.LabelTopologyZone: "zone-a"}},
+		{"the group's zones unknown", noZone, map[string]string{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			snap, _, err := templateEvaluatorOf(tc.tpl, []corev1.Node{groupNode("n1", time.Hour)}, nil, nil, podfacts.IgnoredTaints{}).Snapshot(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for k, v := range snap.NodeGroups[0].Template.Labels {
+				if strings.Contains(k, "zone") {
+					got[k] = v
+				}
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("zone labels %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	"github.com/nodetide/nodetide/pkg/providerkind"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 )
@@ -306,6 +307,12 @@ type ScaleUp struct {
 	// ExpendablePodsPriorityCutoff: pods with a lower spec.priority are
 	// expendable (cluster-autoscaler's --expendable-pods-priority-cutoff).
 	ExpendablePodsPriorityCutoff *int `yaml:"expendablePodsPriorityCutoff"`
+	// StartupTaints and StatusTaints are taint keys ignored on templates
+	// and nodes (cluster-autoscaler's --startup-taint and --status-taint;
+	// its prefixes are always ignored). A node with a startup taint is
+	// still starting.
+	StartupTaints []string `yaml:"startupTaints"`
+	StatusTaints  []string `yaml:"statusTaints"`
 }
 
 // ScaleDown tunes scale-down.
@@ -699,6 +706,7 @@ func (c *Config) validateScaling(names map[string]string, errs *fieldErrors) {
 	if v := su.ExpendablePodsPriorityCutoff; v != nil && (*v < math.MinInt32 || *v > math.MaxInt32) {
 		errs.add(0, "scaleUp.expendablePodsPriorityCutoff", fmt.Sprintf("must be a pod priority (%d to %d), got %d", math.MinInt32, math.MaxInt32, *v))
 	}
+	validateIgnoredTaints(su, errs)
 	for name := range su.Priorities {
 		if _, ok := names[name]; !ok && !c.hasDiscovery() {
 			errs.add(0, "scaleUp.priorities."+name, "names no node group")
@@ -821,6 +829,39 @@ func checkSecretARN(errs *fieldErrors, path, v string) {
 	}
 }
 
+// validateIgnoredTaints checks scaleUp.startupTaints and statusTaints: each
+// a taint key as the API server takes it, none twice, none in both lists
+// (a startup taint is more than a status one: say which), and not
+// nodetide's own draining taint, which must keep pods off the nodes it
+// drains.
+func validateIgnoredTaints(su ScaleUp, errs *fieldErrors) {
+	seen := map[string]string{}
+	for _, list := range []struct {
+		name string
+		keys []string
+	}{{"scaleUp.startupTaints", su.StartupTaints}, {"scaleUp.statusTaints", su.StatusTaints}} {
+		for i, key := range list.keys {
+			p := fmt.Sprintf("%s[%d]", list.name, i)
+			switch {
+			case key == "":
+				errs.add(0, p, "must not be empty")
+				continue
+			case key == podfacts.TaintDraining:
+				errs.add(0, p, fmt.Sprintf("%q is nodetide's draining taint, which keeps pods off the nodes it drains", key))
+				continue
+			}
+			for _, msg := range validation.IsQualifiedName(key) {
+				errs.add(0, p, fmt.Sprintf("%q: %s", key, msg))
+			}
+			if at, dup := seen[key]; dup {
+				errs.add(0, p, fmt.Sprintf("%q is also %s", key, at))
+				continue
+			}
+			seen[key] = p
+		}
+	}
+}
+
 // Settings are the planner settings this config asks for, defaults filled in.
 func (c *Config) Settings() planner.Settings {
 	s := planner.DefaultSettings()
@@ -841,6 +882,7 @@ func (c *Config) Settings() planner.Settings {
 	if su.ExpendablePodsPriorityCutoff != nil {
 		s.ScaleUp.ExpendablePodsPriorityCutoff = *su.ExpendablePodsPriorityCutoff
 	}
+	s.ScaleUp.IgnoredTaints = podfacts.IgnoredTaints{Startup: su.StartupTaints, Status: su.StatusTaints}
 	if sd.Enabled != nil {
 		s.ScaleDown.Enabled = *sd.Enabled
 	}

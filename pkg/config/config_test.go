@@ -308,6 +308,12 @@ func TestParseRefusesValuesThatWouldAct(t *testing.T) {
 		{"fractional expendable cutoff", kwokDoc(okTemplate, "scaleUp: {expendablePodsPriorityCutoff: -9.5}\n"), []string{`x.yaml:10: scaleUp.expendablePodsPriorityCutoff: must be a whole number, got "-9.5"`}},
 		{"expendable cutoff not a number", kwokDoc(okTemplate, "scaleUp: {expendablePodsPriorityCutoff: low}\n"), []string{"x.yaml:10: scaleUp.expendablePodsPriorityCutoff: must be a whole number"}},
 		{"expendable cutoff past int32", kwokDoc(okTemplate, "scaleUp: {expendablePodsPriorityCutoff: 3000000000}\n"), []string{"x.yaml:10: scaleUp.expendablePodsPriorityCutoff: must be a pod priority (-2147483648 to 2147483647), got 3000000000"}},
+		{"empty startup taint", kwokDoc(okTemplate, "scaleUp: {startupTaints: [\"\"]}\n"), []string{"x.yaml:10: scaleUp.startupTaints[0]: must not be empty"}},
+		{"bad startup taint key", kwokDoc(okTemplate, "scaleUp: {startupTaints: [ok, \"a b\"]}\n"), []string{`x.yaml:10: scaleUp.startupTaints[1]: "a b": name part must consist of`}},
+		{"startup taint twice", kwokDoc(okTemplate, "scaleUp: {startupTaints: [cni, cni]}\n"), []string{`x.yaml:10: scaleUp.startupTaints[1]: "cni" is also scaleUp.startupTaints[0]`}},
+		{"taint in both lists", kwokDoc(okTemplate, "scaleUp: {startupTaints: [cni], statusTaints: [cni]}\n"), []string{`x.yaml:10: scaleUp.statusTaints[0]: "cni" is also scaleUp.startupTaints[0]`}},
+		{"draining taint ignored", kwokDoc(okTemplate, "scaleUp: {statusTaints: [nodetide.io/draining]}\n"), []string{`x.yaml:10: scaleUp.statusTaints[0]: "nodetide.io/draining" is nodetide's draining taint`}},
+		{"status taints not a list", kwokDoc(okTemplate, "scaleUp: {statusTaints: cni}\n"), []string{"x.yaml:10: scaleUp.statusTaints"}},
 		{"maxConcurrentDrains 0", kwokDoc(okTemplate, "scaleDown: {maxConcurrentDrains: 0}\n"), []string{"x.yaml:10: scaleDown.maxConcurrentDrains: must be at least 1"}},
 		{"drain timeout under 30s", kwokDoc(okTemplate, "drain: {timeout: 29s}\n"), []string{"x.yaml:10: drain.timeout: must be at least 30s"}},
 		{"cpu 1e309", kwokDoc(`{allocatable: {cpu: "1e309", memory: 4Gi}}`, ""), []string{`x.yaml:9: nodeGroups[0].kwok.template.allocatable.cpu: "1e309": is too large`}},
@@ -368,6 +374,12 @@ func TestParseAcceptsBounds(t *testing.T) {
 		{"expendable cutoff 0", kwokDoc(okTemplate, "scaleUp: {expendablePodsPriorityCutoff: 0}\n"), func(t *testing.T, c *Config) {
 			if got := c.Settings().ScaleUp.ExpendablePodsPriorityCutoff; got != 0 {
 				t.Errorf("expendablePodsPriorityCutoff = %d, want 0", got)
+			}
+		}},
+		{"startup and status taints", kwokDoc(okTemplate, "scaleUp: {startupTaints: [node.cilium.io/agent-not-ready, cni], statusTaints: [example.com/degraded]}\n"), func(t *testing.T, c *Config) {
+			got := c.Settings().ScaleUp.IgnoredTaints
+			if !slices.Equal(got.Startup, []string{"node.cilium.io/agent-not-ready", "cni"}) || !slices.Equal(got.Status, []string{"example.com/degraded"}) {
+				t.Errorf("ignored taints = %+v", got)
 			}
 		}},
 		{"maxNodesPerStep 1", kwokDoc(okTemplate, "scaleUp: {maxNodesPerStep: 1}\n"), func(t *testing.T, c *Config) {

@@ -20,6 +20,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/kubeevents"
 	"github.com/nodetide/nodetide/pkg/metrics"
 	"github.com/nodetide/nodetide/pkg/planner"
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/shadowcompare"
 	"github.com/nodetide/nodetide/pkg/snapshot"
@@ -172,7 +173,7 @@ func (e *Evaluator) Snapshot(ctx context.Context) (snapshot.Snapshot, []provider
 	if nodes == nil {
 		nodes = []corev1.Node{} // read, and none: not "ask the groups"
 	}
-	described, err := describe(ctx, groups, nodes)
+	described, err := describe(ctx, groups, nodes, e.Settings.ScaleUp.IgnoredTaints)
 	if err != nil {
 		return snapshot.Snapshot{}, nil, err
 	}
@@ -238,9 +239,10 @@ func (e *Evaluator) read(ctx context.Context) (k8s.Objects, error) {
 	return objs, nil
 }
 
-// Describe turns provider groups into the planner's view of them.
+// Describe turns provider groups into the planner's view of them, with
+// their providers' templates (no nodes are read).
 func Describe(ctx context.Context, groups []providers.NodeGroup) ([]snapshot.NodeGroup, error) {
-	return describe(ctx, groups, nil)
+	return describe(ctx, groups, nil, podfacts.IgnoredTaints{})
 }
 
 // nodeBacked is a group whose machines are Node objects (kwok.Group): its
@@ -270,9 +272,11 @@ func sizeOf(ctx context.Context, g providers.NodeGroup, nodes []corev1.Node) (in
 	return target, insts, nil
 }
 
-// describe is Describe, with the cycle's nodes for sizeOf (nil: none read).
-func describe(ctx context.Context, groups []providers.NodeGroup, nodes []corev1.Node) ([]snapshot.NodeGroup, error) {
+// describe is Describe, with the cycle's nodes (nil: none read) for sizeOf
+// and for the groups' templates (groupTemplate).
+func describe(ctx context.Context, groups []providers.NodeGroup, nodes []corev1.Node, ignored podfacts.IgnoredTaints) ([]snapshot.NodeGroup, error) {
 	out := make([]snapshot.NodeGroup, 0, len(groups))
+	idx := indexNodes(nodes)
 	for _, g := range groups {
 		target, insts, err := sizeOf(ctx, g, nodes)
 		if err != nil {
@@ -288,11 +292,14 @@ func describe(ctx context.Context, groups []providers.NodeGroup, nodes []corev1.
 		}
 		slices.Sort(ids)
 		b := g.Bounds()
+		// The zones are the provider's: one node's zone is not the group's.
+		zones := providers.Zones(g, tpl)
+		tpl, from := groupTemplate(tpl, zones, idx, insts, ignored)
 		out = append(out, snapshot.NodeGroup{
 			Name: g.Name(), Provider: g.Provider(),
 			MinSize: b.Min, MaxSize: b.Max, TargetSize: target,
-			Template: tpl, Instances: ids, MaxFrom: b.MaxFrom, BoundsFrom: b.MaxSchedule,
-			Zones: providers.Zones(g, tpl), Price: b.Price,
+			Template: tpl, TemplateFrom: from, Instances: ids, MaxFrom: b.MaxFrom, BoundsFrom: b.MaxSchedule,
+			Zones: zones, Price: b.Price,
 		})
 	}
 	return out, nil

@@ -92,6 +92,7 @@ func (m *model) status(g *groupInfo) GroupStatus {
 		Name:              g.ng.Name,
 		Nodes:             len(g.nodes),
 		TargetSize:        g.ng.TargetSize,
+		TemplateFrom:      g.ng.TemplateFrom,
 		CPUUtilization:    round4(utilization(used.cpu, alloc.cpu)),
 		MemoryUtilization: round4(utilization(used.mem, alloc.mem)),
 	}

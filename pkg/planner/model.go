@@ -225,7 +225,8 @@ func (m *model) indexGroups() map[string]int {
 	for gi := range s.NodeGroups {
 		ng := &s.NodeGroups[gi]
 		alloc := templateAllocatable(ng.Template.Allocatable)
-		m.groups[gi] = groupInfo{ng: ng, alloc: alloc, taints: hardTaints(ng.Template.Taints, false), target: ng.TargetSize}
+		taints := m.set.ScaleUp.IgnoredTaints.Without(ng.Template.Taints)
+		m.groups[gi] = groupInfo{ng: ng, alloc: alloc, taints: hardTaints(taints, false), target: ng.TargetSize}
 		m.groups[gi].labels, m.groups[gi].variants = groupLabels(ng)
 		for _, id := range ng.Instances {
 			if _, dup := instanceGroup[id]; !dup {
@@ -260,13 +261,17 @@ func (m *model) indexNodes(instanceGroup map[string]int) {
 			m.groups[gi].nodes = append(m.groups[gi].nodes, int32(i))
 		}
 		ni.alloc = resourceList(n.Status.Allocatable)
-		ni.ready = nodeReady(n)
+		// A node with a startup taint is not ready yet, whatever its
+		// condition says: it boots, as cluster-autoscaler counts it.
+		_, starting := m.set.ScaleUp.IgnoredTaints.Starting(n)
+		ni.ready = nodeReady(n) && !starting
 		ni.booting = !ni.ready && m.now.Sub(n.CreationTimestamp.Time) <= m.set.ScaleUp.MaxNodeProvisionTime
 		ni.draining = hasTaint(n, TaintDraining)
 		ni.schedulable = !n.Spec.Unschedulable && !ni.draining && n.DeletionTimestamp == nil
 		// A Ready node's start-up taints are about to be cleared by the node
 		// lifecycle controller; a booting node's will be once it is Ready.
-		ni.taints = hardTaints(n.Spec.Taints, ni.booting || ni.ready)
+		// So are the startup taints of a starting one (never Ready here).
+		ni.taints = hardTaints(m.set.ScaleUp.IgnoredTaints.WithoutStartup(n.Spec.Taints), ni.booting || ni.ready)
 		if ni.group >= 0 && ni.draining {
 			m.groups[ni.group].draining++
 		}

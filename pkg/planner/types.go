@@ -8,6 +8,7 @@ package planner
 import (
 	"time"
 
+	"github.com/nodetide/nodetide/pkg/podfacts"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
@@ -95,6 +96,9 @@ type GroupStatus struct {
 	MemoryUtilization float64 `json:"memoryUtilization"`
 	// Headroom is how the group's headroom stands; nil when it keeps none.
 	Headroom *HeadroomStatus `json:"headroom,omitempty"`
+	// TemplateFrom is where the group's template came from (the snapshot's
+	// nodeGroups[].templateFrom: "provider" or "node NAME").
+	TemplateFrom string `json:"templateFrom,omitempty"`
 }
 
 // HeadroomStatus is how a group's headroom stands once the pending pods are
@@ -146,6 +150,13 @@ type ScaleUpSettings struct {
 	// out, so they neither keep a node nor need a new home, and a pending
 	// pod may take their room as the scheduler would by preempting them.
 	ExpendablePodsPriorityCutoff int
+	// IgnoredTaints are the startup and status taints (config's
+	// scaleUp.startupTaints and scaleUp.statusTaints, besides
+	// cluster-autoscaler's prefixes): neither is on a new node, so a
+	// template's never keep a pod off it; a node carrying a startup taint is
+	// still starting, so pending pods wait for it (as for a booting node)
+	// instead of calling for more nodes.
+	IgnoredTaints podfacts.IgnoredTaints
 }
 
 // ScaleDownSettings tune scale-down.

@@ -1,5 +1,5 @@
 // Package podfacts is nodetide's vocabulary for Kubernetes objects: the taint it
-// puts on nodes it drains, and what it reads a pod to be (unschedulable,
+// puts on nodes it drains, the startup and status taints it ignores, and what it reads a pod to be (unschedulable,
 // terminal, a mirror or DaemonSet pod). The planner, the drain and the
 // evaluate cycle all ask these questions; answering them in one place keeps
 // their answers the same. It depends on the API types only, never on a

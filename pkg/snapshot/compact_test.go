@@ -112,6 +112,7 @@ func TestReadCompactErrors(t *testing.T) {
 		{"truncated after the pods", doc(pods(ok))[:264], "line 1:265: unexpected end of document"},
 		{"keys after pods", doc(pods(ok) + `, "counts": {}`), "line 1:265: more keys after pods: pods must be the compact form's last key"},
 		{"pinned to nothing", doc(pods(`{"name": "b", "shape": 0, "pinnedNode": "n1"}`)), `pods[0].pinnedNode: podShapes[0] has no required node affinity`},
+		{"unknown template source", doc(`, "nodeGroups": [{"name": "g", "templateFrom": "node"}]`), `nodeGroups[0].templateFrom: must be "provider" or "node NAME", or omitted (got "node")`},
 		{"empty zone", doc(`, "nodeGroups": [{"name": "g", "zones": ["a", ""]}]`), "nodeGroups[0].zones[1]: zone must not be empty"},
 		{"zone twice", doc(`, "nodeGroups": [{"name": "g", "zones": ["a", "a"]}]`), `nodeGroups[0].zones[1]: zone "a" listed twice`},
 		{"node with a bad quantity", doc(`, "nodes": [{"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1e309"}}}]`), "nodes[0].status.allocatable.cpu: is too large"},
@@ -298,6 +299,31 @@ func TestFormsKeepPriority(t *testing.T) {
 			if g := prio + " " + p.Spec.PriorityClassName; g != want[p.Name] {
 				t.Errorf("compact %v: %s has priority %q, want %q", compact, p.Name, g, want[p.Name])
 			}
+		}
+	}
+}
+
+// TestFormsKeepTemplateSource: both forms keep where each group's template
+// came from, and what is omitted stays omitted.
+func TestFormsKeepTemplateSource(t *testing.T) {
+	groups := []snapshot.NodeGroup{
+		snapshottest.Group("a", 0, 3, 1, "4", "16Gi"),
+		snapshottest.Group("b", 0, 3, 0, "4", "16Gi"),
+		snapshottest.Group("c", 0, 3, 0, "4", "16Gi"),
+	}
+	groups[0].TemplateFrom = snapshot.TemplateFromNode("a-1")
+	groups[1].TemplateFrom = snapshot.TemplateFromProvider
+	s := snapshottest.Cluster(groups, nil, nil)
+	want := []string{"node a-1", "provider", ""}
+	for _, compact := range []bool{false, true} {
+		got := snapshottest.Read(t, snapshottest.Write(t, s, compact))
+		for i, g := range got.NodeGroups {
+			if g.TemplateFrom != want[i] {
+				t.Errorf("compact %v: group %s has templateFrom %q, want %q", compact, g.Name, g.TemplateFrom, want[i])
+			}
+		}
+		if name, ok := got.NodeGroups[0].TemplateNode(); !ok || name != "a-1" {
+			t.Errorf("compact %v: TemplateNode = %q, %v; want a-1", compact, name, ok)
 		}
 	}
 }

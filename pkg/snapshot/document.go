@@ -669,7 +669,7 @@ func (c *chunkList[T]) slice() []T {
 }
 
 func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
-	known := []string{"name", "provider", "minSize", "maxSize", "targetSize", "template", "instances", "maxFrom", "boundsFrom", "headroom", "zones", "price"}
+	known := []string{"name", "provider", "minSize", "maxSize", "targetSize", "template", "instances", "maxFrom", "boundsFrom", "headroom", "zones", "price", "templateFrom"}
 	return d.object(path, known, func(key, path string) error {
 		switch key {
 		case "name":
@@ -688,6 +688,8 @@ func (d *docDecoder) nodeGroup(path string, g *NodeGroup) error {
 			return d.value(path, &g.MaxFrom)
 		case "boundsFrom":
 			return d.value(path, &g.BoundsFrom)
+		case "templateFrom":
+			return d.value(path, &g.TemplateFrom)
 		case "headroom":
 			return d.value(path, &g.Headroom)
 		case "price":
@@ -901,6 +903,9 @@ func validateGroup(p string, g *NodeGroup) error {
 		}
 	default:
 		return badDoc(p+".maxFrom", "must be %q or %q, or omitted for the provider (got %q)", BoundConfig, BoundSchedule, g.MaxFrom)
+	}
+	if _, fromNode := g.TemplateNode(); !fromNode && g.TemplateFrom != "" && g.TemplateFrom != TemplateFromProvider {
+		return badDoc(p+".templateFrom", "must be %q or \"node NAME\", or omitted (got %q)", TemplateFromProvider, g.TemplateFrom)
 	}
 	if g.Headroom != nil {
 		if err := g.Headroom.Check(); err != nil {

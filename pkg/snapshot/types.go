@@ -12,6 +12,7 @@ package snapshot
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,11 @@ type NodeGroup struct {
 	MaxSize    int      `json:"maxSize"`
 	TargetSize int      `json:"targetSize"`
 	Template   Template `json:"template"`
+	// TemplateFrom is where Template came from: "provider" (the cloud's
+	// description of the group, its tags or its API) or "node NAME" (one of
+	// the group's Ready nodes, sanitised). Empty in snapshots written
+	// before it was recorded.
+	TemplateFrom string `json:"templateFrom,omitempty"`
 	// Instances are provider IDs; a Node belongs to the group when its
 	// spec.providerID is one of them (never by name).
 	Instances []string `json:"instances"`
@@ -138,6 +144,21 @@ type Template struct {
 	Allocatable corev1.ResourceList `json:"allocatable"`
 	Labels      map[string]string   `json:"labels"`
 	Taints      []corev1.Taint      `json:"taints"`
+}
+
+// TemplateFromProvider is TemplateFrom for a template the provider gave.
+const TemplateFromProvider = "provider"
+
+// templateFromNode prefixes TemplateFrom for a template taken from a node.
+const templateFromNode = "node "
+
+// TemplateFromNode is TemplateFrom for a template taken from the named node.
+func TemplateFromNode(name string) string { return templateFromNode + name }
+
+// TemplateNode is the node g's template was taken from, if it was.
+func (g *NodeGroup) TemplateNode() (string, bool) {
+	name, ok := strings.CutPrefix(g.TemplateFrom, templateFromNode)
+	return name, ok && name != ""
 }
 
 // State is what the planner remembers between cycles.

@@ -18,7 +18,13 @@ type Plan struct {
 	DecreaseTarget []DecreaseTarget `json:"decreaseTarget,omitempty"`
 	Unschedulable  []Unschedulable  `json:"unschedulable"`
 	NodeGroups     []GroupStatus    `json:"nodeGroups"`
-	State          snapshot.State   `json:"state"`
+	// Kept are nodes scale-down considered and keeps, and why; at most
+	// MaxKept, KeptOmitted counting the rest.
+	Kept        []Kept `json:"kept,omitempty"`
+	KeptOmitted int    `json:"keptOmitted,omitempty"`
+	// KeptCounts counts every kept node, per group and code.
+	KeptCounts []KeptCount    `json:"keptCounts,omitempty"`
+	State      snapshot.State `json:"state"`
 }
 
 // ScaleUp grows one group by Delta nodes for the listed pods ("ns/name").

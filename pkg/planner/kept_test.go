@@ -97,7 +97,9 @@ func TestKept(t *testing.T) {
 		},
 		{
 			name: "a node not Ready", node: "n1", code: KeptNotReady,
-			snap:   with(scaleDownBase(light("a")), func(s *snapshot.Snapshot) { s.Nodes[0] = node("n1", "workers", "4", "16Gi", notReady(t0.Add(-time.Hour))) }),
+			snap: with(scaleDownBase(light("a")), func(s *snapshot.Snapshot) {
+				s.Nodes[0] = node("n1", "workers", "4", "16Gi", notReady(t0.Add(-time.Hour)))
+			}),
 			reason: "node is not Ready",
 		},
 		{

@@ -141,7 +141,7 @@ type RecoveredCounts struct {
 }
 
 // Caps of the status lists and messages. At them the document stays well
-// within one DynamoDB item: about 490 KB with every name and message at its
+// within one DynamoDB item: about 590 KB with every name and message at its
 // longest, a tenth of that gzipped as stored (TestStatusFitsOneItemAt5000Nodes). The *Omitted counts say what
 // was left out.
 const (

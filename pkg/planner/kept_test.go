@@ -20,6 +20,8 @@ func TestKept(t *testing.T) {
 	with := func(s snapshot.Snapshot, f func(*snapshot.Snapshot)) snapshot.Snapshot { f(&s); return s }
 	consolidate := DefaultSettings()
 	consolidate.ScaleDown.Consolidation = ConsolidationDelete
+	budgeted := consolidate
+	budgeted.ScaleDown.DisruptionBudgets = []DisruptionBudget{{Nodes: 1}}
 	cases := []struct {
 		name       string
 		snap       snapshot.Snapshot
@@ -82,6 +84,24 @@ func TestKept(t *testing.T) {
 				s.Nodes[1].Spec.Taints = append(s.Nodes[1].Spec.Taints, corev1.Taint{Key: TaintDraining, Effect: corev1.TaintEffectNoSchedule})
 			}),
 			reason: "scaleDown.maxConcurrentDrains 1 reached (1 draining or removed by this plan)",
+		},
+		{
+			name: "a disruption budget used up", node: "n1", code: KeptDisruptionLimitReached, set: &budgeted,
+			snap: with(scaleDownBase(light("a")), func(s *snapshot.Snapshot) {
+				s.Nodes[1].Spec.Taints = append(s.Nodes[1].Spec.Taints, corev1.Taint{Key: TaintDraining, Effect: corev1.TaintEffectNoSchedule})
+			}),
+			reason: "disruption budget allows 1 node of the group at once, 1 draining or removed by this plan",
+		},
+		{
+			name: "a group shrinking to its schedule's max", node: "n4", code: KeptGroupShrinking, removes: true,
+			snap: with(scaleDownBase(light("a")), func(s *snapshot.Snapshot) {
+				s.Nodes = append(s.Nodes, node("n4", "workers", "4", "16Gi"))
+				s.Pods = append(s.Pods, pod("b", "500m", "1Gi", on("n4")))
+				s.NodeGroups[0].Instances = append(s.NodeGroups[0].Instances, providerID("n4"))
+				s.NodeGroups[0].TargetSize, s.NodeGroups[0].MaxSize, s.NodeGroups[0].BoundsFrom = 4, 3, "schedule night"
+				s.State.UnneededSince["n4"] = t0.Add(-20 * time.Minute)
+			}),
+			reason: "group above its max size 3: the surplus goes by shrinking it",
 		},
 		{
 			name: "the node's scale-down-disabled annotation", node: "n1", code: KeptScaleDownDisabled,

@@ -23,7 +23,8 @@ type EventSettings struct {
 	// theirs in a later cycle. Zero means DefaultMaxPodEventsPerCycle.
 	MaxPodEventsPerCycle int
 	// NotTriggerScaleUpInterval is how long a pod waits before it gets
-	// NotTriggerScaleUp again. Zero means DefaultNotTriggerScaleUpInterval.
+	// NotTriggerScaleUp again, and a node ScaleDownBlocked. Zero means
+	// DefaultNotTriggerScaleUpInterval.
 	NotTriggerScaleUpInterval time.Duration
 }
 

@@ -120,6 +120,7 @@ func writePlanTable(w io.Writer, p planner.Plan) error {
 			fmt.Fprintf(tw, "%s\t%s\n", u.Pod, u.Reason)
 		}
 	}
+	writeKeptTable(tw, p)
 	if n := len(p.State.UnneededSince); n > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "UNNEEDED NODE\tSINCE")
@@ -146,6 +147,25 @@ func writeCost(w io.Writer, c *planner.Cost) {
 	}
 	for _, name := range c.NoPrice {
 		fmt.Fprintf(w, "%s\t\tno price\t\t\n", name)
+	}
+}
+
+// maxKeptRows bounds the KEPT section: the plan lists the nodes kept for
+// a reason other than being busy first.
+const maxKeptRows = 20
+
+// writeKeptTable lists the nodes scale-down keeps, and why.
+func writeKeptTable(w io.Writer, p planner.Plan) {
+	if len(p.Kept) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "KEPT NODE\tNODE GROUP\tCODE\tREASON")
+	for _, k := range p.Kept[:min(len(p.Kept), maxKeptRows)] {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Node, k.NodeGroup, k.Code, k.Reason)
+	}
+	if more := len(p.Kept) - min(len(p.Kept), maxKeptRows) + p.KeptOmitted; more > 0 {
+		fmt.Fprintf(w, "... and %d more kept nodes (-o json lists %d, keptCounts counts all)\n", more, len(p.Kept))
 	}
 }
 

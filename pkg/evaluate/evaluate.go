@@ -98,6 +98,8 @@ type Evaluator struct {
 	Compare Observer
 
 	notTriggered podEventMemory
+	// blockedNoted: when each node last got ScaleDownBlocked (keyed by UID).
+	blockedNoted podEventMemory
 }
 
 // StatusPublisher publishes a cycle's status beside the stored one. Its

@@ -23,7 +23,8 @@ type EventSettings struct {
 	// theirs in a later cycle. Zero means DefaultMaxPodEventsPerCycle.
 	MaxPodEventsPerCycle int
 	// NotTriggerScaleUpInterval is how long a pod waits before it gets
-	// NotTriggerScaleUp again. Zero means DefaultNotTriggerScaleUpInterval.
+	// NotTriggerScaleUp again, and a node ScaleDownBlocked. Zero means
+	// DefaultNotTriggerScaleUpInterval.
 	NotTriggerScaleUpInterval time.Duration
 }
 
@@ -81,7 +82,8 @@ func (m *podEventMemory) mark(uids []types.UID, now time.Time, every time.Durati
 // every scale-up that the provider took, NotTriggerScaleUp on the pods left
 // pending, those of a refused scale-up included (each at most once per
 // interval), both within the per-cycle cap,
-// and ScaleDown on every node whose drain was started. It never fails.
+// ScaleDown on every node whose drain was started, and ScaleDownBlocked on
+// the under-used nodes a pod, a budget or room keeps. It never fails.
 func (e *Evaluator) recordEvents(ctx context.Context, plan planner.Plan, snap snapshot.Snapshot, actions []Action) {
 	if e.Events == nil {
 		return
@@ -166,10 +168,41 @@ func (e *Evaluator) recordEvents(ctx context.Context, plan planner.Plan, snap sn
 			Reason: kubeevents.ReasonScaleDown, Message: "node chosen for removal, drain started: " + d.Reason,
 		})
 	}
+	evs = append(evs, e.blockedEvents(plan, snap, set)...)
 	e.Events.RecordAll(ctx, evs)
 	// Marked whether or not the writes landed: a refusing events API is
 	// not asked again for every pod every cycle.
 	e.notTriggered.mark(marked, now, set.NotTriggerScaleUpInterval)
+}
+
+// blockedCodes are the kept nodes that get ScaleDownBlocked: under the
+// threshold, and kept by what a person can change (a pod, a budget, room);
+// not the waits that pass by themselves (unneededTime, delayAfterAdd).
+var blockedCodes = []string{planner.KeptBlockedByPod, planner.KeptNotEnoughPdb, planner.KeptNoPlaceToMovePods}
+
+// blockedEvents are ScaleDownBlocked on the plan's kept nodes of
+// blockedCodes, each node at most once per NotTriggerScaleUpInterval; the
+// plan lists at most planner.MaxKept nodes, these first.
+func (e *Evaluator) blockedEvents(plan planner.Plan, snap snapshot.Snapshot, set EventSettings) []kubeevents.Event {
+	now := snap.CapturedAt
+	var evs []kubeevents.Event
+	var marked []types.UID
+	for _, k := range plan.Kept {
+		if !slices.Contains(blockedCodes, k.Code) {
+			continue
+		}
+		uid := nodeUID(snap.Nodes, k.Node)
+		if !e.blockedNoted.due(uid, now, set.NotTriggerScaleUpInterval) {
+			continue
+		}
+		marked = append(marked, uid)
+		evs = append(evs, kubeevents.Event{
+			Object: kubeevents.Node(k.Node, uid), Type: corev1.EventTypeNormal,
+			Reason: kubeevents.ReasonScaleDownBlocked, Message: "node not removed (" + k.Code + "): " + k.Reason,
+		})
+	}
+	e.blockedNoted.mark(marked, now, set.NotTriggerScaleUpInterval)
+	return evs
 }
 
 // podUIDs maps "ns/name" to UID for the pods the plan names.

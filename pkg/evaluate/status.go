@@ -59,6 +59,12 @@ type Status struct {
 	// ShadowCompare is how the shadow cycle's plan compared with what
 	// cluster-autoscaler did (evaluate.shadowCompare); bounded.
 	ShadowCompare *shadowcompare.Comparison `json:"shadowCompare,omitempty"`
+
+	// Kept are the first nodes scale-down keeps and why, KeptOmitted how
+	// many more; KeptCounts count them all, per group and code.
+	Kept        []planner.Kept      `json:"kept,omitempty"`
+	KeptOmitted int                 `json:"keptOmitted,omitempty"`
+	KeptCounts  []planner.KeptCount `json:"keptCounts,omitempty"`
 }
 
 // StatusError is an error and when it happened.
@@ -135,12 +141,14 @@ type RecoveredCounts struct {
 }
 
 // Caps of the status lists and messages. At them the document stays well
-// within one DynamoDB item: about 490 KB with every name and message at its
+// within one DynamoDB item: about 590 KB with every name and message at its
 // longest, a tenth of that gzipped as stored (TestStatusFitsOneItemAt5000Nodes). The *Omitted counts say what
 // was left out.
 const (
 	maxStatusGroups   = 300
 	maxStatusUnneeded = 300
+	maxStatusKept     = 10  // the plan lists the most telling first
+	maxStatusCounts   = 300 // (group, code) pairs
 	maxStatusDrains   = 100
 	maxStatusActions  = 50
 	maxStatusProblems = 20 // names logged for a headroom's missing groups
@@ -257,6 +265,7 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap snapshot.Snap
 		// Nothing read this cycle: the last known groups stand.
 		st.GroupsAt, st.NodeGroups, st.NodeGroupsOmitted = prev.GroupsAt, prev.NodeGroups, prev.NodeGroupsOmitted
 		st.Unneeded, st.UnneededOmitted = prev.Unneeded, prev.UnneededOmitted
+		st.Kept, st.KeptOmitted, st.KeptCounts = prev.Kept, prev.KeptOmitted, prev.KeptCounts
 		if st.NodeGroups == nil {
 			st.NodeGroups = []GroupSummary{}
 		}
@@ -271,7 +280,24 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap snapshot.Snap
 	groupOf, registered, ready := countNodes(snap)
 	st.NodeGroups, st.NodeGroupsOmitted = groupSummaries(prev, snap, plan, res.Actions, now, registered, ready)
 	st.Unneeded, st.UnneededOmitted = unneededNodes(plan.State.UnneededSince, groupOf)
+	st.addKept(plan)
 	return st
+}
+
+// addKept takes the plan's first kept nodes, their reasons clipped, and
+// its counts, up to the caps.
+func (st *Status) addKept(plan *planner.Plan) {
+	n := min(len(plan.Kept), maxStatusKept)
+	st.Kept = make([]planner.Kept, n)
+	for i, k := range plan.Kept[:n] {
+		k.Reason = clip(k.Reason)
+		st.Kept[i] = k
+	}
+	st.KeptOmitted = len(plan.Kept) - n + plan.KeptOmitted
+	st.KeptCounts = plan.KeptCounts[:min(len(plan.KeptCounts), maxStatusCounts)]
+	if n == 0 {
+		st.Kept = nil
+	}
 }
 
 // addActions lists the cycle's actions, up to the cap; the last failed one

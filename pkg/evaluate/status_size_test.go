@@ -52,6 +52,16 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 		snap.Nodes[n].Name, snap.Nodes[n].Spec.ProviderID = long("node", n), id
 		plan.State.UnneededSince[long("node", n)] = now.Add(-time.Duration(n) * time.Second)
 	}
+	// Every node kept, each group for every code.
+	for n := range planner.MaxKept {
+		plan.Kept = append(plan.Kept, planner.Kept{Node: long("node", n), NodeGroup: long("group", n), Code: planner.KeptNotUnneededLongEnough, Reason: strings.Repeat("r", 2000)})
+	}
+	plan.KeptOmitted = nodes - planner.MaxKept
+	for g := range groups {
+		for range 16 {
+			plan.KeptCounts = append(plan.KeptCounts, planner.KeptCount{NodeGroup: long("group", g), Code: planner.KeptNotUnneededLongEnough, Nodes: nodes})
+		}
+	}
 	var actions []Action
 	for i := range 1000 {
 		actions = append(actions, Action{Kind: "scaleUp", NodeGroup: long("group", i), Delta: 1, Error: strings.Repeat("é", 2000)})
@@ -74,6 +84,9 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 	t.Logf("status of %d nodes, %d groups: %d bytes, %d gzipped", nodes, groups, len(doc), z.Len())
 	if len(doc) > state.MaxStatusDocument || z.Len() > state.MaxStatusSize {
 		t.Fatalf("status is %d bytes (%d gzipped), over the %d stored (%d gzipped)", len(doc), z.Len(), state.MaxStatusDocument, state.MaxStatusSize)
+	}
+	if len(st.Kept) != maxStatusKept || st.KeptOmitted != nodes-maxStatusKept || len(st.KeptCounts) != maxStatusCounts {
+		t.Errorf("kept %d, omitted %d, counts %d", len(st.Kept), st.KeptOmitted, len(st.KeptCounts))
 	}
 	if st.NodeGroupsOmitted != groups-maxStatusGroups || st.UnneededOmitted != nodes-maxStatusUnneeded || st.ActionsOmitted != 1000-maxStatusActions {
 		t.Errorf("omitted: groups %d, unneeded %d, actions %d", st.NodeGroupsOmitted, st.UnneededOmitted, st.ActionsOmitted)

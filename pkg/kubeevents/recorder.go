@@ -45,6 +45,9 @@ const (
 	// ReasonSurgeLeft: a drain left a Deployment's replica count as it
 	// found it, not surged or not taken back (someone else sets it).
 	ReasonSurgeLeft = "SurgeLeft"
+	// ReasonScaleDownBlocked: an under-used node scale-down would remove
+	// is kept by a pod, a budget or pods that fit nowhere else.
+	ReasonScaleDownBlocked = "ScaleDownBlocked"
 )
 
 // maxMessage is events.k8s.io's limit on an event's note (in bytes); core/v1

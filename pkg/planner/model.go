@@ -162,6 +162,7 @@ type model struct {
 
 	budgets *pdbSet // built by budgetIndex
 	covers  []int32
+	kept    []keptRec // nodes scale-down keeps, and why (kept.go)
 
 	vols *volumeIndex // nil when the snapshot has no volume objects
 }

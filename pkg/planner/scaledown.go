@@ -442,16 +442,16 @@ type unneededNode struct {
 // utilisation, each removed in the simulation when nothing blocks it and its
 // pods fit elsewhere.
 func (m *model) unneeded(tr *trace) []unneededNode {
-	threshold := m.set.ScaleDown.UtilizationThreshold
 	var cands []int32
 	util := make([]float64, len(m.nodes))
 	r := &removal{m: m, dest: make([]bool, len(m.nodes)), movedIn: map[int32][]classCount{}}
+	m.kept = make([]keptRec, 0, len(m.nodes))
 	for i := range m.nodes {
 		n := &m.nodes[i]
 		r.dest[i] = n.ready && n.schedulable
 		cpu, mem := n.utilization()
 		util[i] = max(cpu, mem)
-		if n.group >= 0 && n.ready && n.schedulable && !n.gotPending && !nodeOptedOut(n.node) && util[i] < threshold && !m.young(n) {
+		if !m.keptBefore(int32(i), util[i]) {
 			cands = append(cands, int32(i))
 		}
 	}
@@ -480,10 +480,12 @@ func (m *model) unneeded(tr *trace) []unneededNode {
 			hops.moving(pi)
 		})
 		if blocked {
+			m.keep(ci, kBlockedByPod, 0, 0)
 			continue
 		}
 		for _, nb := range need {
 			if int64(left[nb.class]) < nb.n {
+				m.keep(ci, kNotEnoughPdb, nb.class, int32(nb.n))
 				blocked = true
 				break
 			}
@@ -498,6 +500,7 @@ func (m *model) unneeded(tr *trace) []unneededNode {
 		fits := true
 		for _, cc := range classes {
 			if r.place(cc.class, cc.n, ci, &moves) > 0 {
+				m.keep(ci, kNoPlaceToMovePods, cc.class, 0)
 				fits = false
 				break
 			}
@@ -547,25 +550,13 @@ func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare, tr *
 		}
 		next.UnneededSince[name] = since
 		g := &m.groups[n.group]
-		if g.shrinking {
-			continue
-		}
-		if m.now.Sub(since) < m.set.ScaleDown.UnneededTime {
-			continue
-		}
-		if last, ok := next.LastScaleUp[g.ng.Name]; ok && m.now.Sub(last) < m.set.ScaleDown.DelayAfterAdd {
-			continue
-		}
-		if pendingFits[n.group] {
-			continue
-		}
-		if g.target-g.draining-removals[n.group]-1 < g.ng.MinSize {
-			continue
-		}
-		if !m.mayDisrupt(limits, n.group, g.draining+removals[n.group]+1) {
+		disrupting := int32(g.draining + removals[n.group])
+		if code, a, b := m.holds(n, since, next, pendingFits, limits, disrupting); code != kNone {
+			m.keep(u.node, code, a, b)
 			continue
 		}
 		if !spares[n.group].keeps(int64(removals[n.group]+1), removed[n.group].add(n.alloc)) {
+			m.keep(u.node, kHeadroom, 0, 0)
 			continue
 		}
 		removals[n.group]++
@@ -579,21 +570,54 @@ func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare, tr *
 	if limits != nil {
 		consolidated(plan.ScaleDown[first:])
 	}
+	m.writeKept(plan, next)
 }
 
-// pendingFits is, per group, whether its template could host a pod that is
-// unschedulable now (whatever its age): such a group keeps its nodes, as
-// removing one would only make room for a scale-up of the same group.
-func (m *model) pendingFits() []bool {
-	fits := make([]bool, len(m.groups))
+// holds is what keeps unneeded node n, disrupting of its group's nodes
+// being drained or removed by this plan: kNone when nothing does, else the
+// code and its record's a and b.
+func (m *model) holds(n *nodeInfo, since time.Time, next *snapshot.State, pendingFits []int32, limits []int, disrupting int32) (keptCode, int32, int32) {
+	g := &m.groups[n.group]
+	switch {
+	case g.shrinking:
+		return kGroupShrinking, 0, 0
+	case m.now.Sub(since) < m.set.ScaleDown.UnneededTime:
+		return kNotUnneededLongEnough, 0, 0
+	}
+	if last, ok := next.LastScaleUp[g.ng.Name]; ok && m.now.Sub(last) < m.set.ScaleDown.DelayAfterAdd {
+		return kScaleDownInCooldown, 0, 0
+	}
+	if pendingFits[n.group] >= 0 {
+		return kPendingPodFits, pendingFits[n.group], 0
+	}
+	if g.target-int(disrupting)-1 < g.ng.MinSize {
+		return kMinSizeReached, disrupting, 0
+	}
+	if !m.mayDisrupt(limits, n.group, int(disrupting)+1) {
+		if limits == nil {
+			return kDisruptionLimit, disrupting, -1
+		}
+		return kDisruptionLimit, disrupting, int32(limits[n.group])
+	}
+	return kNone, 0, 0
+}
+
+// pendingFits is, per group, the first pod unschedulable now (whatever its
+// age) that its template could host, or -1: such a group keeps its nodes,
+// as removing one would only make room for a scale-up of the same group.
+func (m *model) pendingFits() []int32 {
+	fits := make([]int32, len(m.groups))
+	for gi := range fits {
+		fits[gi] = -1
+	}
 	for i := range m.pods {
 		if !m.pods[i].unsched {
 			continue
 		}
 		c := m.classOf(int32(i))
 		for gi := range m.groups {
-			if !fits[gi] && m.fitsTemplate(c, gi) {
-				fits[gi] = true
+			if fits[gi] < 0 && m.fitsTemplate(c, gi) {
+				fits[gi] = int32(i)
 			}
 		}
 	}

@@ -23,6 +23,12 @@ type Plan struct {
 	// under each scale-up are a prediction, in the scheduler's queue order.
 	Assignment string        `json:"assignment,omitempty"`
 	NodeGroups []GroupStatus `json:"nodeGroups"`
+	// Kept are nodes scale-down considered and keeps, and why; at most
+	// MaxKept, KeptOmitted counting the rest.
+	Kept        []Kept `json:"kept,omitempty"`
+	KeptOmitted int    `json:"keptOmitted,omitempty"`
+	// KeptCounts counts every kept node, per group and code.
+	KeptCounts []KeptCount `json:"keptCounts,omitempty"`
 	// Cost is what the groups cost at the targets this plan leaves them
 	// at; nil when no group has a price.
 	Cost  *Cost          `json:"cost,omitempty"`

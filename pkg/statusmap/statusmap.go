@@ -248,6 +248,7 @@ func halveLongest(st *evaluate.Status) bool {
 		{sizeOf(st.Unneeded), len(st.Unneeded), func(k int) { st.Unneeded = st.Unneeded[:k] }, &st.UnneededOmitted},
 		{sizeOf(st.Drains), len(st.Drains), func(k int) { st.Drains = st.Drains[:k] }, &st.DrainsOmitted},
 		{sizeOf(st.Actions), len(st.Actions), func(k int) { st.Actions = st.Actions[:k] }, &st.ActionsOmitted},
+		{sizeOf(st.Kept), len(st.Kept), func(k int) { st.Kept = st.Kept[:k] }, &st.KeptOmitted},
 	}
 	if c := st.ShadowCompare; c != nil {
 		// A copy: the caller's status shares the comparison.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/shadowcompare"
 )
 
@@ -38,6 +39,13 @@ func worstStatus() evaluate.Status {
 	}
 	for i := range 50 {
 		st.Actions = append(st.Actions, evaluate.Action{Kind: "scaleUp", NodeGroup: long("group", i), Node: long("node", i), Delta: 1, Error: msg})
+	}
+	for i := range 10 {
+		st.Kept = append(st.Kept, planner.Kept{Node: long("node", i), NodeGroup: long("group", i), Code: planner.KeptNotUnneededLongEnough, Reason: msg})
+	}
+	st.KeptOmitted = 4990
+	for i := range 300 {
+		st.KeptCounts = append(st.KeptCounts, planner.KeptCount{NodeGroup: long("group", i), Code: planner.KeptNotUnneededLongEnough, Nodes: 5000})
 	}
 	for i := range 20 {
 		st.Problems = append(st.Problems, evaluate.Problem{Kind: fmt.Sprintf("Kind%d", i), Count: 5000, Detail: msg})

@@ -40,7 +40,7 @@ func Write(w io.Writer, d Doc, now time.Time) error {
 	c := statusClock{now: now}
 	writeStatusSummary(w, d, c)
 	for _, section := range []func(io.Writer, Doc, statusClock) error{
-		writeGroupsTable, writeUnneededTable, writeDrainsTable, writeActionsTable, writeCompareTable,
+		writeGroupsTable, writeUnneededTable, writeKeptTable, writeDrainsTable, writeActionsTable, writeCompareTable,
 	} {
 		if err := section(w, d, c); err != nil {
 			return err
@@ -153,6 +153,38 @@ func writeUnneededTable(w io.Writer, d Doc, c statusClock) error {
 		}
 	}
 	more(w, d.UnneededOmitted, "unneeded nodes")
+	return nil
+}
+
+// writeKeptTable writes the counts of the nodes scale-down keeps, per
+// group and code, and the first of them with why.
+func writeKeptTable(w io.Writer, d Doc, _ statusClock) error {
+	if len(d.KeptCounts) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	var groups []string
+	for i, kc := range d.KeptCounts {
+		if i == 0 || d.KeptCounts[i-1].NodeGroup != kc.NodeGroup {
+			groups = append(groups, kc.NodeGroup+":")
+		} else {
+			groups[len(groups)-1] += ","
+		}
+		groups[len(groups)-1] += fmt.Sprintf(" %d %s", kc.Nodes, kc.Code)
+	}
+	fmt.Fprintf(w, "Kept nodes:   %s\n", strings.Join(groups, "; "))
+	if len(d.Kept) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEPT NODE\tNODE GROUP\tCODE\tREASON")
+	for _, k := range d.Kept {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Node, k.NodeGroup, k.Code, k.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	more(w, d.KeptOmitted, "kept nodes")
 	return nil
 }
 

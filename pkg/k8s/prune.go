@@ -250,50 +250,38 @@ func (p *podPruner) pruneContainer(src []byte) error {
 
 // podBound reports whether the Pod in msg names its node.
 func podBound(msg []byte) (bool, error) {
-	for len(msg) > 0 {
-		f, rest, err := nextField(msg)
-		if err != nil {
-			return false, err
-		}
-		msg = rest
-		if f.num != podSpec || f.typ != wireBytes {
-			continue
-		}
-		for spec := f.data; len(spec) > 0; {
-			s, rest, err := nextField(spec)
-			if err != nil {
-				return false, err
-			}
-			if s.num == specNodeName && s.typ == wireBytes && len(s.data) > 0 {
-				return true, nil
-			}
-			spec = rest
-		}
-	}
-	return false, nil
+	return anyInner(msg, podSpec, func(s wireField) bool {
+		return s.num == specNodeName && s.typ == wireBytes && len(s.data) > 0
+	})
 }
 
 // keptVolume reports whether the Volume in msg has a source the Trimmer
 // keeps.
 func keptVolume(msg []byte) (bool, error) {
+	return anyInner(msg, volumeSource, func(s wireField) bool { return oneOf(s.num, keptVolumeSources[:]) })
+}
+
+// anyInner reports whether a field of an embedded message numbered outer
+// in msg satisfies is.
+func anyInner(msg []byte, outer int, is func(wireField) bool) (bool, error) {
 	for len(msg) > 0 {
 		f, rest, err := nextField(msg)
 		if err != nil {
 			return false, err
 		}
 		msg = rest
-		if f.num != volumeSource || f.typ != wireBytes {
+		if f.num != outer || f.typ != wireBytes {
 			continue
 		}
-		for src := f.data; len(src) > 0; {
-			s, rest, err := nextField(src)
+		for inner := f.data; len(inner) > 0; {
+			s, rest, err := nextField(inner)
 			if err != nil {
 				return false, err
 			}
-			if oneOf(s.num, keptVolumeSources[:]) {
+			if is(s) {
 				return true, nil
 			}
-			src = rest
+			inner = rest
 		}
 	}
 	return false, nil

@@ -276,6 +276,12 @@ func reasonPhrase(g planner.GroupReason) string {
 		return "node(s) didn't match Pod's node affinity/selector"
 	case planner.ReasonTaint:
 		return "node(s) had untolerated taint"
+	case planner.ReasonHostPort:
+		return "node(s) didn't have free ports for the requested pod ports"
+	case planner.ReasonPodAffinity:
+		return "node(s) didn't match pod affinity/anti-affinity rules"
+	case planner.ReasonTopologySpread:
+		return "node(s) didn't match pod topology spread constraints"
 	case planner.ReasonInsufficient:
 		// "insufficient cpu (needs 5, template has 4)" → "Insufficient cpu"
 		word, _, _ := strings.Cut(strings.TrimPrefix(g.Reason, "insufficient "), " ")

@@ -264,3 +264,41 @@ func TestStartedDrainRecordsScaleDownOnTheNode(t *testing.T) {
 		t.Fatalf("ScaleDown events = %+v, want one on %s", got, res.Plan.ScaleDown[0].Node)
 	}
 }
+
+// TestNotTriggerScaleUpMessage: each group reason code reads as
+// cluster-autoscaler words it, counted; a code without a phrase keeps its
+// reason.
+func TestNotTriggerScaleUpMessage(t *testing.T) {
+	gr := func(group, code, reason string) planner.GroupReason {
+		return planner.GroupReason{NodeGroup: group, Code: code, Reason: reason}
+	}
+	tests := []struct {
+		name   string
+		groups []planner.GroupReason
+		want   string
+	}{
+		{"no groups", nil, "pod didn't trigger scale-up: there are no node groups"},
+		{"counted and sorted", []planner.GroupReason{
+			gr("a", planner.ReasonMaxSizeReached, "node group a at max size 3"),
+			gr("b", planner.ReasonTopologySpread, "node group b: topology spread on topology.kubernetes.io/zone (maxSkew 1)"),
+			gr("c", planner.ReasonTopologySpread, "node group c: topology spread on topology.kubernetes.io/zone (maxSkew 1)"),
+		}, "pod didn't trigger scale-up: 1 max node group size reached, 2 node(s) didn't match pod topology spread constraints"},
+		{"ports and affinity", []planner.GroupReason{
+			gr("a", planner.ReasonHostPort, "node group a: host port TCP/80 already in use"),
+			gr("b", planner.ReasonPodAffinity, "node group b: pod anti-affinity on kubernetes.io/hostname"),
+		}, "pod didn't trigger scale-up: 1 node(s) didn't have free ports for the requested pod ports, 1 node(s) didn't match pod affinity/anti-affinity rules"},
+		{"insufficient names the resource", []planner.GroupReason{
+			gr("a", planner.ReasonInsufficient, "insufficient cpu (needs 5, template has 4)"),
+		}, "pod didn't trigger scale-up: 1 Insufficient cpu"},
+		{"other keeps its reason", []planner.GroupReason{
+			gr("a", planner.ReasonOther, "volume zone rule"),
+		}, "pod didn't trigger scale-up: 1 volume zone rule"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := evaluate.NotTriggerScaleUpMessage(tt.groups); got != tt.want {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}

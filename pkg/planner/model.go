@@ -125,7 +125,7 @@ type podClass struct {
 	set  int32
 	// why is, by group, the last pod-dependent rule that kept a pod of the
 	// class off a planned node.
-	why map[int]string
+	why map[int]refused
 	// zoneRule is the class's first pod-dependent rule keyed on the zone,
 	// once zoneDone (zones.go).
 	zoneRule string

@@ -405,13 +405,13 @@ func (m *model) fillSlots(c int32, g int, slots *[]int32, count, limit int64) in
 		if slot < 0 {
 			if int64(len(*slots)) >= limit {
 				if !last.ok() {
-					m.noteWhy(c, g, t.explain(last))
+					m.noteWhy(c, g, t, last)
 				}
 				break
 			}
 			s := m.addSim(g, "new")
 			if why, _ := t.fits(s); !why.ok() {
-				m.noteWhy(c, g, t.explain(why))
+				m.noteWhy(c, g, t, why)
 				m.dropSims(s)
 				break
 			}
@@ -426,12 +426,16 @@ func (m *model) fillSlots(c int32, g int, slots *[]int32, count, limit int64) in
 	return placed
 }
 
-func (m *model) noteWhy(c int32, g int, why string) {
+// refused is a pod-dependent rule that kept a pod off a planned node: its
+// GroupReason code and its explanation.
+type refused struct{ code, why string }
+
+func (m *model) noteWhy(c int32, g int, t *topo, r refusal) {
 	cl := &m.classes[c]
 	if cl.why == nil {
-		cl.why = map[int]string{}
+		cl.why = map[int]refused{}
 	}
-	cl.why[g] = why
+	cl.why[g] = refused{code: r.code(), why: t.explain(r)}
 }
 
 // fittingClasses are the classes with pods left whose pods fit group g's
@@ -907,7 +911,7 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 				gr.Code, gr.Reason = ReasonBackedOff, fmt.Sprintf("node group %s backed off until %s", g.ng.Name, g.backoff.UTC().Format(time.RFC3339))
 				blocked = append(blocked, gr.Reason)
 			case g.target+grown[gi] >= g.ng.MaxSize:
-				if grown[gi] > 0 && cl.why[gi] == "" {
+				if grown[gi] > 0 && cl.why[gi].why == "" {
 					plan.Assignment = AssignmentPredicted
 				}
 				s := fmt.Sprintf("node group %s at max size %d", g.ng.Name, g.ng.MaxSize)
@@ -917,7 +921,7 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 				gr.Code, gr.Reason = ReasonMaxSizeReached, s
 				blocked = append(blocked, s)
 			case budget <= 0:
-				if len(plan.ScaleUp) > 0 && cl.why[gi] == "" {
+				if len(plan.ScaleUp) > 0 && cl.why[gi].why == "" {
 					plan.Assignment = AssignmentPredicted
 				}
 				gr.Code, gr.Reason = ReasonMaxNodesPerStep, fmt.Sprintf("max nodes per step (%d) reached", m.set.ScaleUp.MaxNodesPerStep)
@@ -925,8 +929,9 @@ func (m *model) unschedulable(classes []int32, grown map[int]int, budget int64, 
 					blocked = append(blocked, gr.Reason)
 					stepCapped = true
 				}
-			case cl.why[gi] != "":
-				blocked = append(blocked, fmt.Sprintf("node group %s: %s", g.ng.Name, cl.why[gi]))
+			case cl.why[gi].why != "":
+				gr.Code, gr.Reason = cl.why[gi].code, fmt.Sprintf("node group %s: %s", g.ng.Name, cl.why[gi].why)
+				blocked = append(blocked, gr.Reason)
 			default:
 				gr.Code, gr.Reason = ReasonNoRoom, fmt.Sprintf("node group %s: no room on the planned new nodes", g.ng.Name)
 				blocked = append(blocked, gr.Reason)

@@ -715,6 +715,19 @@ const (
 
 func (r refusal) ok() bool { return r.kind == admitted }
 
+// code is the GroupReason code of a refusal.
+func (r refusal) code() string {
+	switch r.kind {
+	case refusedPort:
+		return ReasonHostPort
+	case refusedAffinityLabel, refusedAffinity, refusedAnti, refusedExAnti:
+		return ReasonPodAffinity
+	case refusedSpreadLabel, refusedSpread:
+		return ReasonTopologySpread
+	}
+	return ReasonOther
+}
+
 // explain spells out a refusal.
 func (t *topo) explain(r refusal) string {
 	switch r.kind {

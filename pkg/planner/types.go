@@ -78,13 +78,18 @@ type GroupReason struct {
 }
 
 // Codes of GroupReason: the group could host the pod but may not grow
-// (MaxSizeReached, BackedOff, MaxNodesPerStep, NoRoom), or its template
-// does not fit the pod (the rest).
+// (MaxSizeReached, BackedOff, MaxNodesPerStep, NoRoom), a rule between the
+// pod and the pods planned beside it keeps it off the group's new nodes
+// (HostPort, PodAffinity, TopologySpread), or its template does not fit
+// the pod (the rest).
 const (
 	ReasonMaxSizeReached  = "MaxSizeReached"
 	ReasonBackedOff       = "BackedOff"
 	ReasonMaxNodesPerStep = "MaxNodesPerStep"
 	ReasonNoRoom          = "NoRoom"
+	ReasonHostPort        = "HostPort"
+	ReasonPodAffinity     = "PodAffinity"
+	ReasonTopologySpread  = "TopologySpread"
 	ReasonNodeSelector    = "NodeSelector"
 	ReasonTaint           = "Taint"
 	ReasonVolume          = "Volume"

@@ -27,13 +27,14 @@ func TestZoneSpreadOneGroupPerZone(t *testing.T) {
 		name    string
 		balance bool
 		zones   []string
-		maxOf   map[string]int // a group's max size (default 10)
-		onNodes map[string]int // the workload's pods already in each zone
-		pending []corev1.Pod   // besides those
-		want    map[string]int // new nodes by group
-		unsched int            // pods left pending
-		reasons []string       // in every unschedulable reason
-		rounds  map[string]int // a group's rounds, when more than one
+		maxOf   map[string]int    // a group's max size (default 10)
+		onNodes map[string]int    // the workload's pods already in each zone
+		pending []corev1.Pod      // besides those
+		want    map[string]int    // new nodes by group
+		unsched int               // pods left pending
+		reasons []string          // in every unschedulable reason
+		codes   map[string]string // each group's code for every pod left pending
+		rounds  map[string]int    // a group's rounds, when more than one
 	}{
 		{
 			name: "4 pods over 2 zones: +2/+2", balance: true, zones: []string{"a", "b"},
@@ -63,12 +64,14 @@ func TestZoneSpreadOneGroupPerZone(t *testing.T) {
 			pending: pendingPods("web", 6, "3", "1Gi", spreadOpt(labelZone, 1, 0, "web")),
 			want:    map[string]int{"za": 1, "zb": 1}, unsched: 4,
 			reasons: []string{"node group za: " + spreadRule, "node group zb: " + spreadRule, "node group zc at max size 1"},
+			codes:   map[string]string{"za": ReasonTopologySpread, "zb": ReasonTopologySpread, "zc": ReasonMaxSizeReached},
 		},
 		{
 			name: "minDomains 3 over 2 zones: the global minimum is 0, one pod a zone", balance: true, zones: []string{"a", "b"},
 			pending: pendingPods("web", 4, "3", "1Gi", spreadOpt(labelZone, 1, 3, "web")),
 			want:    map[string]int{"za": 1, "zb": 1}, unsched: 2,
 			reasons: []string{"node group za: " + spreadRule, "node group zb: " + spreadRule},
+			codes:   map[string]string{"za": ReasonTopologySpread, "zb": ReasonTopologySpread},
 		},
 		{
 			name: "whenUnsatisfiable ScheduleAnyway only scores: balanced as any pods", balance: true, zones: []string{"a", "b"},
@@ -132,6 +135,14 @@ func TestZoneSpreadOneGroupPerZone(t *testing.T) {
 				for _, r := range tt.reasons {
 					if !strings.Contains(u.Reason, r) {
 						t.Errorf("%s: reason %q does not say %q", u.Pod, u.Reason, r)
+					}
+				}
+				if len(u.NodeGroups) != len(tt.codes) {
+					t.Errorf("%s: group reasons %+v, want codes %v", u.Pod, u.NodeGroups, tt.codes)
+				}
+				for _, gr := range u.NodeGroups {
+					if gr.Code != tt.codes[gr.NodeGroup] || gr.Reason == "" {
+						t.Errorf("%s: group %s code %q reason %q, want code %q and a reason", u.Pod, gr.NodeGroup, gr.Code, gr.Reason, tt.codes[gr.NodeGroup])
 					}
 				}
 			}

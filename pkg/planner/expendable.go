@@ -11,7 +11,10 @@ import (
 // expendable reports whether pod p is below the priority cutoff, so that the
 // simulation leaves it out (cluster-autoscaler's expendable pods). A pod
 // without spec.priority is never expendable, as in cluster-autoscaler. A
-// bound pod marked not to be disrupted stays in: its node must keep it.
+// bound pod marked not to be disrupted stays in: its node must keep it; so
+// does one a PodDisruptionBudget allowing no disruption covers, since its
+// node's drain could not evict it (cluster-autoscaler would choose the node
+// and its drain would fail).
 func (m *model) expendable(p *corev1.Pod) bool {
 	if p.Spec.Priority == nil || int(*p.Spec.Priority) >= m.set.ScaleUp.ExpendablePodsPriorityCutoff {
 		return false
@@ -19,7 +22,26 @@ func (m *model) expendable(p *corev1.Pod) bool {
 	if p.Spec.NodeName == "" {
 		return true
 	}
-	return p.Annotations[annotationDoNotDisrupt] != "true" && p.Annotations[annotationSafeToEvict] != "false"
+	if p.Annotations[annotationDoNotDisrupt] == "true" || p.Annotations[annotationSafeToEvict] == "false" {
+		return false
+	}
+	return !m.budgetSpent(p)
+}
+
+// budgetSpent reports whether a PodDisruptionBudget that allows no
+// disruption now covers pod p.
+func (m *model) budgetSpent(p *corev1.Pod) bool {
+	if len(m.snap.PodDisruptionBudgets) == 0 {
+		return false
+	}
+	b := m.budgetIndex()
+	var buf [4]int32
+	for _, bi := range b.matching(p, buf[:0]) {
+		if b.pdbs[bi].left <= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // expendablePending lists the pending pods left out as expendable, so the

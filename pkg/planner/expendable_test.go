@@ -118,6 +118,23 @@ func TestExpendableScaleDown(t *testing.T) {
 			snap: scaleDownBase(light("a", prio(-20), annotate(annotationDoNotDisrupt, "true"))),
 		},
 		{
+			name: "an expendable pod a budget allowing no disruption covers keeps the node",
+			snap: func() snapshot.Snapshot {
+				s := scaleDownBase(light("a", prio(-20), podLabels("app", "pause")))
+				s.PodDisruptionBudgets = append(s.PodDisruptionBudgets, pdb("default/pause", 0, "app", "pause"))
+				return s
+			}(),
+		},
+		{
+			name: "one whose budget allows a disruption is still left out",
+			snap: func() snapshot.Snapshot {
+				s := scaleDownBase(pod("pause", "3", "1Gi", on("n1"), prio(-20), bare(), podLabels("app", "pause")))
+				s.PodDisruptionBudgets = append(s.PodDisruptionBudgets, pdb("default/pause", 1, "app", "pause"))
+				return s
+			}(),
+			want: want{down: []string{"workers/n1"}},
+		},
+		{
 			name: "an expendable pending pod does not hold the group's scale-down",
 			snap: func() snapshot.Snapshot {
 				s := scaleDownBase(light("a"))

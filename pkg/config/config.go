@@ -323,9 +323,11 @@ type ScaleDown struct {
 	DelayAfterAdd        *Duration `yaml:"delayAfterAdd"`
 	MaxConcurrentDrains  *int      `yaml:"maxConcurrentDrains"`
 	// Consolidation: "delete" removes several under-used nodes of a group
-	// at once, within DisruptionBudgets (consolidation.go).
+	// at once, within DisruptionBudgets (consolidation.go); "replace" also
+	// replaces nodes by fewer or cheaper ones that save ReplaceMinSaving.
 	Consolidation     string             `yaml:"consolidation"`
 	DisruptionBudgets []DisruptionBudget `yaml:"disruptionBudgets"`
+	ReplaceMinSaving  *float64           `yaml:"replaceMinSaving"`
 }
 
 // Drain tunes node removal.
@@ -896,6 +898,9 @@ func (c *Config) Settings() planner.Settings {
 	}
 	s.ScaleDown.Consolidation = sd.Consolidation
 	s.ScaleDown.DisruptionBudgets = sd.budgets()
+	if sd.ReplaceMinSaving != nil {
+		s.ScaleDown.ReplaceMinSaving = *sd.ReplaceMinSaving
+	}
 	return s
 }
 

@@ -63,15 +63,21 @@ func TestConsolidationBudgets(t *testing.T) {
 }
 
 // TestConsolidationRefused: each mistake is named with its line and path,
-// and replace is refused until it exists.
+// and replaceMinSaving only goes with replace, as a share.
 func TestConsolidationRefused(t *testing.T) {
 	sd := func(body string) string { return kwokDoc(okTemplate, "scaleDown:\n"+body) }
 	cases := []struct {
 		name, doc string
 		want      []string
 	}{
-		{"replace not yet", sd("  consolidation: replace\n"), []string{"x.yaml:11: scaleDown.consolidation: replace is not available yet (it needs node prices); use delete"}},
-		{"unknown mode", sd("  consolidation: always\n"), []string{`x.yaml:11: scaleDown.consolidation: unknown value "always" (use delete)`}},
+		{"replace not yet", sd("  consolidation: replace\n"), []string{"x.yaml:11: scaleDown.consolidation: replace is not available yet"}},
+		{"unknown mode", sd("  consolidation: always\n"), []string{`x.yaml:11: scaleDown.consolidation: unknown value "always" (use delete or replace)`}},
+		{"min saving without replace", sd("  consolidation: delete\n  replaceMinSaving: 0.3\n"), []string{"x.yaml:12: scaleDown.replaceMinSaving: applies only with scaleDown.consolidation: replace"}},
+		{"min saving without consolidation", sd("  replaceMinSaving: 0.3\n"), []string{"x.yaml:11: scaleDown.replaceMinSaving: applies only with scaleDown.consolidation: replace"}},
+		{"min saving zero", sd("  consolidation: replace\n  replaceMinSaving: 0\n"), []string{"x.yaml:12: scaleDown.replaceMinSaving: must be a share in (0, 1)"}},
+		{"min saving whole", sd("  consolidation: replace\n  replaceMinSaving: 1\n"), []string{"x.yaml:12: scaleDown.replaceMinSaving: must be a share in (0, 1)"}},
+		{"min saving percent", sd("  consolidation: replace\n  replaceMinSaving: 20%\n"), []string{"x.yaml:12: scaleDown.replaceMinSaving"}},
+		{"min saving NaN", sd("  consolidation: replace\n  replaceMinSaving: .nan\n"), []string{"x.yaml:12: scaleDown.replaceMinSaving: must be a finite number"}},
 		{"budgets without consolidation", sd("  disruptionBudgets: [{nodes: \"1\"}]\n"), []string{"x.yaml:11: scaleDown.disruptionBudgets: apply only to consolidation"}},
 		{"maxConcurrentDrains with consolidation", sd("  consolidation: delete\n  maxConcurrentDrains: 2\n"), []string{"x.yaml:12: scaleDown.maxConcurrentDrains: does not apply with consolidation"}},
 		{"no nodes", sd("  consolidation: delete\n  disruptionBudgets:\n    - schedule: \"@daily\"\n      duration: 1h\n"), []string{"x.yaml:13: scaleDown.disruptionBudgets[0].nodes: is required"}},

@@ -2,10 +2,8 @@ package evaluate
 
 import (
 	"context"
-	"slices"
 	"time"
 
-	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/providers"
 	"github.com/nodetide/nodetide/pkg/snapshot"
 )
@@ -17,11 +15,12 @@ const priceReadTimeout = 10 * time.Second
 
 // providerPrices gives every described group without a price from the
 // config the price its provider's source has (through the cache in the
-// state table), when the expander chain ranks by price. A group whose price
+// state table), when the decision uses prices (the price expander, replace
+// consolidation). A group whose price
 // cannot be had keeps none (never a zero): the status lists it as
 // PriceMissing, and the cause is logged.
 func (e *Evaluator) providerPrices(ctx context.Context, groups []providers.NodeGroup, described []snapshot.NodeGroup) {
-	if e.Prices == nil || !slices.Contains(e.Settings.ScaleUp.Chain(), planner.ExpanderPrice) {
+	if e.Prices == nil || !e.Settings.UsesPrices() {
 		return
 	}
 	var need []providers.NodeGroup

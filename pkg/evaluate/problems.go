@@ -158,9 +158,13 @@ func (e *Evaluator) problems(snap snapshot.Snapshot, res Result, drains []DrainS
 	add(ProblemDrainOverdue, overdue, "")
 	add(ProblemHeadroomGroupNotFound, unmatchedHeadroom(e.Headroom, snap.NodeGroups),
 		"names are matched exactly; a headroom applies once its group is found")
-	if e.Settings.ScaleUp.HasExpander(planner.ExpanderPrice) {
+	switch {
+	case e.Settings.ScaleUp.HasExpander(planner.ExpanderPrice):
 		add(ProblemPriceMissing, unpriced(snap.NodeGroups),
 			"the price expander ranks a group without a price after every priced one; set nodeGroups[].price")
+	case e.Settings.UsesPrices():
+		add(ProblemPriceMissing, unpriced(snap.NodeGroups),
+			"replace consolidation never replaces nodes of, or with nodes of, a group without a price; set nodeGroups[].price")
 	}
 	return out
 }

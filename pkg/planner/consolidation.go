@@ -13,8 +13,8 @@ const (
 	// ConsolidationDelete removes several under-used nodes in one plan when
 	// their pods together fit on the nodes that stay.
 	ConsolidationDelete = "delete"
-	// ConsolidationReplace would swap nodes for cheaper ones; it needs
-	// prices and is not available yet.
+	// ConsolidationReplace is delete, and replaces nodes by fewer or
+	// cheaper new ones when that saves enough (replace.go).
 	ConsolidationReplace = "replace"
 )
 
@@ -71,7 +71,8 @@ func (b DisruptionBudget) String() string {
 // consolidating reports whether scale-down consolidates (removes several
 // nodes of a group at once, within the disruption budgets).
 func (m *model) consolidating() bool {
-	return m.set.ScaleDown.Consolidation == ConsolidationDelete
+	c := m.set.ScaleDown.Consolidation
+	return c == ConsolidationDelete || c == ConsolidationReplace
 }
 
 // disruptionLimits is, per group, the most nodes that may be disrupted at

@@ -51,6 +51,7 @@ const (
 	KeptNodeGroupMinSizeReached = "NodeGroupMinSizeReached"
 	KeptDisruptionLimitReached  = "DisruptionLimitReached"
 	KeptHeadroom                = "Headroom"
+	KeptReplacing               = "Replacing"
 )
 
 // keptCode indexes keptCodes; the order is the order Plan.Kept lists.
@@ -66,6 +67,7 @@ const (
 	kMinSizeReached
 	kDisruptionLimit
 	kHeadroom
+	kReplacing
 	kGroupShrinking
 	kScaleDownDisabled
 	kNodeTooNew
@@ -80,7 +82,7 @@ var keptCodes = [...]string{
 	kBlockedByPod: KeptBlockedByPod, kNotEnoughPdb: KeptNotEnoughPdb, kNoPlaceToMovePods: KeptNoPlaceToMovePods,
 	kNotUnneededLongEnough: KeptNotUnneededLongEnough, kScaleDownInCooldown: KeptScaleDownInCooldown,
 	kPendingPodFits: KeptPendingPodFits, kMinSizeReached: KeptNodeGroupMinSizeReached,
-	kDisruptionLimit: KeptDisruptionLimitReached, kHeadroom: KeptHeadroom, kGroupShrinking: KeptGroupShrinking,
+	kDisruptionLimit: KeptDisruptionLimitReached, kHeadroom: KeptHeadroom, kReplacing: KeptReplacing, kGroupShrinking: KeptGroupShrinking,
 	kScaleDownDisabled: KeptScaleDownDisabled, kNodeTooNew: KeptNodeTooNew, kPendingPodPlaced: KeptPendingPodPlaced,
 	kNotReady: KeptNotReady, kUnschedulable: KeptUnschedulable, kNotUnderutilized: KeptNotUnderutilized,
 }
@@ -106,8 +108,10 @@ func (m *model) keep(node int32, code keptCode, a, b int32) {
 func (m *model) keptBefore(i int32, util float64) bool {
 	n := &m.nodes[i]
 	switch {
-	case n.group < 0 || n.draining || n.node.DeletionTimestamp != nil:
+	case n.group < 0 || n.draining || n.leaving || n.node.DeletionTimestamp != nil:
 		return true
+	case n.replacing:
+		m.keep(i, kReplacing, 0, 0)
 	case !n.ready:
 		m.keep(i, kNotReady, 0, 0)
 	case !n.schedulable:
@@ -202,6 +206,8 @@ func (m *model) keptReason(r keptRec, next *snapshot.State) string {
 		return fmt.Sprintf("disruption budget allows %s of the group at once, %d draining or removed by this plan", plural(int(r.b), "node"), r.a)
 	case kHeadroom:
 		return "removing it would break the group's headroom"
+	case kReplacing:
+		return "a consolidation replacement holds it until its new nodes are Ready (see the plan's replace)"
 	case kGroupShrinking:
 		return fmt.Sprintf("group above its max size %d: the surplus goes by shrinking it", g.ng.MaxSize)
 	case kScaleDownDisabled:

@@ -42,6 +42,9 @@ type nodeInfo struct {
 	// placed are the simulated placements (only kept when model.topoOn).
 	placed []classCount
 	gone   bool // removed by the scale-down simulation
+	// replacing: a consolidation replacement under way holds it until its
+	// new nodes are Ready; leaving: this plan removes it for one.
+	replacing, leaving bool
 }
 
 // podInfo is what the planner derives from one pod of the snapshot.
@@ -161,8 +164,10 @@ type model struct {
 	log     *[]placement
 
 	budgets *pdbSet // built by budgetIndex
-	covers  []int32
-	kept    []keptRec // nodes scale-down keeps, and why (kept.go)
+	// spent is what this plan's replacements take of the budgets.
+	spent  map[int32]int32
+	covers []int32
+	kept   []keptRec // nodes scale-down keeps, and why (kept.go)
 
 	vols *volumeIndex // nil when the snapshot has no volume objects
 }
@@ -214,6 +219,7 @@ func newModel(s *snapshot.Snapshot, set Settings, now time.Time) *model {
 	m.layOutPods(counts)
 	m.daemonSetOverhead()
 	m.initTopology()
+	m.markReplacing()
 	return m
 }
 

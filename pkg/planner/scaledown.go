@@ -440,15 +440,15 @@ type unneededNode struct {
 
 // unneeded finds the nodes that could go: candidates by ascending
 // utilisation, each removed in the simulation when nothing blocks it and its
-// pods fit elsewhere.
-func (m *model) unneeded(tr *trace) []unneededNode {
+// pods fit elsewhere. undo takes the simulation back.
+func (m *model) unneeded(tr *trace) (out []unneededNode, undo func()) {
 	var cands []int32
 	util := make([]float64, len(m.nodes))
 	r := &removal{m: m, dest: make([]bool, len(m.nodes)), movedIn: map[int32][]classCount{}}
 	m.kept = make([]keptRec, 0, len(m.nodes))
 	for i := range m.nodes {
 		n := &m.nodes[i]
-		r.dest[i] = n.ready && n.schedulable
+		r.dest[i] = n.ready && n.schedulable && !n.leaving && !n.replacing
 		cpu, mem := n.utilization()
 		util[i] = max(cpu, mem)
 		if !m.keptBefore(int32(i), util[i]) {
@@ -463,8 +463,8 @@ func (m *model) unneeded(tr *trace) []unneededNode {
 	})
 
 	m.noteDrains(cands)
-	left := m.budgetIndex().left()
-	var out []unneededNode
+	left := m.pdbLeft()
+	var all []move // the moves of the nodes removed, for undo
 	var classes []classCount
 	var need []classCount // (budget index, pods of this node it covers)
 	var moves []move
@@ -511,6 +511,7 @@ func (m *model) unneeded(tr *trace) []unneededNode {
 			continue
 		}
 		r.dest[ci] = false
+		all = append(all, moves...)
 		hops.moved(ci, moves)
 		delete(r.movedIn, ci)
 		for _, mv := range moves {
@@ -525,12 +526,19 @@ func (m *model) unneeded(tr *trace) []unneededNode {
 		}
 		out = append(out, unneededNode{ci, moved})
 	}
-	return out
+	undo = func() {
+		r.rollback(all)
+		for _, u := range out {
+			m.restoreNode(u.node)
+		}
+	}
+	return out, undo
 }
 
 // scaleDown tracks unneeded nodes and lists those due for removal.
 func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare, tr *trace) {
 	if !m.set.ScaleDown.Enabled {
+		m.replacementsUnderWay(plan, next, nil, make([]int, len(m.groups))) // gives them up
 		return
 	}
 	pendingFits := m.pendingFits()
@@ -540,8 +548,10 @@ func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare, tr *
 	}
 	removals := make([]int, len(m.groups))
 	removed := make([]res, len(m.groups))
+	replaced := m.replacementsUnderWay(plan, next, limits, removals)
 	first := len(plan.ScaleDown)
-	for _, u := range m.unneeded(tr) {
+	unneeded, undo := m.unneeded(tr)
+	for _, u := range unneeded {
 		n := &m.nodes[u.node]
 		name := n.node.Name
 		since, ok := m.snap.State.UnneededSince[name]
@@ -561,14 +571,24 @@ func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare, tr *
 		}
 		removals[n.group]++
 		removed[n.group] = removed[n.group].add(n.alloc)
-		plan.ScaleDown = append(plan.ScaleDown, ScaleDown{
+		down := ScaleDown{
 			NodeGroup: g.ng.Name,
 			Node:      name,
 			Reason:    m.removalReason(n, since, u.moved),
-		})
+		}
+		if p := g.ng.Price; p != nil {
+			down.SavingPerHour, down.Currency = p.PerHour, p.Currency
+		}
+		plan.ScaleDown = append(plan.ScaleDown, down)
 	}
 	if limits != nil {
 		consolidated(plan.ScaleDown[first:])
+	}
+	plan.ScaleDown = append(plan.ScaleDown, replaced...)
+	if m.mayReplaceNow(plan, next) {
+		// The search starts from the cluster as it stands.
+		undo()
+		m.findReplacement(plan, next, limits)
 	}
 	m.writeKept(plan, next)
 }

@@ -29,6 +29,9 @@ type Plan struct {
 	KeptOmitted int    `json:"keptOmitted,omitempty"`
 	// KeptCounts counts every kept node, per group and code.
 	KeptCounts []KeptCount `json:"keptCounts,omitempty"`
+	// Replace are the consolidation replacements this plan starts, moves
+	// on or gives up (replace.go).
+	Replace []Replace `json:"replace,omitempty"`
 	// Cost is what the groups cost at the targets this plan leaves them
 	// at; nil when no group has a price.
 	Cost  *Cost          `json:"cost,omitempty"`
@@ -49,6 +52,10 @@ type ScaleDown struct {
 	NodeGroup string `json:"nodeGroup"`
 	Node      string `json:"node"`
 	Reason    string `json:"reason"`
+	// SavingPerHour is what the node costs, in Currency, when its group
+	// has a price.
+	SavingPerHour float64 `json:"savingPerHour,omitempty"`
+	Currency      string  `json:"currency,omitempty"`
 }
 
 // DecreaseTarget gives back capacity that was asked for but never registered
@@ -177,13 +184,24 @@ type ScaleDownSettings struct {
 	UnneededTime         time.Duration
 	DelayAfterAdd        time.Duration
 	MaxConcurrentDrains  int
-	// Consolidation is "" (at most MaxConcurrentDrains drains per group)
-	// or ConsolidationDelete: as many under-used nodes at once as
-	// DisruptionBudgets allow (consolidation.go).
+	// Consolidation is "" (at most MaxConcurrentDrains drains per group),
+	// ConsolidationDelete: as many under-used nodes at once as
+	// DisruptionBudgets allow (consolidation.go), or ConsolidationReplace:
+	// delete, and nodes replaced by cheaper ones (replace.go).
 	Consolidation string
 	// DisruptionBudgets bound consolidation; none means one budget of
 	// 10% of each group's nodes.
 	DisruptionBudgets []DisruptionBudget
+	// ReplaceMinSaving is the share of the replaced nodes' cost a
+	// replacement must save (ConsolidationReplace); 0 is
+	// DefaultReplaceMinSaving.
+	ReplaceMinSaving float64
+}
+
+// UsesPrices reports whether a decision reads node prices: the price
+// expander ranks by them, replace consolidation saves by them.
+func (s Settings) UsesPrices() bool {
+	return s.ScaleUp.HasExpander(ExpanderPrice) || s.ScaleDown.Consolidation == ConsolidationReplace
 }
 
 // DefaultSettings follow cluster-autoscaler's defaults.

@@ -395,7 +395,16 @@ func (s State) Normal() State {
 		}
 		return out
 	}
-	return State{UnneededSince: utc(s.UnneededSince), LastScaleUp: utc(s.LastScaleUp), BackoffUntil: utc(s.BackoffUntil)}
+	out := State{UnneededSince: utc(s.UnneededSince), LastScaleUp: utc(s.LastScaleUp), BackoffUntil: utc(s.BackoffUntil)}
+	if len(s.Replacing) > 0 {
+		out.Replacing = make(map[string]Replacement, len(s.Replacing))
+		for id, r := range s.Replacing {
+			r.Nodes = slices.Clone(r.Nodes)
+			r.Since = r.Since.UTC()
+			out.Replacing[id] = r
+		}
+	}
+	return out
 }
 
 // docDecoder streams the document: lists of Kubernetes objects are decoded
@@ -788,8 +797,10 @@ func parseQuantity(raw json.RawMessage) (resource.Quantity, error) {
 }
 
 func (d *docDecoder) state(path string, s *State) error {
-	return d.object(path, []string{"unneededSince", "lastScaleUp", "backoffUntil"}, func(key, path string) error {
+	return d.object(path, []string{"unneededSince", "lastScaleUp", "backoffUntil", "replacing"}, func(key, path string) error {
 		switch key {
+		case "replacing":
+			return d.replacing(path, s)
 		case "unneededSince":
 			return d.value(path, &s.UnneededSince)
 		case "lastScaleUp":
@@ -799,6 +810,84 @@ func (d *docDecoder) state(path string, s *State) error {
 		}
 		return nil
 	})
+}
+
+// replacing reads state.replacing: replacements by ID, each with exactly
+// its known keys.
+func (d *docDecoder) replacing(path string, s *State) error {
+	ok, err := d.open(path, '{')
+	if err != nil || !ok {
+		return err
+	}
+	s.Replacing = map[string]Replacement{}
+	for d.dec.More() {
+		off := d.mark()
+		tok, err := d.dec.Token()
+		if err != nil {
+			return d.fail(path, off, err)
+		}
+		id := tok.(string)
+		rp := joinPath(path, id)
+		if _, dup := s.Replacing[id]; dup {
+			return &DocumentError{Path: rp, Err: ErrDuplicateKey}
+		}
+		if id == "" {
+			return badDoc(path, "a replacement's ID must not be empty")
+		}
+		var r Replacement
+		err = d.object(rp, []string{"nodeGroup", "delta", "nodes", "since"}, func(key, kp string) error {
+			switch key {
+			case "nodeGroup":
+				return d.value(kp, &r.NodeGroup)
+			case "delta":
+				return d.value(kp, &r.Delta)
+			case "nodes":
+				return d.value(kp, &r.Nodes)
+			case "since":
+				return d.value(kp, &r.Since)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := r.Validate(); err != nil {
+			return &DocumentError{Path: rp, Err: err}
+		}
+		s.Replacing[id] = r
+	}
+	off := d.mark()
+	if _, err := d.dec.Token(); err != nil {
+		return d.fail(path, off, err)
+	}
+	return nil
+}
+
+// Validate checks a replacement's fields: a group, 1 to
+// MaxReplacementNodes new nodes, 1 to MaxReplacementNodes distinct named
+// nodes, and a start.
+func (r Replacement) Validate() error {
+	switch {
+	case r.NodeGroup == "":
+		return errors.New("nodeGroup: missing: the group the new nodes come from")
+	case r.Delta < 1 || r.Delta > MaxReplacementNodes:
+		return fmt.Errorf("delta: must be 1 to %d new nodes, got %d", MaxReplacementNodes, r.Delta)
+	case len(r.Nodes) == 0 || len(r.Nodes) > MaxReplacementNodes:
+		return fmt.Errorf("nodes: must name 1 to %d nodes, got %d", MaxReplacementNodes, len(r.Nodes))
+	case r.Since.IsZero():
+		return errors.New("since: missing: when the new nodes were asked for")
+	}
+	seen := map[string]bool{}
+	for i, n := range r.Nodes {
+		switch {
+		case n == "":
+			return fmt.Errorf("nodes[%d]: must not be empty", i)
+		case seen[n]:
+			return fmt.Errorf("nodes[%d]: node %q listed twice", i, n)
+		}
+		seen[n] = true
+	}
+	return nil
 }
 
 // podPaths are the paths, inside a pod, of the fields validation names: they

@@ -167,4 +167,20 @@ type State struct {
 	LastScaleUp   map[string]time.Time `json:"lastScaleUp"`
 	// BackoffUntil holds groups whose last scale-up did not register in time.
 	BackoffUntil map[string]time.Time `json:"backoffUntil,omitempty"`
+	// Replacing are the consolidation replacements under way, by ID: new
+	// nodes asked for, the nodes they replace kept until they are Ready.
+	Replacing map[string]Replacement `json:"replacing,omitempty"`
+}
+
+// MaxReplacementNodes bounds a replacement's new and replaced nodes.
+const MaxReplacementNodes = 100
+
+// Replacement is one consolidation replacement under way: Delta new nodes
+// of NodeGroup were asked for at Since; Nodes go once they are Ready and
+// the pods of Nodes fit on what stays.
+type Replacement struct {
+	NodeGroup string    `json:"nodeGroup"`
+	Delta     int       `json:"delta"`
+	Nodes     []string  `json:"nodes"`
+	Since     time.Time `json:"since"`
 }

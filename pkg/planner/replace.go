@@ -1,0 +1,551 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodetide/nodetide/pkg/snapshot"
+)
+
+// Replace is one consolidation replacement as this plan sees it: Nodes go
+// for Delta new nodes of NodeGroup, which cost Saving (per hour, in
+// Currency) less than Nodes do. The new nodes are asked for first (phase
+// Requested); the old ones stay (Waiting) until the new are Ready and the
+// old ones' pods fit on what stays, then they drain (Draining). If the new
+// nodes are not Ready in time, nothing is removed (Abandoned).
+type Replace struct {
+	ID        string   `json:"id"`
+	Phase     string   `json:"phase"`
+	NodeGroup string   `json:"nodeGroup"`
+	Delta     int      `json:"delta"`
+	Nodes     []string `json:"nodes"`
+	// Before is what Nodes cost per hour, After the new nodes; zero when
+	// the groups have no price now (a replacement under way whose prices
+	// went missing).
+	Before   float64 `json:"beforePerHour"`
+	After    float64 `json:"afterPerHour"`
+	Saving   float64 `json:"savingPerHour"`
+	Currency string  `json:"currency,omitempty"`
+	Reason   string  `json:"reason"`
+}
+
+// Phases of a Replace.
+const (
+	ReplaceRequested = "Requested"
+	ReplaceWaiting   = "Waiting"
+	ReplaceDraining  = "Draining"
+	ReplaceAbandoned = "Abandoned"
+)
+
+// DefaultReplaceMinSaving is the share of a replacement's cost it must
+// save when scaleDown.replaceMinSaving is not set.
+const DefaultReplaceMinSaving = 0.2
+
+// Bounds of the replacement search, so it stays within the decision's
+// time on large clusters: single-node replacements look at the
+// maxReplaceCandidates least utilised candidates, multi-node ones at up
+// to maxReplaceSet nodes of one group.
+const (
+	maxReplaceCandidates = 100
+	maxReplaceSet        = 10
+)
+
+// replacing reports whether scale-down may replace nodes.
+func (m *model) replacing() bool {
+	return m.set.ScaleDown.Consolidation == ConsolidationReplace
+}
+
+func (m *model) replaceMinSaving() float64 {
+	if s := m.set.ScaleDown.ReplaceMinSaving; s > 0 {
+		return s
+	}
+	return DefaultReplaceMinSaving
+}
+
+// replacementID names a replacement by what it replaces and when.
+func replacementID(nodes []string, since time.Time) string {
+	h := fnv.New64a()
+	for _, n := range nodes {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+	}
+	h.Write([]byte(since.UTC().Format(time.RFC3339Nano)))
+	return fmt.Sprintf("r-%016x", h.Sum64())
+}
+
+// markReplacing holds the nodes of replacements under way, before
+// anything else looks at them: they are no candidates for scale-down and
+// no destinations for pods, as they are about to go.
+func (m *model) markReplacing() {
+	for _, rep := range m.snap.State.Replacing {
+		for _, name := range rep.Nodes {
+			if i, ok := m.nodeByName[name]; ok {
+				m.nodes[i].replacing = true
+			}
+		}
+	}
+}
+
+// replacementsUnderWay moves each replacement of the State on: its old
+// nodes go (ScaleDowns returned, not yet in the plan) once the new nodes
+// are Ready and the old ones' pods fit on what stays; it is given up once
+// the new nodes are late; else it waits, in next. removals counts this
+// plan's removals per group, limits are the disruption limits.
+func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, removals []int) []ScaleDown {
+	var downs []ScaleDown
+	for _, id := range sortedKeys(m.snap.State.Replacing) {
+		rep := m.snap.State.Replacing[id]
+		out := Replace{ID: id, NodeGroup: rep.NodeGroup, Delta: rep.Delta, Nodes: slices.Clone(rep.Nodes)}
+		gi := m.groupIndex(rep.NodeGroup)
+		var old []int32
+		for _, name := range rep.Nodes {
+			if i, ok := m.nodeByName[name]; ok && m.nodes[i].group >= 0 && !m.nodes[i].draining && m.nodes[i].node.DeletionTimestamp == nil {
+				old = append(old, i)
+			}
+		}
+		m.priceReplace(&out, old, gi)
+		abandon := func(why string) {
+			out.Phase, out.Reason = ReplaceAbandoned, why+"; nothing removed"
+			m.release(old)
+			plan.Replace = append(plan.Replace, out)
+		}
+		switch {
+		case !m.set.ScaleDown.Enabled || !m.replacing():
+			abandon("scaleDown.consolidation is no longer replace")
+			continue
+		case len(old) == 0:
+			continue // the old nodes are gone or going: nothing left to do
+		case gi < 0:
+			abandon(fmt.Sprintf("node group %q is gone", rep.NodeGroup))
+			continue
+		}
+		ready := m.readySince(gi, rep.Since)
+		late := m.now.Sub(rep.Since) > m.set.ScaleUp.MaxNodeProvisionTime
+		wait := func(why string) {
+			if late {
+				abandon(fmt.Sprintf("%s after scaleUp.maxNodeProvisionTime %s", why, m.set.ScaleUp.MaxNodeProvisionTime))
+				return
+			}
+			if next.Replacing == nil {
+				next.Replacing = map[string]snapshot.Replacement{}
+			}
+			rep.Since = rep.Since.UTC()
+			next.Replacing[id] = rep
+			out.Phase, out.Reason = ReplaceWaiting, why
+			plan.Replace = append(plan.Replace, out)
+		}
+		if ready < rep.Delta {
+			wait(fmt.Sprintf("%d of %s of group %s Ready", ready, plural(rep.Delta, "new node"), rep.NodeGroup))
+			continue
+		}
+		if why := m.mayRemoveAll(old, limits, removals); why != "" {
+			wait(why)
+			continue
+		}
+		if why := m.moveAll(old); why != "" {
+			wait(why)
+			continue
+		}
+		out.Phase = ReplaceDraining
+		out.Reason = fmt.Sprintf("the %s of group %s are Ready and the pods fit on what stays: %s go",
+			plural(rep.Delta, "new node"), rep.NodeGroup, plural(len(old), "node"))
+		plan.Replace = append(plan.Replace, out)
+		for _, i := range old {
+			n := &m.nodes[i]
+			n.leaving, n.replacing = true, false
+			removals[n.group]++
+			down := ScaleDown{NodeGroup: m.groups[n.group].ng.Name, Node: n.node.Name,
+				Reason: fmt.Sprintf("consolidation: replaced by %s of group %s (replacement %s, saving %s)",
+					plural(rep.Delta, "new node"), rep.NodeGroup, id, hourly(out.Saving, out.Currency))}
+			if p := m.groups[n.group].ng.Price; p != nil {
+				down.SavingPerHour, down.Currency = p.PerHour, p.Currency
+			}
+			downs = append(downs, down)
+		}
+	}
+	return downs
+}
+
+// release lets the nodes of a replacement given up be scale-down
+// candidates and destinations again.
+func (m *model) release(old []int32) {
+	for _, i := range old {
+		m.nodes[i].replacing = false
+	}
+}
+
+// priceReplace fills out's money from the groups' prices now.
+func (m *model) priceReplace(out *Replace, old []int32, gi int) {
+	if gi < 0 || m.groups[gi].ng.Price == nil {
+		return
+	}
+	np := m.groups[gi].ng.Price
+	var before float64
+	for _, i := range old {
+		p := m.groups[m.nodes[i].group].ng.Price
+		if p == nil || p.Currency != np.Currency {
+			return
+		}
+		before += p.PerHour
+	}
+	after := float64(out.Delta) * np.PerHour
+	out.Before, out.After, out.Saving, out.Currency = round4(before), round4(after), round4(before-after), np.Currency
+}
+
+// hourly is an hourly amount with its currency, for reasons.
+func hourly(perHour float64, currency string) string {
+	if currency == "" {
+		return "unknown (no price)"
+	}
+	return money(perHour, currency) + "/h"
+}
+
+// groupIndex is the index of the named group, or -1.
+func (m *model) groupIndex(name string) int {
+	i, ok := slices.BinarySearchFunc(m.byName, name, func(gi int, name string) int {
+		return strings.Compare(m.groups[gi].ng.Name, name)
+	})
+	if !ok {
+		return -1
+	}
+	return m.byName[i]
+}
+
+// readySince counts group gi's Ready nodes created at or after since (to
+// the second, as the API server stamps creation).
+func (m *model) readySince(gi int, since time.Time) int {
+	from := since.Truncate(time.Second)
+	n := 0
+	for _, i := range m.groups[gi].nodes {
+		ni := &m.nodes[i]
+		if ni.ready && ni.schedulable && !ni.node.CreationTimestamp.Time.Before(from) {
+			n++
+		}
+	}
+	return n
+}
+
+// mayRemoveAll says what keeps old from going now: a pod or node rule, the
+// PodDisruptionBudgets, a group's min size or disruption limit; "" when
+// nothing does.
+func (m *model) mayRemoveAll(old []int32, limits, removals []int) string {
+	m.noteDrains(old)
+	perGroup := map[int]int{}
+	for _, i := range old {
+		n := &m.nodes[i]
+		if nodeOptedOut(n.node) {
+			return fmt.Sprintf("node %s: %s", n.node.Name, Blocker{Node: n.node.Name, Rule: nodeBlocker(n.node)}.String())
+		}
+		if m.eachMoving(i, func(int32, []int32) {}) {
+			return fmt.Sprintf("node %s: %s", n.node.Name, m.blockingPod(i))
+		}
+		perGroup[n.group]++
+	}
+	for gi, k := range perGroup {
+		g := &m.groups[gi]
+		disrupting := g.draining + removals[gi] + k
+		if g.target-disrupting < g.ng.MinSize {
+			return fmt.Sprintf("group %s would go below its min size %d", g.ng.Name, g.ng.MinSize)
+		}
+		if !m.mayDisrupt(limits, gi, disrupting) {
+			return fmt.Sprintf("group %s's disruption budget allows no more nodes at once now", g.ng.Name)
+		}
+	}
+	left := m.pdbLeft()
+	need := map[int32]int32{}
+	for _, i := range old {
+		m.eachMoving(i, func(_ int32, covering []int32) {
+			for _, b := range covering {
+				need[b]++
+			}
+		})
+	}
+	for _, b := range sortedKeys(need) {
+		if need[b] > left[b] {
+			pdb := &m.snap.PodDisruptionBudgets[b]
+			return fmt.Sprintf("PodDisruptionBudget %s/%s allows %d disruptions now, the nodes' pods need %d", pdb.Namespace, pdb.Name, left[b], need[b])
+		}
+	}
+	for b, n := range need {
+		m.spent[b] += n
+	}
+	return ""
+}
+
+// pdbLeft is what the budgets allow less what this plan's replacements
+// spent.
+func (m *model) pdbLeft() []int32 {
+	left := m.budgetIndex().left()
+	if m.spent == nil {
+		m.spent = map[int32]int32{}
+	}
+	for b, n := range m.spent {
+		left[b] -= n
+	}
+	return left
+}
+
+// moveAll places the pods of old on the nodes that stay, for good: ""
+// when all fit, else why not (and nothing placed).
+func (m *model) moveAll(old []int32) string {
+	r := m.destinations()
+	for _, i := range old {
+		r.dest[i] = false
+		m.removeNode(i)
+	}
+	var moves []move
+	for _, i := range old {
+		var classes []classCount
+		m.eachMoving(i, func(pi int32, _ []int32) { classes = addClassCount(classes, m.classOf(pi), 1) })
+		for _, cc := range classes {
+			if r.place(cc.class, cc.n, -1, &moves) > 0 {
+				r.rollback(moves)
+				for _, j := range old {
+					m.restoreNode(j)
+				}
+				return fmt.Sprintf("pods of node %s (%s) fit on no node that stays", m.nodes[i].node.Name, m.unplaceable(i, cc.class))
+			}
+		}
+	}
+	return ""
+}
+
+// destinations is a removal whose destinations are the Ready, schedulable
+// nodes that stay: not removed by this plan, not being replaced.
+func (m *model) destinations() *removal {
+	r := &removal{m: m, dest: make([]bool, len(m.nodes)), movedIn: map[int32][]classCount{}}
+	for i := range m.nodes {
+		n := &m.nodes[i]
+		r.dest[i] = n.ready && n.schedulable && !n.leaving && !n.replacing
+	}
+	return r
+}
+
+// replaceOption is one replacement the search found: set goes for nodes
+// new nodes of group to.
+type replaceOption struct {
+	set           []int32
+	to            int
+	nodes         int64
+	before, after float64
+	currency      string
+}
+
+func (o *replaceOption) saving() float64 { return o.before - o.after }
+
+// better orders options: the larger saving, then fewer new nodes, fewer
+// nodes replaced, and names.
+func (m *model) better(a, b *replaceOption) bool {
+	if c := cmp.Or(cmp.Compare(b.saving(), a.saving()), cmp.Compare(a.nodes, b.nodes), cmp.Compare(len(a.set), len(b.set)),
+		strings.Compare(m.groups[a.to].ng.Name, m.groups[b.to].ng.Name)); c != 0 {
+		return c < 0
+	}
+	return strings.Compare(m.nodes[a.set[0]].node.Name, m.nodes[b.set[0]].node.Name) < 0
+}
+
+// mayReplaceNow reports whether this plan may start a replacement: one at
+// a time, and only on a settled cluster, as Karpenter consolidates: no
+// pending pods, nothing growing, shrinking or draining.
+func (m *model) mayReplaceNow(plan *Plan, next *snapshot.State) bool {
+	if !m.replacing() || len(next.Replacing) > 0 || len(plan.ScaleUp) > 0 || len(plan.ScaleDown) > 0 || len(plan.DecreaseTarget) > 0 {
+		return false
+	}
+	for i := range m.pods {
+		if m.pods[i].unsched {
+			return false
+		}
+	}
+	for gi := range m.groups {
+		if m.groups[gi].draining > 0 || m.groups[gi].shrinking || m.groups[gi].upcoming > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// replaceCandidate reports whether node i may be replaced: priced, Ready,
+// in use as it stands, not opted out, not young, not in a group in
+// cooldown, and nothing on it keeps it.
+func (m *model) replaceCandidate(i int32, next *snapshot.State) bool {
+	n := &m.nodes[i]
+	if n.group < 0 || !n.ready || !n.schedulable || n.draining || n.leaving || n.replacing || n.gotPending ||
+		n.node.DeletionTimestamp != nil || nodeOptedOut(n.node) || m.young(n) {
+		return false
+	}
+	g := &m.groups[n.group]
+	if g.ng.Price == nil {
+		return false
+	}
+	if last, ok := next.LastScaleUp[g.ng.Name]; ok && m.now.Sub(last) < m.set.ScaleDown.DelayAfterAdd {
+		return false
+	}
+	m.noteDrains([]int32{i})
+	return !m.eachMoving(i, func(int32, []int32) {})
+}
+
+// findReplacement looks for the replacement that saves the most, at least
+// replaceMinSaving of what the replaced nodes cost: single nodes (the
+// least utilised first) and, per group, its least utilised nodes
+// together. The cluster's simulated state is as the registered nodes
+// have it. It records the best in plan and next.
+func (m *model) findReplacement(plan *Plan, next *snapshot.State, limits []int) {
+	var cands []int32
+	util := make(map[int32]float64)
+	for i := range m.nodes {
+		if m.replaceCandidate(int32(i), next) {
+			cpu, mem := m.nodes[i].utilization()
+			util[int32(i)] = max(cpu, mem)
+			cands = append(cands, int32(i))
+		}
+	}
+	slices.SortFunc(cands, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(util[a], util[b]), strings.Compare(m.nodes[a].node.Name, m.nodes[b].node.Name))
+	})
+	r := m.destinations()
+	var best *replaceOption
+	consider := func(set []int32) {
+		if o := m.replaceWith(r, set, limits); o != nil && (best == nil || m.better(o, best)) {
+			best = o
+		}
+	}
+	for _, c := range cands[:min(len(cands), maxReplaceCandidates)] {
+		consider([]int32{c})
+	}
+	byGroup := map[int][]int32{}
+	for _, c := range cands {
+		byGroup[m.nodes[c].group] = append(byGroup[m.nodes[c].group], c)
+	}
+	for _, gi := range m.byName {
+		list := byGroup[gi]
+		for k := 2; k <= min(len(list), maxReplaceSet); k++ {
+			consider(list[:k])
+		}
+	}
+	if best != nil {
+		m.startReplacement(best, plan, next)
+	}
+}
+
+// replaceWith is the cheapest way to replace set (nodes of one group) by
+// new nodes of one group, when it saves enough; nil when there is none.
+// The simulation is taken back.
+func (m *model) replaceWith(r *removal, set []int32, limits []int) *replaceOption {
+	from := m.nodes[set[0]].group
+	fg := &m.groups[from]
+	if limits != nil && limits[from] >= 0 && fg.draining+len(set) > limits[from] {
+		return nil
+	}
+	left := m.pdbLeft()
+	need := map[int32]int32{}
+	var classes []classCount
+	for _, i := range set {
+		m.eachMoving(i, func(pi int32, covering []int32) {
+			for _, b := range covering {
+				need[b]++
+			}
+			classes = addClassCount(classes, m.classOf(pi), 1)
+		})
+	}
+	for b, n := range need {
+		if n > left[b] {
+			return nil
+		}
+	}
+	for _, i := range set {
+		r.dest[i] = false
+		m.removeNode(i)
+	}
+	var moves []move
+	var rest []classCount
+	for _, cc := range classes {
+		if n := r.place(cc.class, cc.n, -1, &moves); n > 0 {
+			rest = append(rest, classCount{cc.class, n})
+		}
+	}
+	r.rollback(moves)
+	for _, i := range set {
+		r.dest[i] = true
+		m.restoreNode(i)
+	}
+	if len(rest) == 0 {
+		return nil // the pods fit on what stays: a delete, not a replacement
+	}
+	for _, cc := range rest {
+		if m.classes[cc.class].set >= 0 {
+			return nil // pod-dependent rules: new nodes are not simulated for them here
+		}
+	}
+	before := float64(len(set)) * fg.ng.Price.PerHour
+	var best *replaceOption
+	for _, gi := range m.byName {
+		g := &m.groups[gi]
+		if g.ng.Price == nil || g.ng.Price.Currency != fg.ng.Price.Currency || g.backoff.After(m.now) {
+			continue
+		}
+		room := min(g.ng.MaxSize-g.target, m.set.ScaleUp.MaxNodesPerStep, snapshot.MaxReplacementNodes)
+		if room <= 0 {
+			continue
+		}
+		p := packer{cap: g.cap, limit: int64(room)}
+		fits := true
+		for _, cc := range rest {
+			if !m.fitsTemplate(cc.class, gi) || p.place(m.classes[cc.class].req, cc.n) < cc.n {
+				fits = false
+				break
+			}
+		}
+		if !fits {
+			continue
+		}
+		sizeAfter := fg.target - len(set)
+		if gi == from {
+			sizeAfter += int(p.opened)
+		}
+		if sizeAfter < fg.ng.MinSize {
+			continue
+		}
+		o := &replaceOption{set: set, to: gi, nodes: p.opened, before: before, after: float64(p.opened) * g.ng.Price.PerHour, currency: fg.ng.Price.Currency}
+		if o.saving() <= 0 || o.saving() < m.replaceMinSaving()*before-1e-9 {
+			continue
+		}
+		if best == nil || m.better(o, best) {
+			best = o
+		}
+	}
+	if best != nil {
+		best.set = slices.Clone(set)
+	}
+	return best
+}
+
+// startReplacement asks for o's new nodes and remembers the replacement,
+// holding its old nodes until they are Ready.
+func (m *model) startReplacement(o *replaceOption, plan *Plan, next *snapshot.State) {
+	g := &m.groups[o.to]
+	names := make([]string, len(o.set))
+	for i, ni := range o.set {
+		names[i] = m.nodes[ni].node.Name
+		m.nodes[ni].replacing = true
+	}
+	slices.Sort(names)
+	id := replacementID(names, m.now)
+	from := m.groups[m.nodes[o.set[0]].group].ng.Name
+	pct := int(o.saving()/o.before*100 + 0.5)
+	why := fmt.Sprintf("consolidation: replace %s of group %s (%s) with %s of group %s (%s), saving %s (%d%%); the old nodes drain once the new are Ready",
+		plural(len(names), "node"), from, hourly(o.before, o.currency), plural(int(o.nodes), "new node"), g.ng.Name, hourly(o.after, o.currency),
+		hourly(o.saving(), o.currency), pct)
+	plan.ScaleUp = append(plan.ScaleUp, ScaleUp{NodeGroup: g.ng.Name, Delta: int(o.nodes), NewTargetSize: g.target + int(o.nodes), Pods: []string{}, Reason: why})
+	next.LastScaleUp[g.ng.Name] = m.now
+	if next.Replacing == nil {
+		next.Replacing = map[string]snapshot.Replacement{}
+	}
+	next.Replacing[id] = snapshot.Replacement{NodeGroup: g.ng.Name, Delta: int(o.nodes), Nodes: names, Since: m.now}
+	plan.Replace = append(plan.Replace, Replace{
+		ID: id, Phase: ReplaceRequested, NodeGroup: g.ng.Name, Delta: int(o.nodes), Nodes: names,
+		Before: round4(o.before), After: round4(o.after), Saving: round4(o.saving()), Currency: o.currency, Reason: why,
+	})
+}

@@ -523,7 +523,8 @@ func (d *docDecoder) objectKeys(path string, knownKeys func() []string, each fun
 }
 
 // members reads an opened object's keys and values to its end, marking each
-// key in seen.
+// key in seen; a nil knownKeys list takes any key (a map's entries), still
+// refusing one twice.
 func (d *docDecoder) members(path string, knownKeys func() []string, seen map[string]bool, each func(key, path string) error) error {
 	for d.dec.More() {
 		off := d.mark()
@@ -533,7 +534,7 @@ func (d *docDecoder) members(path string, knownKeys func() []string, seen map[st
 		}
 		key := tok.(string)
 		kp := joinPath(path, key)
-		if known := knownKeys(); !slices.Contains(known, key) {
+		if known := knownKeys(); known != nil && !slices.Contains(known, key) {
 			return &DocumentError{Path: kp, Err: fmt.Errorf("%w (known: %s)", ErrUnknownKey, strings.Join(known, ", "))}
 		}
 		if seen[key] {
@@ -815,27 +816,13 @@ func (d *docDecoder) state(path string, s *State) error {
 // replacing reads state.replacing: replacements by ID, each with exactly
 // its known keys.
 func (d *docDecoder) replacing(path string, s *State) error {
-	ok, err := d.open(path, '{')
-	if err != nil || !ok {
-		return err
-	}
 	s.Replacing = map[string]Replacement{}
-	for d.dec.More() {
-		off := d.mark()
-		tok, err := d.dec.Token()
-		if err != nil {
-			return d.fail(path, off, err)
-		}
-		id := tok.(string)
-		rp := joinPath(path, id)
-		if _, dup := s.Replacing[id]; dup {
-			return &DocumentError{Path: rp, Err: ErrDuplicateKey}
-		}
+	return d.objectKeys(path, func() []string { return nil }, func(id, rp string) error {
 		if id == "" {
 			return badDoc(path, "a replacement's ID must not be empty")
 		}
 		var r Replacement
-		err = d.object(rp, []string{"nodeGroup", "delta", "nodes", "since"}, func(key, kp string) error {
+		err := d.object(rp, []string{"nodeGroup", "delta", "nodes", "since"}, func(key, kp string) error {
 			switch key {
 			case "nodeGroup":
 				return d.value(kp, &r.NodeGroup)
@@ -855,12 +842,8 @@ func (d *docDecoder) replacing(path string, s *State) error {
 			return &DocumentError{Path: rp, Err: err}
 		}
 		s.Replacing[id] = r
-	}
-	off := d.mark()
-	if _, err := d.dec.Token(); err != nil {
-		return d.fail(path, off, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // Validate checks a replacement's fields: a group, 1 to

@@ -212,7 +212,7 @@ func hasTaint(n *corev1.Node, key string) bool {
 }
 
 func newModel(s *snapshot.Snapshot, set Settings, now time.Time) *model {
-	m := &model{snap: s, set: set, now: now, classByID: map[uint64][]int32{}, vols: newVolumeIndex(s)}
+	m := &model{snap: s, set: set, now: now, classByID: map[uint64][]int32{}, vols: newVolumeIndex(s), spent: map[int32]int32{}}
 	instanceGroup := m.indexGroups()
 	m.indexNodes(instanceGroup)
 	counts := m.indexPods()

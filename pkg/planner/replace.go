@@ -142,13 +142,16 @@ func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, r
 			wait(fmt.Sprintf("%d of %s of group %s Ready", ready, plural(rep.Delta, "new node"), rep.NodeGroup))
 			continue
 		}
-		if why := m.mayRemoveAll(old, limits, removals); why != "" {
+		need, why := m.mayRemoveAll(old, limits, removals)
+		if why == "" {
+			why = m.moveAll(old)
+		}
+		if why != "" {
 			wait(why)
 			continue
 		}
-		if why := m.moveAll(old); why != "" {
-			wait(why)
-			continue
+		for b, n := range need {
+			m.spent[b] += n
 		}
 		out.Phase = ReplaceDraining
 		out.Reason = fmt.Sprintf("the %s of group %s are Ready and the pods fit on what stays: %s go",
@@ -231,17 +234,17 @@ func (m *model) readySince(gi int, since time.Time) int {
 
 // mayRemoveAll says what keeps old from going now: a pod or node rule, the
 // PodDisruptionBudgets, a group's min size or disruption limit; "" when
-// nothing does.
-func (m *model) mayRemoveAll(old []int32, limits, removals []int) string {
+// nothing does, with what the old nodes' pods need of each budget.
+func (m *model) mayRemoveAll(old []int32, limits, removals []int) (map[int32]int32, string) {
 	m.noteDrains(old)
 	perGroup := map[int]int{}
 	for _, i := range old {
 		n := &m.nodes[i]
 		if nodeOptedOut(n.node) {
-			return fmt.Sprintf("node %s: %s", n.node.Name, Blocker{Node: n.node.Name, Rule: nodeBlocker(n.node)}.String())
+			return nil, fmt.Sprintf("node %s: %s", n.node.Name, Blocker{Node: n.node.Name, Rule: nodeBlocker(n.node)}.String())
 		}
 		if m.eachMoving(i, func(int32, []int32) {}) {
-			return fmt.Sprintf("node %s: %s", n.node.Name, m.blockingPod(i))
+			return nil, fmt.Sprintf("node %s: %s", n.node.Name, m.blockingPod(i))
 		}
 		perGroup[n.group]++
 	}
@@ -249,10 +252,10 @@ func (m *model) mayRemoveAll(old []int32, limits, removals []int) string {
 		g := &m.groups[gi]
 		disrupting := g.draining + removals[gi] + k
 		if g.target-disrupting < g.ng.MinSize {
-			return fmt.Sprintf("group %s would go below its min size %d", g.ng.Name, g.ng.MinSize)
+			return nil, fmt.Sprintf("group %s would go below its min size %d", g.ng.Name, g.ng.MinSize)
 		}
 		if !m.mayDisrupt(limits, gi, disrupting) {
-			return fmt.Sprintf("group %s's disruption budget allows no more nodes at once now", g.ng.Name)
+			return nil, fmt.Sprintf("group %s's disruption budget allows no more nodes at once now", g.ng.Name)
 		}
 	}
 	left := m.pdbLeft()
@@ -267,22 +270,16 @@ func (m *model) mayRemoveAll(old []int32, limits, removals []int) string {
 	for _, b := range sortedKeys(need) {
 		if need[b] > left[b] {
 			pdb := &m.snap.PodDisruptionBudgets[b]
-			return fmt.Sprintf("PodDisruptionBudget %s/%s allows %d disruptions now, the nodes' pods need %d", pdb.Namespace, pdb.Name, left[b], need[b])
+			return nil, fmt.Sprintf("PodDisruptionBudget %s/%s allows %d disruptions now, the nodes' pods need %d", pdb.Namespace, pdb.Name, left[b], need[b])
 		}
 	}
-	for b, n := range need {
-		m.spent[b] += n
-	}
-	return ""
+	return need, ""
 }
 
 // pdbLeft is what the budgets allow less what this plan's replacements
 // spent.
 func (m *model) pdbLeft() []int32 {
 	left := m.budgetIndex().left()
-	if m.spent == nil {
-		m.spent = map[int32]int32{}
-	}
 	for b, n := range m.spent {
 		left[b] -= n
 	}
@@ -348,10 +345,12 @@ func (m *model) better(a, b *replaceOption) bool {
 }
 
 // mayReplaceNow reports whether this plan may start a replacement: one at
-// a time, and only on a settled cluster, as Karpenter consolidates: no
-// pending pods, nothing growing, shrinking or draining.
+// a time, not in the plan that gives one up (its nodes did not come: the
+// group's backoff decides when to ask again), and only on a settled
+// cluster, as Karpenter consolidates: no pending pods, nothing growing,
+// shrinking or draining.
 func (m *model) mayReplaceNow(plan *Plan, next *snapshot.State) bool {
-	if !m.replacing() || len(next.Replacing) > 0 || len(plan.ScaleUp) > 0 || len(plan.ScaleDown) > 0 || len(plan.DecreaseTarget) > 0 {
+	if !m.replacing() || len(next.Replacing) > 0 || len(plan.Replace) > 0 || len(plan.ScaleUp) > 0 || len(plan.ScaleDown) > 0 || len(plan.DecreaseTarget) > 0 {
 		return false
 	}
 	for i := range m.pods {
@@ -406,9 +405,10 @@ func (m *model) findReplacement(plan *Plan, next *snapshot.State, limits []int) 
 		return cmp.Or(cmp.Compare(util[a], util[b]), strings.Compare(m.nodes[a].node.Name, m.nodes[b].node.Name))
 	})
 	r := m.destinations()
+	left := m.pdbLeft()
 	var best *replaceOption
 	consider := func(set []int32) {
-		if o := m.replaceWith(r, set, limits); o != nil && (best == nil || m.better(o, best)) {
+		if o := m.replaceWith(r, set, limits, left); o != nil && (best == nil || m.better(o, best)) {
 			best = o
 		}
 	}
@@ -431,15 +431,15 @@ func (m *model) findReplacement(plan *Plan, next *snapshot.State, limits []int) 
 }
 
 // replaceWith is the cheapest way to replace set (nodes of one group) by
-// new nodes of one group, when it saves enough; nil when there is none.
+// new nodes of one group, when it saves enough within left of the
+// budgets; nil when there is none.
 // The simulation is taken back.
-func (m *model) replaceWith(r *removal, set []int32, limits []int) *replaceOption {
+func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32) *replaceOption {
 	from := m.nodes[set[0]].group
 	fg := &m.groups[from]
 	if limits != nil && limits[from] >= 0 && fg.draining+len(set) > limits[from] {
 		return nil
 	}
-	left := m.pdbLeft()
 	need := map[int32]int32{}
 	var classes []classCount
 	for _, i := range set {

@@ -44,10 +44,6 @@ func (c *Config) validateConsolidation(names map[string]string, errs *fieldError
 			errs.add(0, "scaleDown.replaceMinSaving", "applies only with scaleDown.consolidation: replace")
 		}
 	case planner.ConsolidationReplace:
-		// The planner decides replacements, but the state store does not
-		// keep one under way between cycles yet: a deployed evaluate would
-		// forget its old nodes and ask again. Refused until it does.
-		errs.add(0, "scaleDown.consolidation", "replace is not available yet (a replacement under way is not kept between cycles); use delete")
 		// Written so NaN fails too; 1 would ask a replacement to cost nothing.
 		if s := sd.ReplaceMinSaving; s != nil && !(*s > 0 && *s < 1) {
 			errs.add(0, "scaleDown.replaceMinSaving", fmt.Sprintf("must be a share in (0, 1) of what the replaced nodes cost (0.2 is 20%%), got %v", *s))

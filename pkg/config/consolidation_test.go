@@ -62,6 +62,27 @@ func TestConsolidationBudgets(t *testing.T) {
 	}
 }
 
+// TestConsolidationReplace: replace is read with its minimum saving, and
+// without one the planner's default applies.
+func TestConsolidationReplace(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want float64
+	}{
+		{"  consolidation: replace\n", 0},
+		{"  consolidation: replace\n  replaceMinSaving: 0.35\n", 0.35},
+	} {
+		cfg, err := Parse([]byte(kwokDoc(okTemplate, "scaleDown:\n"+tc.body)), "x.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.body, err)
+		}
+		sd := cfg.Settings().ScaleDown
+		if sd.Consolidation != planner.ConsolidationReplace || sd.ReplaceMinSaving != tc.want {
+			t.Errorf("%q: scaleDown = %+v, want replace with min saving %v", tc.body, sd, tc.want)
+		}
+	}
+}
+
 // TestConsolidationRefused: each mistake is named with its line and path,
 // and replaceMinSaving only goes with replace, as a share.
 func TestConsolidationRefused(t *testing.T) {
@@ -70,7 +91,6 @@ func TestConsolidationRefused(t *testing.T) {
 		name, doc string
 		want      []string
 	}{
-		{"replace not yet", sd("  consolidation: replace\n"), []string{"x.yaml:11: scaleDown.consolidation: replace is not available yet"}},
 		{"unknown mode", sd("  consolidation: always\n"), []string{`x.yaml:11: scaleDown.consolidation: unknown value "always" (use delete or replace)`}},
 		{"min saving without replace", sd("  consolidation: delete\n  replaceMinSaving: 0.3\n"), []string{"x.yaml:12: scaleDown.replaceMinSaving: applies only with scaleDown.consolidation: replace"}},
 		{"min saving without consolidation", sd("  replaceMinSaving: 0.3\n"), []string{"x.yaml:11: scaleDown.replaceMinSaving: applies only with scaleDown.consolidation: replace"}},

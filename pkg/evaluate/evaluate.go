@@ -554,13 +554,6 @@ func (e *Evaluator) Add(ctx context.Context, group string, count int) (Result, e
 	return Result{Actions: []Action{{Kind: "add", NodeGroup: group, Delta: count}}}, nil
 }
 
-func copyState(s snapshot.State) snapshot.State {
-	cp := func(m map[string]time.Time) map[string]time.Time {
-		out := make(map[string]time.Time, len(m))
-		for k, v := range m {
-			out[k] = v
-		}
-		return out
-	}
-	return snapshot.State{UnneededSince: cp(s.UnneededSince), LastScaleUp: cp(s.LastScaleUp), BackoffUntil: cp(s.BackoffUntil)}
-}
+// copyState copies every part of a state, replacements under way too: a
+// part left out would read as removed and be deleted on save.
+func copyState(s snapshot.State) snapshot.State { return s.Normal() }

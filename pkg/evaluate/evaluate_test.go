@@ -147,6 +147,10 @@ func TestScaleUpByBinPackedAmount(t *testing.T) {
 	f.waitOneNodeReady(t)
 	// 6 pods of 1500m: the first 4-CPU node holds 2, the other 4 need 2 more nodes.
 	f.deploy(t, "web", 6, "1500m")
+	// Two running first: a scheduler that has not yet seen the node's
+	// not-ready taint go marks every pod unschedulable one by one, and a
+	// count of exactly 4 could be caught on the way to 6.
+	f.cp.WaitPodsRunning(t, f.ns, "app=web", 2, time.Minute)
 	f.waitUnschedulable(t, 4)
 
 	res, err := f.evaluator("a").Run(ctx)

@@ -33,6 +33,16 @@ func AfterScaleUpFailure(next, prev snapshot.State, group string, now time.Time,
 		out.BackoffUntil = map[string]time.Time{}
 	}
 	out.BackoffUntil[group] = backOff(out.BackoffUntil[group], now, set)
+	// A replacement this cycle started in the group has no new nodes
+	// coming: it goes, and its old nodes stay. Those under way before stay.
+	for id, r := range next.Replacing {
+		if _, before := prev.Replacing[id]; before || r.NodeGroup != group {
+			if out.Replacing == nil {
+				out.Replacing = map[string]snapshot.Replacement{}
+			}
+			out.Replacing[id] = r
+		}
+	}
 	return out
 }
 

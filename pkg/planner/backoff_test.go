@@ -102,3 +102,22 @@ func TestAfterScaleUpFailureIsWhatDecideHonours(t *testing.T) {
 		}
 	}
 }
+
+// TestAfterScaleUpFailureDropsOnlyItsReplacement: a replacement started by
+// the failed scale-up goes (its new nodes are not coming); one under way
+// before, or of another group, stays.
+func TestAfterScaleUpFailureDropsOnlyItsReplacement(t *testing.T) {
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	old := snapshot.Replacement{NodeGroup: "a", Delta: 1, Nodes: []string{"a-1"}, Since: now.Add(-time.Minute)}
+	started := snapshot.Replacement{NodeGroup: "a", Delta: 1, Nodes: []string{"a-2"}, Since: now}
+	other := snapshot.Replacement{NodeGroup: "b", Delta: 1, Nodes: []string{"b-1"}, Since: now}
+	prev := snapshot.State{Replacing: map[string]snapshot.Replacement{"old": old}}
+	next := snapshot.State{Replacing: map[string]snapshot.Replacement{"old": old, "started": started, "other": other}}
+	got := AfterScaleUpFailure(next, prev, "a", now, DefaultSettings())
+	if len(got.Replacing) != 2 || got.Replacing["old"].Nodes[0] != "a-1" || got.Replacing["other"].NodeGroup != "b" {
+		t.Errorf("replacing = %+v, want old and other only", got.Replacing)
+	}
+	if len(next.Replacing) != 3 {
+		t.Errorf("the plan's state was modified: %+v", next.Replacing)
+	}
+}

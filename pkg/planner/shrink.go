@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -66,13 +65,6 @@ func Shrink(s snapshot.Snapshot, set Settings, now time.Time, sizes map[string]i
 	return only, nil
 }
 
-// cloneState copies a state, with empty maps for missing ones.
-func cloneState(s snapshot.State) snapshot.State {
-	clone := func(m map[string]time.Time) map[string]time.Time {
-		if m == nil {
-			return map[string]time.Time{}
-		}
-		return maps.Clone(m)
-	}
-	return snapshot.State{UnneededSince: clone(s.UnneededSince), LastScaleUp: clone(s.LastScaleUp), BackoffUntil: clone(s.BackoffUntil)}
-}
+// cloneState copies a state, replacements under way too, with empty maps
+// for missing ones.
+func cloneState(s snapshot.State) snapshot.State { return s.Normal() }

@@ -54,7 +54,7 @@ func (s *DynamoDB) key(sk string) map[string]types.AttributeValue {
 	}
 }
 
-// LoadState reads the cluster's GROUP# and NODE# items with strongly
+// LoadState reads the cluster's GROUP#, NODE# and REPLACE# items with strongly
 // consistent queries, so a run sees what the previous run wrote.
 func (s *DynamoDB) LoadState(ctx context.Context) (snapshot.State, error) {
 	st := emptyState()
@@ -82,6 +82,9 @@ func (s *DynamoDB) LoadState(ctx context.Context) (snapshot.State, error) {
 		return err
 	})
 	if err != nil {
+		return snapshot.State{}, err
+	}
+	if err := s.loadReplacing(ctx, &st); err != nil {
 		return snapshot.State{}, err
 	}
 	return st, nil
@@ -139,9 +142,25 @@ func timeAttr(item map[string]types.AttributeValue, attr string) (time.Time, boo
 // SaveState writes one conditional UpdateItem (or DeleteItem, for a node no
 // longer unneeded) per changed item; unchanged items get no request.
 func (s *DynamoDB) SaveState(ctx context.Context, prev, next snapshot.State) error {
+	// Checked before anything is written: an invalid replacement changes
+	// nothing.
+	replacing, err := diffReplacing(prev, next)
+	if err != nil {
+		return fmt.Errorf("save state of cluster %q: %w", s.cluster, err)
+	}
 	var conflicts []string
 	for _, c := range diff(prev, next) {
 		err := s.write(ctx, c)
+		var failed *types.ConditionalCheckFailedException
+		switch {
+		case errors.As(err, &failed):
+			conflicts = append(conflicts, c.sk())
+		case err != nil:
+			return fmt.Errorf("save state of cluster %q: %w", s.cluster, err)
+		}
+	}
+	for _, c := range replacing {
+		err := s.writeReplacement(ctx, c)
 		var failed *types.ConditionalCheckFailedException
 		switch {
 		case errors.As(err, &failed):

@@ -3,7 +3,6 @@ package state
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -40,16 +39,18 @@ func NewMemory(cluster string) *Memory {
 func (m *Memory) LoadState(ctx context.Context) (snapshot.State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return snapshot.State{
-		UnneededSince: maps.Clone(m.state.UnneededSince),
-		LastScaleUp:   maps.Clone(m.state.LastScaleUp),
-		BackoffUntil:  maps.Clone(m.state.BackoffUntil),
-	}, nil
+	return m.state.Normal(), nil
 }
 
 // SaveState applies the differences between prev and next, item by item,
 // like the DynamoDB store.
 func (m *Memory) SaveState(ctx context.Context, prev, next snapshot.State) error {
+	// Checked before anything is written: an invalid replacement changes
+	// nothing.
+	replacing, err := diffReplacing(prev, next)
+	if err != nil {
+		return fmt.Errorf("save state of cluster %q: %w", m.cluster, err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var conflicts []string
@@ -66,7 +67,11 @@ func (m *Memory) SaveState(ctx context.Context, prev, next snapshot.State) error
 			}
 		}
 	}
-	if len(conflicts) > 0 {
+	more, err := m.saveReplacing(replacing)
+	if err != nil {
+		return fmt.Errorf("save state of cluster %q: %w", m.cluster, err)
+	}
+	if conflicts = append(conflicts, more...); len(conflicts) > 0 {
 		return conflictError(m.cluster, conflicts)
 	}
 	return nil

@@ -4,7 +4,7 @@
 // from acting at once.
 //
 // The DynamoDB layout is one table for any number of clusters: pk is
-// CLUSTER#<cluster>, sk is GROUP#<group>, NODE#<node> or LEASE#<function>
+// CLUSTER#<cluster>, sk is GROUP#<group>, NODE#<node>, REPLACE#<id> or LEASE#<function>
 // (SCHEDULE#, DRAIN#, STATUS# and PRICE# items share the table). Every change is a
 // single-item conditional write: no transactions, no PartiQL, and nothing
 // depends on TTL expiry, so the same code runs against dynalite.

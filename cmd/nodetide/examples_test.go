@@ -13,7 +13,8 @@ import (
 var cloudConfigs = map[string]bool{"scaleway.json": true, "kamatera.ini": true}
 
 // TestExamplesValidate: every file in examples/ is valid: each config
-// through config validate, each schedule file through schedules validate.
+// through config validate, each schedule file through schedules validate,
+// each worked example (a folder) through plan with its snapshot and config.
 // A new kind of file fails until this test knows how to check it.
 func TestExamplesValidate(t *testing.T) {
 	files, err := os.ReadDir("../../examples")
@@ -29,6 +30,9 @@ func TestExamplesValidate(t *testing.T) {
 		switch {
 		case cloudConfigs[f.Name()]:
 			continue
+		case f.IsDir():
+			// A worked example: its config, planned with its snapshot.
+			args = []string{"plan", "--snapshot", filepath.Join(path, "snapshot.json"), "--config", filepath.Join(path, "nodetide.yaml")}
 		case strings.HasSuffix(f.Name(), ".yaml"):
 			args = []string{"config", "validate", "--config", path}
 		case strings.HasSuffix(f.Name(), ".json"):

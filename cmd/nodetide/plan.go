@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -120,6 +121,7 @@ func writePlanTable(w io.Writer, p planner.Plan) error {
 			fmt.Fprintf(tw, "%s\t%s\n", u.Pod, u.Reason)
 		}
 	}
+	writeReplaceTable(tw, p)
 	writeKeptTable(tw, p)
 	if n := len(p.State.UnneededSince); n > 0 {
 		fmt.Fprintln(tw)
@@ -131,8 +133,10 @@ func writePlanTable(w io.Writer, p planner.Plan) error {
 	return tw.Flush()
 }
 
-// writeCost prints what the priced groups cost at the plan's targets, and
-// which groups have no price (never counted as free).
+// writeCost prints what the priced groups cost once the plan is carried
+// out (NODES is now → after where the plan changes it), the totals now and
+// after with the change, and which groups have no price (never counted as
+// free).
 func writeCost(w io.Writer, c *planner.Cost) {
 	if c == nil {
 		return
@@ -140,14 +144,34 @@ func writeCost(w io.Writer, c *planner.Cost) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "COST\tNODES\tPER NODE-HOUR\tPER HOUR\tPER MONTH")
 	for _, g := range c.NodeGroups {
-		fmt.Fprintf(w, "%s\t%d\t%g %s\t%.4f %s\t%.2f %s\n", g.NodeGroup, g.Nodes, g.PerNodeHour, g.Currency, g.PerHour, g.Currency, g.PerMonth, g.Currency)
+		nodes := strconv.Itoa(g.Nodes)
+		if g.NodesNow != g.Nodes {
+			nodes = fmt.Sprintf("%d → %d", g.NodesNow, g.Nodes)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%g %s\t%.4f %s\t%.2f %s\n", g.NodeGroup, nodes, g.PerNodeHour, g.Currency, g.PerHour, g.Currency, g.PerMonth, g.Currency)
 	}
-	for _, t := range c.Totals {
+	for i, t := range c.Totals {
+		if i < len(c.Now) && i < len(c.Change) && c.Change[i].PerHour != 0 {
+			fmt.Fprintf(w, "total now\t\t\t%.4f %s\t%.2f %s\n", c.Now[i].PerHour, t.Currency, c.Now[i].PerMonth, t.Currency)
+			fmt.Fprintf(w, "total after plan\t\t\t%.4f %s\t%.2f %s\n", t.PerHour, t.Currency, t.PerMonth, t.Currency)
+			fmt.Fprintf(w, "change\t\t\t%+.4f %s\t%+.2f %s\n", c.Change[i].PerHour, t.Currency, c.Change[i].PerMonth, t.Currency)
+			continue
+		}
 		fmt.Fprintf(w, "total\t\t\t%.4f %s\t%.2f %s\n", t.PerHour, t.Currency, t.PerMonth, t.Currency)
 	}
 	for _, name := range c.NoPrice {
 		fmt.Fprintf(w, "%s\t\tno price\t\t\n", name)
 	}
+}
+
+// writeReplaceTable lists the consolidation replacements the plan starts,
+// keeps waiting, drains or gives up.
+func writeReplaceTable(w io.Writer, p planner.Plan) {
+	if len(p.Replace) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	statustable.ReplaceRows(w, p.Replace)
 }
 
 // maxKeptRows bounds the KEPT section: the plan lists the nodes kept for

@@ -75,6 +75,19 @@ func recordCycle(ctx context.Context, snap snapshot.Snapshot, plan planner.Plan,
 		m.Gauge(metrics.ReadyNodes, metrics.Count, float64(ready[g.Name]), d)
 		m.Gauge(metrics.UnneededNodes, metrics.Count, float64(unneeded[g.Name]), d)
 	}
+	if c := plan.Cost; c != nil {
+		for _, t := range c.Now {
+			m.Gauge(metrics.CostPerHour, metrics.None, t.PerHour, metrics.Dims{metrics.DimCurrency: t.Currency})
+		}
+		for _, t := range c.Totals {
+			m.Gauge(metrics.PlannedCostPerHour, metrics.None, t.PerHour, metrics.Dims{metrics.DimCurrency: t.Currency})
+		}
+		for _, g := range c.NodeGroups {
+			d := metrics.Dims{metrics.DimCurrency: g.Currency, metrics.DimNodeGroup: g.NodeGroup}
+			m.Gauge(metrics.CostPerHour, metrics.None, float64(g.NodesNow)*g.PerNodeHour, d)
+			m.Gauge(metrics.PlannedCostPerHour, metrics.None, g.PerHour, d)
+		}
+	}
 	if shadow {
 		// Under Cluster alone every shadow cycle, 0 included: the marker
 		// that the deployment plans without acting (by NodeGroup in

@@ -60,6 +60,14 @@ type Status struct {
 	// cluster-autoscaler did (evaluate.shadowCompare); bounded.
 	ShadowCompare *shadowcompare.Comparison `json:"shadowCompare,omitempty"`
 
+	// Cost is what the priced groups cost at their targets now and once
+	// the cycle's plan is carried out; nil when no group has a price.
+	Cost *StatusCost `json:"cost,omitempty"`
+	// Replacing are the cycle's consolidation replacements (requested,
+	// waiting, draining or given up), ReplacingOmitted how many more.
+	Replacing        []planner.Replace `json:"replacing,omitempty"`
+	ReplacingOmitted int               `json:"replacingOmitted,omitempty"`
+
 	// Kept are the first nodes scale-down keeps and why, KeptOmitted how
 	// many more; KeptCounts count them all, per group and code.
 	Kept        []planner.Kept      `json:"kept,omitempty"`
@@ -102,6 +110,26 @@ type GroupSummary struct {
 	MemoryUtilization float64    `json:"memoryUtilization"`
 	// Headroom is how the group's headroom stood; nil when it keeps none.
 	Headroom *GroupHeadroom `json:"headroom,omitempty"`
+	// Price is the group's price; nil when it has none.
+	Price *GroupPrice `json:"price,omitempty"`
+}
+
+// StatusCost is the plan's cost (planner.Cost) without its per-group
+// rows, which the groups carry: totals per currency now, after the plan,
+// and the change (negative is a saving), and how many groups have no price.
+type StatusCost struct {
+	Now       []planner.CostTotal `json:"now"`
+	AfterPlan []planner.CostTotal `json:"afterPlan"`
+	Change    []planner.CostTotal `json:"change"`
+	NoPrice   int                 `json:"noPrice,omitempty"`
+}
+
+// GroupPrice is one node of a group for one hour, and where the figure
+// came from (snapshot.PriceSource).
+type GroupPrice struct {
+	PerNodeHour float64 `json:"perNodeHour"`
+	Currency    string  `json:"currency"`
+	Source      string  `json:"source"`
 }
 
 // GroupHeadroom is how a group's headroom stood in the cycle (the plan's
@@ -148,6 +176,7 @@ const (
 	maxStatusGroups   = 300
 	maxStatusUnneeded = 300
 	maxStatusKept     = 10  // the plan lists the most telling first
+	maxStatusReplace  = 20  // of at most 10 nodes each
 	maxStatusCounts   = 300 // (group, code) pairs
 	maxStatusDrains   = 100
 	maxStatusActions  = 50
@@ -266,6 +295,7 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap snapshot.Snap
 		st.GroupsAt, st.NodeGroups, st.NodeGroupsOmitted = prev.GroupsAt, prev.NodeGroups, prev.NodeGroupsOmitted
 		st.Unneeded, st.UnneededOmitted = prev.Unneeded, prev.UnneededOmitted
 		st.Kept, st.KeptOmitted, st.KeptCounts = prev.Kept, prev.KeptOmitted, prev.KeptCounts
+		st.Cost, st.Replacing, st.ReplacingOmitted = prev.Cost, prev.Replacing, prev.ReplacingOmitted
 		if st.NodeGroups == nil {
 			st.NodeGroups = []GroupSummary{}
 		}
@@ -281,6 +311,17 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap snapshot.Snap
 	st.NodeGroups, st.NodeGroupsOmitted = groupSummaries(prev, snap, plan, res.Actions, now, registered, ready)
 	st.Unneeded, st.UnneededOmitted = unneededNodes(plan.State.UnneededSince, groupOf)
 	st.addKept(plan)
+	if c := plan.Cost; c != nil {
+		st.Cost = &StatusCost{Now: c.Now, AfterPlan: c.Totals, Change: c.Change, NoPrice: len(c.NoPrice)}
+	}
+	if n := min(len(plan.Replace), maxStatusReplace); n > 0 {
+		st.Replacing = make([]planner.Replace, n)
+		for i, r := range plan.Replace[:n] {
+			r.Reason = clip(r.Reason)
+			st.Replacing[i] = r
+		}
+		st.ReplacingOmitted = len(plan.Replace) - n
+	}
 	return st
 }
 
@@ -352,6 +393,9 @@ func groupSummaries(prev Status, snap snapshot.Snapshot, plan *planner.Plan, act
 			LastScaleUp: timeOf(plan.State.LastScaleUp, g.Name), LastScaleDown: lastDown[g.Name],
 			CPUUtilization: p.CPUUtilization, MemoryUtilization: p.MemoryUtilization,
 			Headroom: groupHeadroom(p.Headroom, failedUp[g.Name]),
+		}
+		if pr := g.Price; pr != nil {
+			gs.Price = &GroupPrice{PerNodeHour: pr.PerHour, Currency: pr.Currency, Source: string(pr.Source)}
 		}
 		for _, up := range plan.ScaleUp {
 			if up.NodeGroup == g.Name && !failedUp[g.Name] {

@@ -31,7 +31,8 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 	for g := range groups {
 		name := long("group", g)
 		snap.NodeGroups = append(snap.NodeGroups, snapshot.NodeGroup{Name: name, Provider: "kamatera", MaxSize: 10, TargetSize: 9,
-			BoundsFrom: "schedule " + strings.Repeat("s", 200)})
+			BoundsFrom: "schedule " + strings.Repeat("s", 200),
+			Price:      &snapshot.Price{PerHour: 1.0 / 3, Currency: "USD", Source: snapshot.PriceConfig}})
 		plan.State.LastScaleUp[name] = now
 		plan.State.BackoffUntil[name] = now.Add(time.Hour)
 		// The longest headroom status the planner writes.
@@ -62,6 +63,19 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 			plan.KeptCounts = append(plan.KeptCounts, planner.KeptCount{NodeGroup: long("group", g), Code: planner.KeptNotUnneededLongEnough, Nodes: nodes})
 		}
 	}
+	// Replacements at their widest, and a cost in many currencies.
+	for r := range 1000 {
+		rep := planner.Replace{ID: long("replace", r), Phase: planner.ReplaceWaiting, NodeGroup: long("group", r), Delta: 10, Reason: strings.Repeat("r", 2000), Currency: "USD", Saving: 1.0 / 3}
+		for n := range 10 {
+			rep.Nodes = append(rep.Nodes, long("node", r*10+n))
+		}
+		plan.Replace = append(plan.Replace, rep)
+	}
+	plan.Cost = &planner.Cost{}
+	for c := range 50 {
+		total := planner.CostTotal{Currency: fmt.Sprintf("C%02d", c), PerHour: 1e9 / 3, PerMonth: 1e12 / 3}
+		plan.Cost.Totals, plan.Cost.Now, plan.Cost.Change = append(plan.Cost.Totals, total), append(plan.Cost.Now, total), append(plan.Cost.Change, total)
+	}
 	var actions []Action
 	for i := range 1000 {
 		actions = append(actions, Action{Kind: "scaleUp", NodeGroup: long("group", i), Delta: 1, Error: strings.Repeat("é", 2000)})
@@ -84,6 +98,9 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 	t.Logf("status of %d nodes, %d groups: %d bytes, %d gzipped", nodes, groups, len(doc), z.Len())
 	if len(doc) > state.MaxStatusDocument || z.Len() > state.MaxStatusSize {
 		t.Fatalf("status is %d bytes (%d gzipped), over the %d stored (%d gzipped)", len(doc), z.Len(), state.MaxStatusDocument, state.MaxStatusSize)
+	}
+	if len(st.Replacing) != maxStatusReplace || st.ReplacingOmitted != 1000-maxStatusReplace || st.Cost == nil || len(st.Cost.AfterPlan) != 50 {
+		t.Errorf("replacing %d, omitted %d, cost %+v", len(st.Replacing), st.ReplacingOmitted, st.Cost)
 	}
 	if len(st.Kept) != maxStatusKept || st.KeptOmitted != nodes-maxStatusKept || len(st.KeptCounts) != maxStatusCounts {
 		t.Errorf("kept %d, omitted %d, counts %d", len(st.Kept), st.KeptOmitted, len(st.KeptCounts))

@@ -25,14 +25,16 @@ const Namespace = "nodetide"
 const (
 	Count   = "Count"
 	Seconds = "Seconds"
+	None    = "None" // money: CloudWatch has no currency unit; the Currency dimension says which
 )
 
 // Dimension names. Every metric carries Cluster; group metrics NodeGroup;
-// scale-up failures also Reason.
+// scale-up failures also Reason; cost metrics Currency.
 const (
 	DimCluster   = "Cluster"
 	DimNodeGroup = "NodeGroup"
 	DimReason    = "Reason"
+	DimCurrency  = "Currency"
 )
 
 // EMF limits (CloudWatch's specification).

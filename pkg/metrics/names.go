@@ -16,6 +16,10 @@ const (
 	OldestPendingPodAge = "OldestPendingPodAge" // Seconds: since the oldest pending pod was marked Unschedulable
 	ScaleUpFailures     = "ScaleUpFailures"     // Count: by Cluster, and by Cluster and Reason
 	DrainStartFailures  = "DrainStartFailures"  // Count: removals whose drain execution could not be started
+	// Cost, by Cluster and Currency, and by Cluster, Currency and
+	// NodeGroup; only for groups with a price.
+	CostPerHour        = "CostPerHour"        // None: what the priced groups cost per hour at their targets now
+	PlannedCostPerHour = "PlannedCostPerHour" // None: what they cost once the cycle's plan is carried out
 	// Problems is LevelEssential's one metric (see ProblemCounter),
 	// published only above 0.
 	Problems = "Problems" // Count: things a person must look at (nodetide status names them)

@@ -12,20 +12,26 @@ import (
 // as the clouds' price pages count it).
 const HoursPerMonth = 730
 
-// Cost is what the groups cost at the target sizes this plan leaves them
-// at, counted only over groups with a price: a group without one is listed
-// under NoPrice, never counted as free.
+// Cost is what the groups cost now (at their target sizes) and once this
+// plan is carried out (targets grown or lowered, the nodes it removes
+// gone), counted only over groups with a price: a group without one is
+// listed under NoPrice, never counted as free.
 type Cost struct {
 	NodeGroups []GroupCost `json:"nodeGroups"`
-	// Totals are per currency, sorted by currency.
+	// Totals are after the plan, Now before it, Change the difference
+	// (after less now: negative is a saving); each per currency, sorted by
+	// currency.
 	Totals  []CostTotal `json:"totals"`
+	Now     []CostTotal `json:"now"`
+	Change  []CostTotal `json:"change"`
 	NoPrice []string    `json:"noPrice,omitempty"`
 }
 
-// GroupCost is one priced group's cost: Nodes (its target after the plan)
-// × PerNodeHour.
+// GroupCost is one priced group's cost: Nodes (its target once the plan is
+// carried out) × PerNodeHour; NodesNow is its target now.
 type GroupCost struct {
 	NodeGroup   string               `json:"nodeGroup"`
+	NodesNow    int                  `json:"nodesNow"`
 	Nodes       int                  `json:"nodes"`
 	PerNodeHour float64              `json:"perNodeHour"`
 	Currency    string               `json:"currency"`
@@ -41,10 +47,12 @@ type CostTotal struct {
 	PerMonth float64 `json:"perMonth"`
 }
 
-// planCost is the cost of the groups at the targets the plan leaves them
-// at; nil when no group has a price (so plans of unpriced snapshots read
-// as they did).
-func planCost(groups []snapshot.NodeGroup, p *Plan) *Cost {
+// planCost is the cost of the groups now and at the targets the plan
+// leaves them at, each removal counted as one node less (its drain lowers
+// the target when it terminates the machine), and so each old node of a
+// replacement requested or waiting (replaced, per group); nil when no group
+// has a price (so plans of unpriced snapshots read as they did).
+func planCost(groups []snapshot.NodeGroup, p *Plan, replaced map[string]int) *Cost {
 	target := map[string]int{}
 	for _, g := range groups {
 		target[g.Name] = g.TargetSize
@@ -55,8 +63,14 @@ func planCost(groups []snapshot.NodeGroup, p *Plan) *Cost {
 	for _, d := range p.DecreaseTarget {
 		target[d.NodeGroup] = d.NewTargetSize
 	}
-	c := &Cost{NodeGroups: []GroupCost{}, Totals: []CostTotal{}}
-	totals := map[string]float64{}
+	for _, d := range p.ScaleDown {
+		target[d.NodeGroup] = max(0, target[d.NodeGroup]-1)
+	}
+	for g, n := range replaced {
+		target[g] = max(0, target[g]-n)
+	}
+	c := &Cost{NodeGroups: []GroupCost{}}
+	after, now := map[string]float64{}, map[string]float64{}
 	for _, g := range groups {
 		if g.Price == nil {
 			c.NoPrice = append(c.NoPrice, g.Name)
@@ -64,22 +78,52 @@ func planCost(groups []snapshot.NodeGroup, p *Plan) *Cost {
 		}
 		n := target[g.Name]
 		perHour := float64(n) * g.Price.PerHour
-		totals[g.Price.Currency] += perHour
+		after[g.Price.Currency] += perHour
+		now[g.Price.Currency] += float64(g.TargetSize) * g.Price.PerHour
 		c.NodeGroups = append(c.NodeGroups, GroupCost{
-			NodeGroup: g.Name, Nodes: n, PerNodeHour: g.Price.PerHour, Currency: g.Price.Currency, Source: g.Price.Source,
+			NodeGroup: g.Name, NodesNow: g.TargetSize, Nodes: n, PerNodeHour: g.Price.PerHour, Currency: g.Price.Currency, Source: g.Price.Source,
 			PerHour: round4(perHour), PerMonth: roundCents(perHour * HoursPerMonth),
 		})
 	}
 	if len(c.NodeGroups) == 0 {
 		return nil
 	}
-	for cur, perHour := range totals {
-		c.Totals = append(c.Totals, CostTotal{Currency: cur, PerHour: round4(perHour), PerMonth: roundCents(perHour * HoursPerMonth)})
+	change := map[string]float64{}
+	for cur := range after {
+		change[cur] = after[cur] - now[cur]
 	}
-	slices.SortFunc(c.Totals, func(a, b CostTotal) int { return strings.Compare(a.Currency, b.Currency) })
+	c.Totals, c.Now, c.Change = costTotals(after), costTotals(now), costTotals(change)
 	slices.SortFunc(c.NodeGroups, func(a, b GroupCost) int { return strings.Compare(a.NodeGroup, b.NodeGroup) })
 	slices.Sort(c.NoPrice)
 	return c
 }
 
+// costTotals lists per-currency hourly sums with their month, by currency.
+func costTotals(perHour map[string]float64) []CostTotal {
+	out := make([]CostTotal, 0, len(perHour))
+	for cur, h := range perHour {
+		out = append(out, CostTotal{Currency: cur, PerHour: round4(h), PerMonth: roundCents(h * HoursPerMonth)})
+	}
+	slices.SortFunc(out, func(a, b CostTotal) int { return strings.Compare(a.Currency, b.Currency) })
+	return out
+}
+
 func roundCents(f float64) float64 { return math.Round(f*100) / 100 }
+
+// replacedPerGroup counts, per group, the old nodes of the plan's
+// replacements that are requested or waiting: they go once the new nodes
+// are Ready. Draining ones are the plan's removals already.
+func (m *model) replacedPerGroup(p *Plan) map[string]int {
+	out := map[string]int{}
+	for _, r := range p.Replace {
+		if r.Phase != ReplaceRequested && r.Phase != ReplaceWaiting {
+			continue
+		}
+		for _, name := range r.Nodes {
+			if i, ok := m.nodeByName[name]; ok && m.nodes[i].group >= 0 {
+				out[m.groups[m.nodes[i].group].ng.Name]++
+			}
+		}
+	}
+	return out
+}

@@ -77,7 +77,7 @@ func decide(s *snapshot.Snapshot, set Settings, now time.Time, traced bool) (Pla
 		next.UnneededSince[k] = t.UTC()
 	}
 	plan.State = next
-	plan.Cost = planCost(s.NodeGroups, &plan)
+	plan.Cost = planCost(s.NodeGroups, &plan, m.replacedPerGroup(&plan))
 	return plan, tr
 }
 

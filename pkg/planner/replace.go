@@ -366,9 +366,10 @@ func (m *model) mayReplaceNow(plan *Plan, next *snapshot.State) bool {
 	return true
 }
 
-// replaceCandidate reports whether node i may be replaced: priced, Ready,
-// in use as it stands, not opted out, not young, not in a group in
-// cooldown, and nothing on it keeps it.
+// replaceCandidate reports whether node i may be replaced as far as the
+// node and its group go: priced, Ready, in use as it stands, not opted
+// out, not young, not in a group in cooldown. Whether a pod on it keeps it
+// is for the caller, once every candidate's pods are noted.
 func (m *model) replaceCandidate(i int32, next *snapshot.State) bool {
 	n := &m.nodes[i]
 	if n.group < 0 || !n.ready || !n.schedulable || n.draining || n.leaving || n.replacing || n.gotPending ||
@@ -382,8 +383,7 @@ func (m *model) replaceCandidate(i int32, next *snapshot.State) bool {
 	if last, ok := next.LastScaleUp[g.ng.Name]; ok && m.now.Sub(last) < m.set.ScaleDown.DelayAfterAdd {
 		return false
 	}
-	m.noteDrains([]int32{i})
-	return !m.eachMoving(i, func(int32, []int32) {})
+	return true
 }
 
 // findReplacement looks for the replacement that saves the most, at least
@@ -392,13 +392,22 @@ func (m *model) replaceCandidate(i int32, next *snapshot.State) bool {
 // together. The cluster's simulated state is as the registered nodes
 // have it. It records the best in plan and next.
 func (m *model) findReplacement(plan *Plan, next *snapshot.State, limits []int) {
-	var cands []int32
-	util := make(map[int32]float64)
+	var maybe []int32
 	for i := range m.nodes {
 		if m.replaceCandidate(int32(i), next) {
+			maybe = append(maybe, int32(i))
+		}
+	}
+	// One pass over the pods for every candidate: per node, it would be
+	// nodes × pods.
+	m.noteDrains(maybe)
+	var cands []int32
+	util := make(map[int32]float64, len(maybe))
+	for _, i := range maybe {
+		if !m.eachMoving(i, func(int32, []int32) {}) {
 			cpu, mem := m.nodes[i].utilization()
-			util[int32(i)] = max(cpu, mem)
-			cands = append(cands, int32(i))
+			util[i] = max(cpu, mem)
+			cands = append(cands, i)
 		}
 	}
 	slices.SortFunc(cands, func(a, b int32) int {
@@ -532,6 +541,13 @@ func (m *model) startReplacement(o *replaceOption, plan *Plan, next *snapshot.St
 		m.nodes[ni].replacing = true
 	}
 	slices.Sort(names)
+	// They were kept for what held them before this search; now it is
+	// the replacement.
+	for k := range m.kept {
+		if m.nodes[m.kept[k].node].replacing {
+			m.kept[k] = keptRec{node: m.kept[k].node, code: kReplacing}
+		}
+	}
 	id := replacementID(names, m.now)
 	from := m.groups[m.nodes[o.set[0]].group].ng.Name
 	pct := int(o.saving()/o.before*100 + 0.5)

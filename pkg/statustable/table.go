@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodetide/nodetide/pkg/evaluate"
+	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/shadowcompare"
 	"github.com/nodetide/nodetide/pkg/state"
 )
@@ -40,7 +41,7 @@ func Write(w io.Writer, d Doc, now time.Time) error {
 	c := statusClock{now: now}
 	writeStatusSummary(w, d, c)
 	for _, section := range []func(io.Writer, Doc, statusClock) error{
-		writeGroupsTable, writeUnneededTable, writeKeptTable, writeDrainsTable, writeActionsTable, writeCompareTable,
+		writeGroupsTable, writeUnneededTable, writeReplaceTable, writeKeptTable, writeDrainsTable, writeActionsTable, writeCompareTable,
 	} {
 		if err := section(w, d, c); err != nil {
 			return err
@@ -90,12 +91,33 @@ func writeStatusSummary(w io.Writer, d Doc, c statusClock) {
 		fmt.Fprintf(w, "Node groups as of %s (the last cycle did not read them)\n", c.at(d.GroupsAt))
 	}
 	fmt.Fprintf(w, "Unschedulable pods: %d\n", d.UnschedulablePods)
+	writeCostLines(w, d.Cost)
 	// What the essential monitoring level's alarm fires on.
 	if len(d.Problems) == 0 {
 		fmt.Fprintln(w, "Problems:     none")
 	}
 	for _, p := range d.Problems {
 		fmt.Fprintf(w, "Problem:      %s (%d): %s\n", p.Kind, p.Count, p.Detail)
+	}
+}
+
+// writeCostLines says what the priced groups cost now and once the plan is
+// carried out, per currency, and how many groups no figure counts.
+func writeCostLines(w io.Writer, c *evaluate.StatusCost) {
+	if c == nil {
+		return
+	}
+	for i, now := range c.Now {
+		line := fmt.Sprintf("%.4f %s/h (%.2f %s/month)", now.PerHour, now.Currency, now.PerMonth, now.Currency)
+		if i < len(c.AfterPlan) && i < len(c.Change) && c.Change[i].PerHour != 0 {
+			after, ch := c.AfterPlan[i], c.Change[i]
+			line += fmt.Sprintf("; after the plan %.4f %s/h (%.2f %s/month), %+.4f %s/h (%+.2f %s/month)",
+				after.PerHour, after.Currency, after.PerMonth, after.Currency, ch.PerHour, ch.Currency, ch.PerMonth, ch.Currency)
+		}
+		fmt.Fprintf(w, "Cost:         %s\n", line)
+	}
+	if c.NoPrice > 0 {
+		fmt.Fprintf(w, "Cost:         %d node groups have no price and are not counted\n", c.NoPrice)
 	}
 }
 
@@ -116,7 +138,16 @@ func groupsNotRead(st evaluate.Status) bool {
 func writeGroupsTable(w io.Writer, d Doc, c statusClock) error {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE GROUP\tPROVIDER\tMIN\tMAX\tTARGET\tREGISTERED\tREADY\tHEALTH\tBACKOFF UNTIL\tLAST SCALE-UP\tLAST SCALE-DOWN\tCPU\tMEM\tHEADROOM")
+	// PRICE only when a group has one: most clusters' tables stay as they were.
+	priced := false
+	for _, g := range d.NodeGroups {
+		priced = priced || g.Price != nil
+	}
+	header := "NODE GROUP\tPROVIDER\tMIN\tMAX\tTARGET\tREGISTERED\tREADY\tHEALTH\tBACKOFF UNTIL\tLAST SCALE-UP\tLAST SCALE-DOWN\tCPU\tMEM\tHEADROOM"
+	if priced {
+		header += "\tPRICE"
+	}
+	fmt.Fprintln(tw, header)
 	for _, g := range d.NodeGroups {
 		health := "Healthy"
 		if len(g.Health) > 0 {
@@ -126,9 +157,17 @@ func writeGroupsTable(w io.Writer, d Doc, c statusClock) error {
 		if h := g.Headroom; h != nil {
 			room = HeadroomCell(h.Rule, h.Free, h.Met, h.Need, h.Adding, h.Blocked)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s\n", g.Name, g.Provider, g.MinSize, g.MaxSize,
+		row := fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.0f%%\t%.0f%%\t%s", g.Name, g.Provider, g.MinSize, g.MaxSize,
 			g.TargetSize, g.Registered, g.Ready, health, c.atp(g.BackoffUntil), c.atp(g.LastScaleUp), c.atp(g.LastScaleDown),
 			100*g.CPUUtilization, 100*g.MemoryUtilization, room)
+		if priced {
+			price := "no price"
+			if p := g.Price; p != nil {
+				price = fmt.Sprintf("%g %s/h (%s)", p.PerNodeHour, p.Currency, p.Source)
+			}
+			row += "\t" + price
+		}
+		fmt.Fprintln(tw, row)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -186,6 +225,34 @@ func writeKeptTable(w io.Writer, d Doc, _ statusClock) error {
 	}
 	more(w, d.KeptOmitted, "kept nodes")
 	return nil
+}
+
+// writeReplaceTable writes the cycle's consolidation replacements.
+func writeReplaceTable(w io.Writer, d Doc, _ statusClock) error {
+	if len(d.Replacing) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	ReplaceRows(tw, d.Replacing)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	more(w, d.ReplacingOmitted, "replacements")
+	return nil
+}
+
+// ReplaceRows writes a header and one row per replacement, for a
+// tabwriter: `nodetide plan` shows them as the status does.
+func ReplaceRows(tw io.Writer, rs []planner.Replace) {
+	fmt.Fprintln(tw, "REPLACE\tPHASE\tNEW NODES\tOLD NODES\tSAVING\tREASON")
+	for _, r := range rs {
+		saving := "-"
+		if r.Currency != "" {
+			saving = fmt.Sprintf("%.4f %s/h", r.Saving, r.Currency)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d of %s\t%s\t%s\t%s\n", r.ID, r.Phase, r.Delta, r.NodeGroup, strings.Join(r.Nodes, ","), saving, r.Reason)
+	}
 }
 
 // writeDrainsTable writes the running drains, saying so when they are the

@@ -52,6 +52,7 @@ const (
 	KeptDisruptionLimitReached  = "DisruptionLimitReached"
 	KeptHeadroom                = "Headroom"
 	KeptReplacing               = "Replacing"
+	KeptReceivesMovedPods       = "ReceivesMovedPods"
 )
 
 // keptCode indexes keptCodes; the order is the order Plan.Kept lists.
@@ -68,6 +69,7 @@ const (
 	kDisruptionLimit
 	kHeadroom
 	kReplacing
+	kReceivesMovedPods
 	kGroupShrinking
 	kScaleDownDisabled
 	kNodeTooNew
@@ -82,7 +84,7 @@ var keptCodes = [...]string{
 	kBlockedByPod: KeptBlockedByPod, kNotEnoughPdb: KeptNotEnoughPdb, kNoPlaceToMovePods: KeptNoPlaceToMovePods,
 	kNotUnneededLongEnough: KeptNotUnneededLongEnough, kScaleDownInCooldown: KeptScaleDownInCooldown,
 	kPendingPodFits: KeptPendingPodFits, kMinSizeReached: KeptNodeGroupMinSizeReached,
-	kDisruptionLimit: KeptDisruptionLimitReached, kHeadroom: KeptHeadroom, kReplacing: KeptReplacing, kGroupShrinking: KeptGroupShrinking,
+	kDisruptionLimit: KeptDisruptionLimitReached, kHeadroom: KeptHeadroom, kReplacing: KeptReplacing, kReceivesMovedPods: KeptReceivesMovedPods, kGroupShrinking: KeptGroupShrinking,
 	kScaleDownDisabled: KeptScaleDownDisabled, kNodeTooNew: KeptNodeTooNew, kPendingPodPlaced: KeptPendingPodPlaced,
 	kNotReady: KeptNotReady, kUnschedulable: KeptUnschedulable, kNotUnderutilized: KeptNotUnderutilized,
 }
@@ -112,6 +114,8 @@ func (m *model) keptBefore(i int32, util float64) bool {
 		return true
 	case n.replacing:
 		m.keep(i, kReplacing, 0, 0)
+	case n.receiving:
+		m.keep(i, kReceivesMovedPods, 0, 0)
 	case !n.ready:
 		m.keep(i, kNotReady, 0, 0)
 	case !n.schedulable:
@@ -208,6 +212,8 @@ func (m *model) keptReason(r keptRec, next *snapshot.State) string {
 		return "removing it would break the group's headroom"
 	case kReplacing:
 		return "a consolidation replacement holds it until its new nodes are Ready (see the plan's replace)"
+	case kReceivesMovedPods:
+		return "a consolidation replacement under way moves, or is to move, the pods of the nodes it replaces onto it (see the plan's replace)"
 	case kGroupShrinking:
 		return fmt.Sprintf("group above its max size %d: the surplus goes by shrinking it", g.ng.MaxSize)
 	case kScaleDownDisabled:

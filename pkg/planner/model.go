@@ -39,6 +39,9 @@ type nodeInfo struct {
 	draining    bool
 	// gotPending: stage (a) placed a pending pod here; it is about to get work.
 	gotPending bool
+	// receiving: the pods of nodes a replacement drains move here in this
+	// plan; it is not removed with them.
+	receiving bool
 	// placed are the simulated placements (only kept when model.topoOn).
 	placed []classCount
 	gone   bool // removed by the scale-down simulation

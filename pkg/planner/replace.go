@@ -123,13 +123,21 @@ func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, r
 			abandon(fmt.Sprintf("node group %q is gone", rep.NodeGroup))
 			continue
 		}
-		ready := m.readySince(gi, rep.Since)
+		fresh, ready := m.newSince(gi, rep.Since)
 		late := m.now.Sub(rep.Since) > m.set.ScaleUp.MaxNodeProvisionTime
+		// The new nodes are held while the replacement is under way: removed
+		// as empty, they would leave the old nodes' pods nowhere to go.
+		hold := func() {
+			for _, i := range fresh {
+				m.nodes[i].receiving = true
+			}
+		}
 		wait := func(why string) {
 			if late {
 				abandon(fmt.Sprintf("%s after scaleUp.maxNodeProvisionTime %s", why, m.set.ScaleUp.MaxNodeProvisionTime))
 				return
 			}
+			hold()
 			if next.Replacing == nil {
 				next.Replacing = map[string]snapshot.Replacement{}
 			}
@@ -144,12 +152,13 @@ func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, r
 		}
 		need, why := m.mayRemoveAll(old, limits, removals)
 		if why == "" {
-			why = m.moveAll(old)
+			why = m.moveAll(old, fresh)
 		}
 		if why != "" {
 			wait(why)
 			continue
 		}
+		hold()
 		for b, n := range need {
 			m.spent[b] += n
 		}
@@ -218,18 +227,22 @@ func (m *model) groupIndex(name string) int {
 	return m.byName[i]
 }
 
-// readySince counts group gi's Ready nodes created at or after since (to
-// the second, as the API server stamps creation).
-func (m *model) readySince(gi int, since time.Time) int {
+// newSince lists group gi's nodes created at or after since (to the
+// second, as the API server stamps creation), and counts the Ready,
+// schedulable ones.
+func (m *model) newSince(gi int, since time.Time) (fresh []int32, ready int) {
 	from := since.Truncate(time.Second)
-	n := 0
 	for _, i := range m.groups[gi].nodes {
 		ni := &m.nodes[i]
-		if ni.ready && ni.schedulable && !ni.node.CreationTimestamp.Time.Before(from) {
-			n++
+		if ni.node.CreationTimestamp.Time.Before(from) {
+			continue
+		}
+		fresh = append(fresh, i)
+		if ni.ready && ni.schedulable {
+			ready++
 		}
 	}
-	return n
+	return fresh, ready
 }
 
 // mayRemoveAll says what keeps old from going now: a pod or node rule, the
@@ -287,28 +300,68 @@ func (m *model) pdbLeft() []int32 {
 }
 
 // moveAll places the pods of old on the nodes that stay, for good: ""
-// when all fit, else why not (and nothing placed).
-func (m *model) moveAll(old []int32) string {
+// when all fit, else why not (and nothing placed). As the search that
+// chose the replacement did: all the old nodes' pods together, first on
+// the nodes that were there then, the rest on the new nodes fresh; placed
+// another way, first fit could need more room than the new nodes were
+// sized for.
+func (m *model) moveAll(old, fresh []int32) string {
 	r := m.destinations()
 	for _, i := range old {
 		r.dest[i] = false
 		m.removeNode(i)
 	}
-	var moves []move
+	var classes []classCount
+	from := map[int32]int32{} // class → an old node with a pod of it
 	for _, i := range old {
-		var classes []classCount
-		m.eachMoving(i, func(pi int32, _ []int32) { classes = addClassCount(classes, m.classOf(pi), 1) })
-		for _, cc := range classes {
-			if r.place(cc.class, cc.n, -1, &moves) > 0 {
-				r.rollback(moves)
-				for _, j := range old {
-					m.restoreNode(j)
-				}
-				return fmt.Sprintf("pods of node %s (%s) fit on no node that stays", m.nodes[i].node.Name, m.unplaceable(i, cc.class))
+		m.eachMoving(i, func(pi int32, _ []int32) {
+			c := m.classOf(pi)
+			classes = addClassCount(classes, c, 1)
+			if _, ok := from[c]; !ok {
+				from[c] = i
 			}
+		})
+	}
+	m.largestFirst(classes)
+	// A removal's cursors pass over the nodes it may not use, for good:
+	// the new nodes get a removal of their own.
+	onNew := &removal{m: m, dest: make([]bool, len(m.nodes)), movedIn: map[int32][]classCount{}}
+	for _, i := range fresh {
+		onNew.dest[i], r.dest[i] = r.dest[i], false
+	}
+	var moves, movesNew []move
+	var rest []classCount
+	for _, cc := range classes {
+		if n := r.place(cc.class, cc.n, -1, &moves); n > 0 {
+			rest = append(rest, classCount{cc.class, n})
 		}
 	}
+	for _, cc := range rest {
+		if onNew.place(cc.class, cc.n, -1, &movesNew) > 0 {
+			onNew.rollback(movesNew)
+			r.rollback(moves)
+			for _, j := range old {
+				m.restoreNode(j)
+			}
+			i := from[cc.class]
+			return fmt.Sprintf("pods of node %s (%s) fit on no node that stays", m.nodes[i].node.Name, m.unplaceable(i, cc.class))
+		}
+	}
+	for _, mv := range append(moves, movesNew...) {
+		m.nodes[mv.node].receiving = true
+	}
 	return ""
+}
+
+// largestFirst orders the classes of pods a replacement moves, the
+// largest first (CPU, then memory, then the class): the search and the
+// drain that follows place them in the same order, and first fit
+// decreasing packs the new nodes well.
+func (m *model) largestFirst(classes []classCount) {
+	slices.SortFunc(classes, func(a, b classCount) int {
+		ra, rb := m.classes[a.class].req, m.classes[b.class].req
+		return cmp.Or(cmp.Compare(rb.cpu, ra.cpu), cmp.Compare(rb.mem, ra.mem), cmp.Compare(a.class, b.class))
+	})
 }
 
 // destinations is a removal whose destinations are the Ready, schedulable
@@ -372,7 +425,7 @@ func (m *model) mayReplaceNow(plan *Plan, next *snapshot.State) bool {
 // is for the caller, once every candidate's pods are noted.
 func (m *model) replaceCandidate(i int32, next *snapshot.State) bool {
 	n := &m.nodes[i]
-	if n.group < 0 || !n.ready || !n.schedulable || n.draining || n.leaving || n.replacing || n.gotPending ||
+	if n.group < 0 || !n.ready || !n.schedulable || n.draining || n.leaving || n.replacing || n.receiving || n.gotPending ||
 		n.node.DeletionTimestamp != nil || nodeOptedOut(n.node) || m.young(n) {
 		return false
 	}
@@ -464,6 +517,7 @@ func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32)
 			return nil
 		}
 	}
+	m.largestFirst(classes)
 	for _, i := range set {
 		r.dest[i] = false
 		m.removeNode(i)
@@ -483,10 +537,29 @@ func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32)
 	if len(rest) == 0 {
 		return nil // the pods fit on what stays: a delete, not a replacement
 	}
+	// The new nodes are sized for every pod moving, not only for those
+	// that do not fit on what stays: the scheduler may well put on the new
+	// nodes the pods the simulation put elsewhere.
+	rest = classes
 	for _, cc := range rest {
-		if m.classes[cc.class].set >= 0 {
-			return nil // pod-dependent rules: new nodes are not simulated for them here
+		// Pod-dependent rules (the class's own, or another pod's required
+		// anti-affinity matching it): the packer onto new nodes does not
+		// simulate them. A class merely counted by the topology (any pod
+		// of the cluster has rules) is plain.
+		c := &m.classes[cc.class]
+		if c.feat != nil || (c.set >= 0 && m.sets[c.set].targeted) {
+			return nil
 		}
+	}
+	// The scheduler does not place as the packer does: it spreads pods by
+	// its scores. Each new node is sized with room for one more of the
+	// largest pod moving, so that any order of placement finds room: a pod
+	// finds none only if every new node holds more than its capacity less
+	// that pod, more in all than the pods moving.
+	var largest res
+	for _, cc := range rest {
+		req := m.classes[cc.class].req
+		largest.cpu, largest.mem = max(largest.cpu, req.cpu), max(largest.mem, req.mem)
 	}
 	before := float64(len(set)) * fg.ng.Price.PerHour
 	var best *replaceOption
@@ -500,6 +573,9 @@ func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32)
 			continue
 		}
 		p := packer{cap: g.cap, limit: int64(room)}
+		if c := g.cap.sub(largest); c.cpu >= largest.cpu && c.mem >= largest.mem {
+			p.cap = c
+		}
 		fits := true
 		for _, cc := range rest {
 			if !m.fitsTemplate(cc.class, gi) || p.place(m.classes[cc.class].req, cc.n) < cc.n {

@@ -26,7 +26,7 @@ func replaceBenchCluster() snapshot.Snapshot {
 	s.NodeGroups = append(s.NodeGroups, snapshot.NodeGroup{
 		Name: "small", Provider: "kwok", MinSize: 0, MaxSize: 1000,
 		Template: snapshot.Template{Allocatable: snapshottest.Resources("2", "8Gi", "pods", "110"), Labels: map[string]string{"pool": "small"}},
-		Price:    &snapshot.Price{PerHour: 0.06, Currency: "USD", Source: snapshot.PriceConfig},
+		Price:    &snapshot.Price{PerHour: 0.03, Currency: "USD", Source: snapshot.PriceConfig},
 	})
 	return s
 }

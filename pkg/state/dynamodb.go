@@ -149,24 +149,26 @@ func (s *DynamoDB) SaveState(ctx context.Context, prev, next snapshot.State) err
 		return fmt.Errorf("save state of cluster %q: %w", s.cluster, err)
 	}
 	var conflicts []string
-	for _, c := range diff(prev, next) {
-		err := s.write(ctx, c)
+	// written files an item's failed condition as a conflict and stops at
+	// any other error.
+	written := func(sk string, err error) error {
 		var failed *types.ConditionalCheckFailedException
 		switch {
 		case errors.As(err, &failed):
-			conflicts = append(conflicts, c.sk())
+			conflicts = append(conflicts, sk)
 		case err != nil:
 			return fmt.Errorf("save state of cluster %q: %w", s.cluster, err)
 		}
+		return nil
+	}
+	for _, c := range diff(prev, next) {
+		if err := written(c.sk(), s.write(ctx, c)); err != nil {
+			return err
+		}
 	}
 	for _, c := range replacing {
-		err := s.writeReplacement(ctx, c)
-		var failed *types.ConditionalCheckFailedException
-		switch {
-		case errors.As(err, &failed):
-			conflicts = append(conflicts, c.sk())
-		case err != nil:
-			return fmt.Errorf("save state of cluster %q: %w", s.cluster, err)
+		if err := written(c.sk(), s.writeReplacement(ctx, c)); err != nil {
+			return err
 		}
 	}
 	if len(conflicts) > 0 {

@@ -42,9 +42,7 @@ func BenchmarkConsolidationReplace(b *testing.B) {
 	set.ScaleDown.UtilizationThreshold = 0.01
 	set.ScaleDown.UnneededTime, set.ScaleDown.DelayAfterAdd = 0, 0
 	p, _ := decideCPU(b, s, set)
-	// Whether one is found (here none: every candidate moves a pod with
-	// pod-dependent rules, or the new nodes sized with room for any order
-	// of placement save too little), the search has run over every
+	// Whether one is found (here none is), the search has run over every
 	// single and multi-node candidate: its cost is what is measured.
 	if len(p.ScaleDown) > 0 {
 		b.Fatalf("%d removals: the threshold was meant to leave the search alone", len(p.ScaleDown))

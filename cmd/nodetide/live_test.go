@@ -175,3 +175,41 @@ nodeGroups:
 func boolPtr(b bool) *bool {
 	return &b
 }
+
+// TestSnapshotBeforeTheFirstDeploy: with the state table not created yet
+// (a user trying nodetide on a cluster before deploying it), snapshot
+// records the cluster with no stored state and says why; any other state
+// error still fails it.
+func TestSnapshotBeforeTheFirstDeploy(t *testing.T) {
+	cp := testbed.Cluster(t)
+	db := testbed.DynamoDB(t)
+	pool := cp.Namespace(t)
+	cfg := writeFile(t, "nodetide.yaml", fmt.Sprintf(`cluster: {name: cli}
+state: {dynamodb: {table: not-deployed-yet, endpoint: %s}}
+nodeGroups:
+  - {name: %s, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: {allocatable: {cpu: "2", memory: 8Gi}, labels: {pool: %s}}}}
+`, db.Endpoint, pool, pool))
+	path := filepath.Join(t.TempDir(), "snap.json")
+	_, errOut, code := nodetide(t, "snapshot", "--config", cfg, "--kubeconfig", cp.KubeconfigPath, "-f", path)
+	if code != 0 || !strings.Contains(errOut, `table "not-deployed-yet": the state table does not exist; recording no stored state`) {
+		t.Fatalf("snapshot before the table exists: exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := snapshot.ReadSnapshot(bytes.NewReader(b))
+	if err != nil || len(snap.NodeGroups) != 1 || len(snap.State.UnneededSince) != 0 {
+		t.Fatalf("snapshot: %+v, %v", snap.NodeGroups, err)
+	}
+	// A state table the endpoint cannot be reached for is not "not
+	// deployed": the snapshot fails, naming it.
+	bad := writeFile(t, "bad.yaml", fmt.Sprintf(`cluster: {name: cli}
+state: {dynamodb: {table: not-deployed-yet, endpoint: http://127.0.0.1:1}}
+nodeGroups:
+  - {name: %s, provider: kwok, minSize: 0, maxSize: 3, kwok: {template: {allocatable: {cpu: "2", memory: 8Gi}}}}
+`, pool))
+	if _, errOut, code := nodetide(t, "snapshot", "--config", bad, "--kubeconfig", cp.KubeconfigPath, "-f", path); code == 0 || !strings.Contains(errOut, "connection refused") || strings.Contains(errOut, "recording no stored state") {
+		t.Fatalf("snapshot with an unreachable table: exit %d: %s", code, errOut)
+	}
+}

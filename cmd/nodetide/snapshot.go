@@ -9,9 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodetide/nodetide/pkg/config"
 	"github.com/nodetide/nodetide/pkg/k8s"
 	"github.com/nodetide/nodetide/pkg/planner"
 	"github.com/nodetide/nodetide/pkg/snapshot"
+	"github.com/nodetide/nodetide/pkg/state"
 )
 
 func newSnapshotCmd(g *globals) *cobra.Command {
@@ -49,6 +51,17 @@ reads both.`,
 			ev, err := g.evaluator(cmd.Context(), cfg)
 			if err != nil {
 				return err
+			}
+			if _, err := ev.Store.LoadState(cmd.Context()); errors.Is(err, state.ErrNoTable) {
+				// Before the first deploy there is no table and nothing
+				// stored: the cluster as it is is what a user trying
+				// nodetide out wants to plan. Any other error stays one.
+				fmt.Fprintf(g.stderr, "snapshot: %v; recording no stored state (none exists before the first deploy)\n", err)
+				undeployed := *cfg
+				undeployed.State = config.State{Memory: &struct{}{}}
+				if ev, err = g.evaluator(cmd.Context(), &undeployed); err != nil {
+					return err
+				}
 			}
 			if full {
 				// The evaluator's reader trims as it reads; --full keeps the

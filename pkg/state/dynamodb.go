@@ -106,6 +106,9 @@ func (s *DynamoDB) query(ctx context.Context, op, prefix string, fn func(name st
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
+			if _, missing := errors.AsType[*types.ResourceNotFoundException](err); missing {
+				return fmt.Errorf("%s cluster %q: table %q: %w", op, s.cluster, s.table, ErrNoTable)
+			}
 			return fmt.Errorf("%s cluster %q: query %s items of table %q: %w", op, s.cluster, prefix, s.table, err)
 		}
 		for _, item := range page.Items {

@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -249,5 +250,24 @@ func TestCreateTable(t *testing.T) {
 	}
 	if err := state.CreateTable(ctx, client, other); err == nil || !strings.Contains(err.Error(), "id HASH") {
 		t.Errorf("CreateTable over a table keyed by id: %v, want an error naming its key", err)
+	}
+}
+
+// TestLoadStateWithoutTheTable: a table that does not exist (nothing
+// deployed yet, or a misspelt name) is ErrNoTable, naming the table, so a
+// caller can tell it from a failed read.
+func TestLoadStateWithoutTheTable(t *testing.T) {
+	t.Parallel()
+	client := dynamoClient(t)
+	table := tableName(t) // never created
+	_, err := state.NewDynamoDB(client, table, "prod").LoadState(t.Context())
+	if !errors.Is(err, state.ErrNoTable) || !strings.Contains(err.Error(), table) {
+		t.Fatalf("LoadState of a missing table: %v, want ErrNoTable naming %q", err, table)
+	}
+	// An existing table with nothing in it is an empty state, not ErrNoTable.
+	_, existing := newTable(t)
+	st, err := state.NewDynamoDB(client, existing, "prod").LoadState(t.Context())
+	if err != nil || len(st.UnneededSince)+len(st.LastScaleUp)+len(st.BackoffUntil) != 0 {
+		t.Fatalf("LoadState of an empty table: %+v, %v", st, err)
 	}
 }

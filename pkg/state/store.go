@@ -58,6 +58,9 @@ var (
 	// ErrConflict means a stored item changed between LoadState and
 	// SaveState; the wrapping error names the items.
 	ErrConflict = errors.New("state changed since it was loaded")
+	// ErrNoTable means the state table does not exist: nothing was deployed
+	// yet, or the config names another table.
+	ErrNoTable = errors.New("the state table does not exist")
 )
 
 // Sort-key prefixes of the item kinds this package owns.

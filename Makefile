@@ -6,7 +6,7 @@ LAMBDA_ENV := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 LAMBDA_FLAGS := -trimpath -tags lambda.norpc -ldflags "-s -w"
 TEST_TIMEOUT ?= 40m
 
-.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo measure vet clean synth deploy invoke up down release release-check FORCE
+.PHONY: build functions cli testbed node-deps test test-unit fuzz bench demo measure vet clean synth bootstrap deploy invoke up down release release-check FORCE
 
 ## build: the three Lambda bootstraps (linux/arm64) and bin/nodetide for this machine
 build: functions cli
@@ -111,7 +111,12 @@ synth: functions node-deps
 	cd infra && $(CDK) synth --quiet $(CDK_CONFIG) $(CDK_ARGS)
 	@echo "synth: infra/cdk.out/$$(cd infra/cdk.out && ls *.template.json)"
 
-## deploy: synth and deploy the stack for CONFIG with the current AWS credentials (see infra/README.md)
+## bootstrap: prepare the AWS account and region of the current credentials for CDK deployments, once
+##   (cdk bootstrap: the bucket and roles that hold the functions' code)
+bootstrap: functions node-deps
+	cd infra && $(CDK) bootstrap $(CDK_CONFIG) $(CDK_ARGS)
+
+## deploy: synth and deploy the stack for CONFIG with the current AWS credentials (see docs/deploying.md)
 deploy: functions node-deps
 	cd infra && $(CDK) deploy $(CDK_CONFIG) $(CDK_ARGS)
 

@@ -1,7 +1,7 @@
 // Command infra is nodetide's CDK app: one stack per cluster, built from its
 // nodetide.yaml (context -c config=PATH, else NODETIDE_CONFIG_FILE, else
 // ../nodetide.example.yaml). It is a module of its own so the CDK's large
-// dependency tree never enters the Lambda builds. See README.md.
+// dependency tree never enters the Lambda builds. See README.md and docs/deploying.md.
 package main
 
 import (

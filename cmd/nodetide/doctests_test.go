@@ -64,3 +64,46 @@ func TestDocsNameRealTests(t *testing.T) {
 		t.Errorf("the docs name %d tests; the safety tables alone name more", n)
 	}
 }
+
+// TestDocumentedMakeTargetsExist: every `make TARGET` the READMEs and the
+// guides in docs/ show in code (inline or fenced) is a target of the
+// Makefile, so a quick start never names one that is not there.
+func TestDocumentedMakeTargetsExist(t *testing.T) {
+	root := "../.."
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^([a-z][\w-]*):`).FindAllStringSubmatch(string(mk), -1) {
+		targets[m[1]] = true
+	}
+	guides, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := []string{filepath.Join(root, "README.md"), filepath.Join(root, "infra", "README.md")}
+	docs = append(docs, guides...)
+	code := regexp.MustCompile("(?s)```.*?```|`[^`\n]+`")
+	comment := regexp.MustCompile(`(?m)(^|\s)#.*$`)
+	use := regexp.MustCompile(`(?:^|[\s;&|(` + "`" + `])make ([a-z][\w-]*)`)
+	n := 0
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, span := range code.FindAllString(string(b), -1) {
+			span = comment.ReplaceAllString(span, "") // "# make one node schedulable" is prose
+			for _, m := range use.FindAllStringSubmatch(span, -1) {
+				n++
+				if !targets[m[1]] {
+					t.Errorf("%s shows make %s, which the Makefile has no target for", doc, m[1])
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("the docs show only %d make commands", n)
+	}
+}

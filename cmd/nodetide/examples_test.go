@@ -90,9 +90,6 @@ func TestReadmeExamples(t *testing.T) {
 	blocks := regexp.MustCompile("(?s)```(yaml|json)\n(.*?)```").FindAllStringSubmatch(readme, -1)
 	var yamls, jsons int
 	checkBlocks(t, "README", blocks, &yamls, &jsons)
-	if yamls == 0 || jsons == 0 {
-		t.Errorf("README has %d yaml and %d json blocks; want the config and the schedules", yamls, jsons)
-	}
 }
 
 // TestGuideExamples: the config and schedule blocks of the guides in docs/
@@ -102,14 +99,18 @@ func TestGuideExamples(t *testing.T) {
 	if err != nil || len(guides) == 0 {
 		t.Fatalf("guides: %v %v", guides, err)
 	}
+	var yamls, jsons int
 	for _, g := range guides {
 		b, err := os.ReadFile(g)
 		if err != nil {
 			t.Fatal(err)
 		}
 		blocks := regexp.MustCompile("(?s)```(yaml|json)\n(.*?)```").FindAllStringSubmatch(string(b), -1)
-		var yamls, jsons int
 		checkBlocks(t, filepath.Base(g), blocks, &yamls, &jsons)
+	}
+	// configuration.md's reference and schedules.md's documents at least.
+	if yamls < 5 || jsons < 1 {
+		t.Errorf("the guides have %d yaml and %d json blocks; want the configuration reference and the schedules", yamls, jsons)
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 
 // TestStatusShowsARefusedScaleUp: `nodetide run --once` on the bed, its
 // Auto Scaling group's SetDesiredCapacity refused with a ValidationError (its
-// max lowered meanwhile); `nodetide status` then shows what the README says:
+// max lowered meanwhile); `nodetide status` then shows what docs/operations.md says:
 // the error as the last error, the problems ScaleUpFailed and
 // GroupBackedOff, the group BackedOff and ScaleUpFailed, the failed action,
 // and no word of groups the cycle did not read; the pending pod has its

@@ -2,21 +2,31 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
 
 // TestReadmeWorkedExamples: every `$ nodetide plan` block of the README
-// prints, run from the repository root, exactly what the README shows.
+// and the guides in docs/ prints, run from the repository root, exactly
+// what the document shows.
 func TestReadmeWorkedExamples(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	docs, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := regexp.MustCompile("(?s)\n( *)```text\n *\\$ nodetide (plan [^\n]+)\n(.*?)\n *```").FindAllStringSubmatch(string(b), -1)
+	var all strings.Builder
+	for _, doc := range append([]string{"../../README.md"}, docs...) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(b)
+	}
+	blocks := regexp.MustCompile("(?s)\n( *)```text\n *\\$ nodetide (plan [^\n]+)\n(.*?)\n *```").FindAllStringSubmatch(all.String(), -1)
 	if len(blocks) == 0 {
-		t.Fatal("the README shows no `$ nodetide plan` example")
+		t.Fatal("the docs show no `$ nodetide plan` example")
 	}
 	t.Chdir("../..")
 	for _, m := range blocks {
@@ -31,7 +41,7 @@ func TestReadmeWorkedExamples(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			if out != want.String() {
-				t.Errorf("the README shows:\n%s\nthe command prints:\n%s", want.String(), out)
+				t.Errorf("the docs show:\n%s\nthe command prints:\n%s", want.String(), out)
 			}
 		})
 	}

@@ -22,7 +22,7 @@ import (
 // listens to: nodetide-drain-<cluster> (config.LifecycleHookName), so that
 // deployments sharing an account and region never take each other's
 // actions. A group found by discovery needs a hook of this name made by
-// hand (see the README).
+// hand (docs/deploying.md, "Discovered groups: the drain hook").
 func LifecycleHookName(cfg *config.Config) string { return cfg.LifecycleHookName() }
 
 // namedGroups are the Auto Scaling Groups the config names, and whether

@@ -43,13 +43,13 @@ const (
 const EnvDefaultRegion = "CDK_DEFAULT_REGION"
 
 // DefaultEvaluateMemoryMB fits a cold read of about 20,000 pods with room
-// to spare (infra/README.md, "Sizing"): 76 MiB peak at 4,200 pods, 138 MiB at
+// to spare (docs/stack.md, "Sizing"): 76 MiB peak at 4,200 pods, 138 MiB at
 // 30,000, 465 MiB at 150,000.
 const DefaultEvaluateMemoryMB = 256
 
 // DefaultMonitoring is the monitoring level when the context sets none: the
 // alarms an on-call engineer cannot do without, at a few custom metrics
-// (infra/README.md, "Monitoring levels").
+// (docs/operations.md, "Monitoring levels").
 const DefaultMonitoring = metrics.LevelEssential
 
 // EnvConfigFile names the config file when the context does not.

@@ -92,7 +92,7 @@ type Function struct {
 
 // Functions are the three functions and their sizing, chosen from `make
 // measure` (infra/measurements.md: 200 nodes, 4,200 pods; the reasons are in
-// infra/README.md, "Sizing"): memory about 3× the measured peak RSS or more,
+// docs/stack.md, "Sizing"): memory about 3× the measured peak RSS or more,
 // timeouts many times the slowest modelled run.
 //
 //   - evaluate: 256 MB — peak RSS 76 MiB, growing with the pods it lists
@@ -373,7 +373,7 @@ func (bd *builder) function(spec Function) {
 	suppress(role, spec, len(o.SubnetIDs) > 0)
 }
 
-// functionRole is a function's own role with exactly its grants (infra/README
+// functionRole is a function's own role with exactly its grants (docs/stack.md,
 // "Least privilege").
 func (bd *builder) functionRole(spec Function, title string, logs awslogs.LogGroup) awsiam.Role {
 	st, cfg, b := bd.st, bd.cfg, bd.b

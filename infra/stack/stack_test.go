@@ -868,7 +868,7 @@ func TestOptionsErrors(t *testing.T) {
 
 func TestFunctionsSizing(t *testing.T) {
 	o := options(t, map[string]string{})
-	// The sizes infra/measurements.md supports (infra/README.md "Sizing").
+	// The sizes infra/measurements.md supports (docs/stack.md "Sizing").
 	want := map[string]struct {
 		memory  int
 		timeout time.Duration

@@ -254,10 +254,10 @@ func TestRolledBackLifecycleDrainKeepsTheCordonUntilTheMachineIsGone(t *testing.
 
 // A drain record whose execution never existed (here: Prepare and Cordon
 // run by hand) keeps its node cordoned for at most the recovery's grace
-// after the drain began plus one evaluate interval, as the README states:
+// after the drain began plus one evaluate interval, as docs/drain.md states:
 // measured with evaluate cycles every 5 s on the bed.
 func TestRecoveryBoundForADrainWithoutExecution(t *testing.T) {
-	// The README's bound: 15 s after the drain began plus one interval.
+	// docs/drain.md's bound: 15 s after the drain began plus one interval.
 	const interval, grace = 5 * time.Second, 15 * time.Second
 	cb := newCloudBed(t, 2, true)
 	node := cb.nodes(t)[0].Name

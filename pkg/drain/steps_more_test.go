@@ -205,7 +205,7 @@ func TestForceDeleteDeletesThePod(t *testing.T) {
 }
 
 // A Deployment an HPA scales is not surged, since the HPA owns its count
-// (see the README's "The drain"): the drain writes no replica count,
+// (see docs/drain.md): the drain writes no replica count,
 // records why, says so on the Deployment, and evicts its pod like any
 // other.
 func TestSurgeLeavesHPAManagedDeployments(t *testing.T) {

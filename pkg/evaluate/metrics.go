@@ -17,8 +17,8 @@ import (
 	"github.com/nodetide/nodetide/pkg/snapshot"
 )
 
-// recordCycle publishes what one cycle saw and did (pkg/metrics, README
-// "Metrics"): the cluster's pressure, each group's size, and the actions
+// recordCycle publishes what one cycle saw and did (pkg/metrics,
+// docs/operations.md "Metrics"): the cluster's pressure, each group's size, and the actions
 // that failed.
 func recordCycle(ctx context.Context, snap snapshot.Snapshot, plan planner.Plan, actions []Action, took time.Duration, shadow bool) {
 	m := metrics.From(ctx)

@@ -22,7 +22,7 @@ import (
 	"github.com/nodetide/nodetide/pkg/state"
 )
 
-// A scale-up the cloud refuses shows where the README says, end to end: the
+// A scale-up the cloud refuses shows where docs/operations.md says, end to end: the
 // status item in DynamoDB (what `nodetide status` prints) has the error as
 // the last error, the failed action, the group BackedOff and ScaleUpFailed
 // with its backoff, and the problems ScaleUpFailed and GroupBackedOff; the

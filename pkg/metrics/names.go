@@ -1,7 +1,7 @@
 package metrics
 
 // The metric names, stable: dashboards and alarms refer to them, and the
-// README documents each with its unit and dimensions. Counters of failures
+// docs/operations.md documents each with its unit and dimensions. Counters of failures
 // are published only when they happen (an alarm treats no data as none),
 // so a quiet cluster pays for the levels alone.
 const (

@@ -57,8 +57,8 @@ var ilWorkloads = []struct {
 	minAvailable int
 }{{"web", 4, 3}, {"api", 1, 1}}
 
-// TestRandomInterleavingsKeepTheGuarantees is a property test of README's
-// safety guarantees. Each seed runs a few rounds; each round starts, at
+// TestRandomInterleavingsKeepTheGuarantees is a property test of the
+// safety guarantees (docs/security.md). Each seed runs a few rounds; each round starts, at
 // random offsets and all at once, shutdowns of random nodes (the drain
 // function), evaluate cycles and adds (separately wired evaluate
 // functions) and schedule fires with random min/max/desired within the

@@ -375,6 +375,18 @@ func (m *model) destinations() *removal {
 	return r
 }
 
+// restoreDest makes node i a destination again after a trial took it
+// away: the cursors that passed over it while it was none must come back
+// to it, or the sets tried after would see fewer nodes than there are.
+func (r *removal) restoreDest(i int32) {
+	r.dest[i] = true
+	for _, c := range r.touched {
+		if r.cursor[c] > i {
+			r.cursor[c] = i
+		}
+	}
+}
+
 // replaceOption is one replacement the search found: set goes for nodes
 // new nodes of group to.
 type replaceOption struct {
@@ -531,7 +543,7 @@ func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32)
 	}
 	r.rollback(moves)
 	for _, i := range set {
-		r.dest[i] = true
+		r.restoreDest(i)
 		m.restoreNode(i)
 	}
 	if len(rest) == 0 {

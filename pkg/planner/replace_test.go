@@ -115,4 +115,7 @@ func TestReplaceSearchSeesEveryNodeThatStays(t *testing.T) {
 	if len(p.Replace) != 0 || len(p.ScaleUp) != 0 {
 		t.Fatalf("replaced %+v (scale-up %+v): the pods fit on the nodes that stay", p.Replace, p.ScaleUp)
 	}
+	if row, ok := notTakenRow(p, "a", ""); !ok || row.Code != NotReplacedFitsOnOtherNodes {
+		t.Errorf("a's row %+v in %s, want %s", row, notTakenRows(p), NotReplacedFitsOnOtherNodes)
+	}
 }

@@ -394,6 +394,45 @@ func (m *model) missReason(from int, x *replaceMiss, rm *replaceMisses) string {
 	return fmt.Sprintf("group %s has no price: its nodes are not replaced", fg.ng.Name)
 }
 
+// cheaperNotTaken says why the group whose nodes cost least in the
+// currency of replacement o, when they cost less than o's new nodes, does
+// not take o's nodes, as the expander notes a cheaper group for a
+// scale-up; "" when no group's nodes cost less.
+func (m *model) cheaperNotTaken(o *replaceOption) string {
+	tp := m.groups[o.to].ng.Price
+	cheapest := -1
+	for _, gi := range m.byName {
+		p := m.groups[gi].ng.Price
+		if p == nil || p.Currency != tp.Currency || p.PerHour >= tp.PerHour {
+			continue
+		}
+		if cheapest < 0 || p.PerHour < m.groups[cheapest].ng.Price.PerHour {
+			cheapest = gi
+		}
+	}
+	if cheapest < 0 {
+		return ""
+	}
+	var classes []classCount
+	for _, i := range o.set {
+		m.eachMoving(i, func(pi int32, _ []int32) { classes = addClassCount(classes, m.classOf(pi), 1) })
+	}
+	m.largestFirst(classes)
+	mv := m.movingOf(o.set, classes)
+	g := &m.groups[cheapest]
+	head := fmt.Sprintf("cheaper group %s (%s a node) not taken: ", g.ng.Name, hourly(g.ng.Price.PerHour, g.ng.Price.Currency))
+	alt, miss := m.replaceBy(&mv, cheapest)
+	if alt == nil {
+		return head + m.missReason(mv.from, &miss, nil)
+	}
+	than := "no more"
+	if alt.saving() < o.saving()-1e-9 {
+		than = "less"
+	}
+	return head + fmt.Sprintf("%s of it (%s) would save %s, %s", plural(int(alt.nodes), "new node"), hourly(alt.after, alt.currency),
+		hourly(alt.saving(), alt.currency), than)
+}
+
 // podRule is the code and words of class c's first pod-dependent rule.
 func (m *model) podRule(c int32) (code, rule string) {
 	f := m.classes[c].feat

@@ -317,3 +317,46 @@ func TestReplaceNotTakenNotConsidered(t *testing.T) {
 		t.Errorf("b's row %+v in %s\nplan: up %+v down %+v decrease %+v", row, notTakenRows(p), p.ScaleUp, len(p.ScaleDown), p.DecreaseTarget)
 	}
 }
+
+// TestReplaceNotesCheaperGroup: a replacement by group mid (16-CPU nodes at
+// 0.2/h) says why small, whose nodes cost less, did not take big-0's pods,
+// as a scale-up names a cheaper group not taken; with none cheaper, it
+// says nothing of it.
+func TestReplaceNotesCheaperGroup(t *testing.T) {
+	withMid := func(smallPrice float64, extra func(*snapshot.Snapshot)) snapshot.Snapshot {
+		s := replaceCluster(smallPrice)
+		mid := group("mid", 0, 5, 0, "16", "64Gi")
+		mid.Price = &snapshot.Price{PerHour: 0.2, Currency: "USD"}
+		s.NodeGroups = append(s.NodeGroups, mid)
+		if extra != nil {
+			extra(&s)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		s    snapshot.Snapshot
+		note string // "": none
+	}{
+		{"small at its max size", withMid(0.1, func(s *snapshot.Snapshot) { s.NodeGroups[1].MaxSize = 0 }),
+			"; cheaper group small ($0.1/h a node) not taken: group small is at its max size 0 (target 0); 1 node would take 1 new node"},
+		{"small saving less", withMid(0.15, func(s *snapshot.Snapshot) {
+			s.Pods = append(s.Pods, pod("default/app-2", "3", "4Gi", on("big-0")))
+		}), "; cheaper group small ($0.15/h a node) not taken: 2 new nodes of it ($0.3/h) would save $0.1/h, less"},
+		{"small dearer", withMid(0.3, nil), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Decide(tc.s, replaceSettings(), t0)
+			if len(p.Replace) != 1 || p.Replace[0].NodeGroup != "mid" || len(p.ScaleUp) != 1 {
+				t.Fatalf("replace %+v: want big-0 replaced by mid", p.Replace)
+			}
+			why := p.Replace[0].Reason
+			if got := why[strings.Index(why, " once the new are Ready")+len(" once the new are Ready"):]; got != tc.note {
+				t.Errorf("reason ends %q, want %q", got, tc.note)
+			}
+			if p.ScaleUp[0].Reason != why {
+				t.Errorf("scale-up reason %q, want the replacement's", p.ScaleUp[0].Reason)
+			}
+		})
+	}
+}

@@ -498,7 +498,7 @@ func (m *model) findReplacement(plan *Plan, next *snapshot.State, limits []int) 
 		}
 	}
 	if best != nil {
-		m.startReplacement(best, plan, next)
+		m.startReplacement(best, plan, next, m.cheaperNotTaken(best))
 		return
 	}
 	plan.ReplaceNotTaken, plan.ReplaceNotTakenOmitted = m.notReplaced(misses)
@@ -571,16 +571,7 @@ func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32,
 			return miss(mPodRules, int64(cc.class), 0)
 		}
 	}
-	mv := moving{set: set, from: from, classes: classes, before: float64(len(set)) * fg.ng.Price.PerHour}
-	// The scheduler does not place as the packer does: it spreads pods by
-	// its scores. Each new node is sized with room for one more of the
-	// largest pod moving, so that any order of placement finds room: a pod
-	// finds none only if every new node holds more than its capacity less
-	// that pod, more in all than the pods moving.
-	for _, cc := range classes {
-		req := m.classes[cc.class].req
-		mv.largest.cpu, mv.largest.mem = max(mv.largest.cpu, req.cpu), max(mv.largest.mem, req.mem)
-	}
+	mv := m.movingOf(set, classes)
 	var best *replaceOption
 	for _, gi := range m.byName {
 		o, why := m.replaceBy(&mv, gi)
@@ -607,6 +598,23 @@ type moving struct {
 	classes []classCount
 	largest res
 	before  float64
+}
+
+// movingOf is what set asks of new nodes, its pods moving by class,
+// largest first.
+func (m *model) movingOf(set []int32, classes []classCount) moving {
+	mv := moving{set: set, from: m.nodes[set[0]].group, classes: classes}
+	mv.before = float64(len(set)) * m.groups[mv.from].ng.Price.PerHour
+	// The scheduler does not place as the packer does: it spreads pods by
+	// its scores. Each new node is sized with room for one more of the
+	// largest pod moving, so that any order of placement finds room: a pod
+	// finds none only if every new node holds more than its capacity less
+	// that pod, more in all than the pods moving.
+	for _, cc := range classes {
+		req := m.classes[cc.class].req
+		mv.largest.cpu, mv.largest.mem = max(mv.largest.cpu, req.cpu), max(mv.largest.mem, req.mem)
+	}
+	return mv
 }
 
 // replaceBy is the replacement of mv's nodes by new nodes of group gi when
@@ -690,7 +698,7 @@ func (m *model) packNew(mv *moving, gi, limit int) (p packer, ok bool) {
 
 // startReplacement asks for o's new nodes and remembers the replacement,
 // holding its old nodes until they are Ready.
-func (m *model) startReplacement(o *replaceOption, plan *Plan, next *snapshot.State) {
+func (m *model) startReplacement(o *replaceOption, plan *Plan, next *snapshot.State, note string) {
 	g := &m.groups[o.to]
 	names := make([]string, len(o.set))
 	for i, ni := range o.set {
@@ -711,6 +719,9 @@ func (m *model) startReplacement(o *replaceOption, plan *Plan, next *snapshot.St
 	why := fmt.Sprintf("consolidation: replace %s of group %s (%s) with %s of group %s (%s), saving %s (%d%%); the old nodes drain once the new are Ready",
 		plural(len(names), "node"), from, hourly(o.before, o.currency), plural(int(o.nodes), "new node"), g.ng.Name, hourly(o.after, o.currency),
 		hourly(o.saving(), o.currency), pct)
+	if note != "" {
+		why += "; " + note
+	}
 	plan.ScaleUp = append(plan.ScaleUp, ScaleUp{NodeGroup: g.ng.Name, Delta: int(o.nodes), NewTargetSize: g.target + int(o.nodes), Pods: []string{}, Reason: why})
 	next.LastScaleUp[g.ng.Name] = m.now
 	if next.Replacing == nil {

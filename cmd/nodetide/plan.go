@@ -122,6 +122,7 @@ func writePlanTable(w io.Writer, p planner.Plan) error {
 		}
 	}
 	writeReplaceTable(tw, p)
+	writeReplaceNotTakenTable(tw, p)
 	writeKeptTable(tw, p)
 	if n := len(p.State.UnneededSince); n > 0 {
 		fmt.Fprintln(tw)
@@ -172,6 +173,19 @@ func writeReplaceTable(w io.Writer, p planner.Plan) {
 	}
 	fmt.Fprintln(w)
 	statustable.ReplaceRows(w, p.Replace)
+}
+
+// writeReplaceNotTakenTable says why consolidation replace started no
+// replacement, and how many more reasons -o json lists.
+func writeReplaceNotTakenTable(w io.Writer, p planner.Plan) {
+	if len(p.ReplaceNotTaken) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	statustable.ReplaceNotTakenRows(w, p.ReplaceNotTaken)
+	if n := p.ReplaceNotTakenOmitted; n > 0 {
+		fmt.Fprintf(w, "... and %d more, not listed (the plan lists at most %d)\n", n, planner.MaxReplaceNotTaken)
+	}
 }
 
 // maxKeptRows bounds the KEPT section: the plan lists the nodes kept for

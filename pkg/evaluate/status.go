@@ -67,6 +67,10 @@ type Status struct {
 	// waiting, draining or given up), ReplacingOmitted how many more.
 	Replacing        []planner.Replace `json:"replacing,omitempty"`
 	ReplacingOmitted int               `json:"replacingOmitted,omitempty"`
+	// ReplaceNotTaken says why the cycle started no replacement (the
+	// plan's first), ReplaceNotTakenOmitted how many more.
+	ReplaceNotTaken        []planner.ReplaceNotTaken `json:"replaceNotTaken,omitempty"`
+	ReplaceNotTakenOmitted int                       `json:"replaceNotTakenOmitted,omitempty"`
 
 	// Kept are the first nodes scale-down keeps and why, KeptOmitted how
 	// many more; KeptCounts count them all, per group and code.
@@ -177,6 +181,7 @@ const (
 	maxStatusUnneeded = 300
 	maxStatusKept     = 10  // the plan lists the most telling first
 	maxStatusReplace  = 20  // of at most 10 nodes each
+	maxStatusNotTaken = 10  // of at most 10 nodes each, the dearest groups first
 	maxStatusCounts   = 300 // (group, code) pairs
 	maxStatusDrains   = 100
 	maxStatusActions  = 50
@@ -296,6 +301,7 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap snapshot.Snap
 		st.Unneeded, st.UnneededOmitted = prev.Unneeded, prev.UnneededOmitted
 		st.Kept, st.KeptOmitted, st.KeptCounts = prev.Kept, prev.KeptOmitted, prev.KeptCounts
 		st.Cost, st.Replacing, st.ReplacingOmitted = prev.Cost, prev.Replacing, prev.ReplacingOmitted
+		st.ReplaceNotTaken, st.ReplaceNotTakenOmitted = prev.ReplaceNotTaken, prev.ReplaceNotTakenOmitted
 		if st.NodeGroups == nil {
 			st.NodeGroups = []GroupSummary{}
 		}
@@ -321,6 +327,14 @@ func (e *Evaluator) buildStatus(prev Status, began time.Time, snap snapshot.Snap
 			st.Replacing[i] = r
 		}
 		st.ReplacingOmitted = len(plan.Replace) - n
+	}
+	if n := min(len(plan.ReplaceNotTaken), maxStatusNotTaken); n > 0 {
+		st.ReplaceNotTaken = make([]planner.ReplaceNotTaken, n)
+		for i, r := range plan.ReplaceNotTaken[:n] {
+			r.Reason = clip(r.Reason)
+			st.ReplaceNotTaken[i] = r
+		}
+		st.ReplaceNotTakenOmitted = len(plan.ReplaceNotTaken) - n + plan.ReplaceNotTakenOmitted
 	}
 	return st
 }

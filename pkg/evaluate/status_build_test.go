@@ -54,6 +54,32 @@ func TestBuildStatusHeadroom(t *testing.T) {
 	}
 }
 
+// TestBuildStatusReplaceNotTaken: the cycle's reasons for starting no
+// replacement, the first of them with their reasons clipped and the rest
+// counted; a cycle that read nothing keeps the last ones.
+func TestBuildStatusReplaceNotTaken(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	var plan planner.Plan
+	for i := range maxStatusNotTaken + 2 {
+		plan.ReplaceNotTaken = append(plan.ReplaceNotTaken, planner.ReplaceNotTaken{NodeGroup: "big", Nodes: []string{"big-0"},
+			With: "small", Code: planner.ReasonTaint, Reason: strings.Repeat("x", i*100)})
+	}
+	plan.ReplaceNotTakenOmitted = 5
+	e := &Evaluator{Now: func() time.Time { return now }}
+	st := e.buildStatus(Status{}, now, snapshot.Snapshot{CapturedAt: now}, Result{Plan: &plan}, nil)
+	if len(st.ReplaceNotTaken) != maxStatusNotTaken || st.ReplaceNotTakenOmitted != 2+5 {
+		t.Fatalf("replaceNotTaken %d, omitted %d; want %d and 7", len(st.ReplaceNotTaken), st.ReplaceNotTakenOmitted, maxStatusNotTaken)
+	}
+	last := st.ReplaceNotTaken[maxStatusNotTaken-1]
+	if len(last.Reason) > maxStatusMessage || last.Code != planner.ReasonTaint || last.With != "small" || plan.ReplaceNotTaken[maxStatusNotTaken-1].Reason == last.Reason {
+		t.Errorf("last row %+v: want its reason clipped to %d bytes, the plan's untouched", last, maxStatusMessage)
+	}
+	failed := e.buildStatus(st, now.Add(time.Minute), snapshot.Snapshot{}, Result{}, errors.New("cloud unreachable"))
+	if !reflect.DeepEqual(failed.ReplaceNotTaken, st.ReplaceNotTaken) || failed.ReplaceNotTakenOmitted != st.ReplaceNotTakenOmitted {
+		t.Errorf("failed cycle: replaceNotTaken %+v (+%d); want the last ones", failed.ReplaceNotTaken, failed.ReplaceNotTakenOmitted)
+	}
+}
+
 // hasProblem reports whether ps holds kind with count whose detail names name.
 func hasProblem(ps []Problem, kind string, count int, name string) bool {
 	for _, p := range ps {

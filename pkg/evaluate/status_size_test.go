@@ -71,6 +71,16 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 		}
 		plan.Replace = append(plan.Replace, rep)
 	}
+	// Why no replacement was started, at the plan's widest and beyond.
+	for r := range 1000 {
+		row := planner.ReplaceNotTaken{NodeGroup: long("group", r), With: long("group", r+1), Code: planner.ReasonInsufficient, Reason: strings.Repeat("r", 2000),
+			Option: &planner.ReplaceOption{NewNodes: 100, Before: 1e9 / 3, After: 1e9 / 7, Saving: 1e9 / 11, Currency: "USD"}}
+		for n := range 10 {
+			row.Nodes = append(row.Nodes, long("node", r*10+n))
+		}
+		plan.ReplaceNotTaken = append(plan.ReplaceNotTaken, row)
+	}
+	plan.ReplaceNotTakenOmitted = 7
 	plan.Cost = &planner.Cost{}
 	for c := range 50 {
 		total := planner.CostTotal{Currency: fmt.Sprintf("C%02d", c), PerHour: 1e9 / 3, PerMonth: 1e12 / 3}
@@ -101,6 +111,9 @@ func TestStatusFitsOneItemAt5000Nodes(t *testing.T) {
 	}
 	if len(st.Replacing) != maxStatusReplace || st.ReplacingOmitted != 1000-maxStatusReplace || st.Cost == nil || len(st.Cost.AfterPlan) != 50 {
 		t.Errorf("replacing %d, omitted %d, cost %+v", len(st.Replacing), st.ReplacingOmitted, st.Cost)
+	}
+	if len(st.ReplaceNotTaken) != maxStatusNotTaken || st.ReplaceNotTakenOmitted != 1000-maxStatusNotTaken+7 || len(st.ReplaceNotTaken[0].Reason) > maxStatusMessage {
+		t.Errorf("replaceNotTaken %d, omitted %d, first reason %d bytes", len(st.ReplaceNotTaken), st.ReplaceNotTakenOmitted, len(st.ReplaceNotTaken[0].Reason))
 	}
 	if len(st.Kept) != maxStatusKept || st.KeptOmitted != nodes-maxStatusKept || len(st.KeptCounts) != maxStatusCounts {
 		t.Errorf("kept %d, omitted %d, counts %d", len(st.Kept), st.KeptOmitted, len(st.KeptCounts))

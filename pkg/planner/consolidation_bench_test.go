@@ -1,6 +1,10 @@
 package planner
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/nodetide/nodetide/pkg/snapshot"
+)
 
 // BenchmarkConsolidation: consolidation deciding on a 5,000-node synthetic
 // cluster of 150,000 pods (34 a node where they fit) with nothing pending
@@ -42,12 +46,68 @@ func BenchmarkConsolidationReplace(b *testing.B) {
 	set.ScaleDown.UtilizationThreshold = 0.01
 	set.ScaleDown.UnneededTime, set.ScaleDown.DelayAfterAdd = 0, 0
 	p, _ := decideCPU(b, s, set)
-	// Whether one is found (here none is), the search has run over every
-	// single and multi-node candidate: its cost is what is measured.
+	// Whether one is found (here none is: each set's pods fit on the nodes
+	// that stay, or select their own pool), the search has run over every
+	// single and multi-node candidate: its cost is what is measured, with
+	// the plan's reasons for taking none.
 	if len(p.ScaleDown) > 0 {
 		b.Fatalf("%d removals: the threshold was meant to leave the search alone", len(p.ScaleDown))
+	}
+	if len(p.Replace) == 0 && len(p.ReplaceNotTaken) == 0 {
+		b.Fatal("no replacement and no reason why")
 	}
 	b.ReportMetric(float64(len(s.Pods)), "pods")
 	b.ReportMetric(float64(len(p.ScaleDown)), "removed")
 	b.ReportMetric(float64(len(p.Replace)), "replacements")
+	b.ReportMetric(float64(len(p.ReplaceNotTaken)), "not-taken")
+}
+
+// BenchmarkConsolidationReplaceFound is replace consolidation where a
+// replacement is found and started (replaceFoundCluster): the full search,
+// single and multi-node, then the best of it, ten nodes of one group by
+// fewer of a cheaper one. The goal is the same: 1 s of CPU and 100 MB a
+// decision on one core.
+func BenchmarkConsolidationReplaceFound(b *testing.B) {
+	s := replaceFoundCluster()
+	p, _ := decideCPU(b, s, replaceFoundSettings())
+	r := checkReplaceFound(b, s, p)
+	b.ReportMetric(float64(len(s.Pods)), "pods")
+	b.ReportMetric(float64(len(r.Nodes)), "replaced")
+	b.ReportMetric(float64(r.Delta), "new")
+	b.ReportMetric(r.Saving/r.Before, "saving-share")
+}
+
+func replaceFoundSettings() Settings {
+	set := consolidate(DisruptionBudget{Nodes: 50, Percent: true})
+	set.ScaleDown.Consolidation = ConsolidationReplace
+	set.ScaleDown.UtilizationThreshold = 0.01
+	set.ScaleDown.UnneededTime, set.ScaleDown.DelayAfterAdd = 0, 0
+	return set
+}
+
+// checkReplaceFound: the plan of replaceFoundCluster s starts one
+// replacement, of several nodes, saving at least the default share.
+func checkReplaceFound(tb testing.TB, s snapshot.Snapshot, p Plan) Replace {
+	tb.Helper()
+	if len(s.Nodes) != 5000 || len(s.Pods) < 150000 {
+		tb.Fatalf("%d nodes, %d pods: want 5,000 and at least 150,000", len(s.Nodes), len(s.Pods))
+	}
+	if len(p.Replace) != 1 {
+		tb.Fatalf("replacements %+v, not taken %+v: want one started", p.Replace, p.ReplaceNotTaken)
+	}
+	r := p.Replace[0]
+	if r.Phase != ReplaceRequested || len(r.Nodes) < 2 || r.Saving < DefaultReplaceMinSaving*r.Before {
+		tb.Fatalf("replacement %+v: want several nodes replaced, saving at least %v of %v", r, DefaultReplaceMinSaving, r.Before)
+	}
+	return r
+}
+
+// TestReplaceFoundAt5000Nodes is what BenchmarkConsolidationReplaceFound
+// measures, checked outside the benchmark run.
+func TestReplaceFoundAt5000Nodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 5,000-node cluster")
+	}
+	s := replaceFoundCluster()
+	checkReplaceFound(t, s, Decide(s, replaceFoundSettings(), s.CapturedAt))
 }

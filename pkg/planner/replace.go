@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -375,6 +376,18 @@ func (m *model) destinations() *removal {
 	return r
 }
 
+// restoreDest makes node i a destination again after a trial took it
+// away: the cursors that passed over it while it was none must come back
+// to it, or the sets tried after would see fewer nodes than there are.
+func (r *removal) restoreDest(i int32) {
+	r.dest[i] = true
+	for _, c := range r.touched {
+		if r.cursor[c] > i {
+			r.cursor[c] = i
+		}
+	}
+}
+
 // replaceOption is one replacement the search found: set goes for nodes
 // new nodes of group to.
 type replaceOption struct {
@@ -397,59 +410,53 @@ func (m *model) better(a, b *replaceOption) bool {
 	return strings.Compare(m.nodes[a.set[0]].node.Name, m.nodes[b.set[0]].node.Name) < 0
 }
 
-// mayReplaceNow reports whether this plan may start a replacement: one at
-// a time, not in the plan that gives one up (its nodes did not come: the
-// group's backoff decides when to ask again), and only on a settled
-// cluster, as Karpenter consolidates: no pending pods, nothing growing,
-// shrinking or draining.
-func (m *model) mayReplaceNow(plan *Plan, next *snapshot.State) bool {
-	if !m.replacing() || len(next.Replacing) > 0 || len(plan.Replace) > 0 || len(plan.ScaleUp) > 0 || len(plan.ScaleDown) > 0 || len(plan.DecreaseTarget) > 0 {
-		return false
-	}
-	for i := range m.pods {
-		if m.pods[i].unsched {
-			return false
-		}
-	}
-	for gi := range m.groups {
-		if m.groups[gi].draining > 0 || m.groups[gi].shrinking || m.groups[gi].upcoming > 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// replaceCandidate reports whether node i may be replaced as far as the
-// node and its group go: priced, Ready, in use as it stands, not opted
-// out, not young, not in a group in cooldown. Whether a pod on it keeps it
-// is for the caller, once every candidate's pods are noted.
-func (m *model) replaceCandidate(i int32, next *snapshot.State) bool {
+// replaceCandidate says whether node i may be replaced as far as the node
+// and its group go (ncCandidate), or why not: priced, Ready, in use as it
+// stands, not opted out, not young, not in a group in cooldown. Whether a
+// pod on it keeps it is for the caller, once every candidate's pods are
+// noted.
+func (m *model) replaceCandidate(i int32, next *snapshot.State) notCandidate {
 	n := &m.nodes[i]
-	if n.group < 0 || !n.ready || !n.schedulable || n.draining || n.leaving || n.replacing || n.receiving || n.gotPending ||
-		n.node.DeletionTimestamp != nil || nodeOptedOut(n.node) || m.young(n) {
-		return false
+	switch {
+	case n.group < 0:
+		return ncNoGroup
+	case n.draining || n.leaving || n.node.DeletionTimestamp != nil:
+		return ncGoing
+	case !n.ready || !n.schedulable:
+		return ncNotReady
+	case n.replacing || n.receiving || n.gotPending:
+		return ncHeld
+	case nodeOptedOut(n.node):
+		return ncOptedOut
+	case m.young(n):
+		return ncYoung
 	}
 	g := &m.groups[n.group]
 	if g.ng.Price == nil {
-		return false
+		return ncNoPrice
 	}
 	if last, ok := next.LastScaleUp[g.ng.Name]; ok && m.now.Sub(last) < m.set.ScaleDown.DelayAfterAdd {
-		return false
+		return ncCooldown
 	}
-	return true
+	return ncCandidate
 }
 
 // findReplacement looks for the replacement that saves the most, at least
 // replaceMinSaving of what the replaced nodes cost: single nodes (the
 // least utilised first) and, per group, its least utilised nodes
 // together. The cluster's simulated state is as the registered nodes
-// have it. It records the best in plan and next.
+// have it. It records the best in plan and next; when there is none, why
+// in plan.ReplaceNotTaken.
 func (m *model) findReplacement(plan *Plan, next *snapshot.State, limits []int) {
+	misses := newReplaceMisses(len(m.groups))
 	var maybe []int32
 	for i := range m.nodes {
-		if m.replaceCandidate(int32(i), next) {
+		why := m.replaceCandidate(int32(i), next)
+		if why == ncCandidate {
 			maybe = append(maybe, int32(i))
+			continue
 		}
+		misses.exclude(m.nodes[i].group, why)
 	}
 	// One pass over the pods for every candidate: per node, it would be
 	// nodes × pods.
@@ -457,11 +464,14 @@ func (m *model) findReplacement(plan *Plan, next *snapshot.State, limits []int) 
 	var cands []int32
 	util := make(map[int32]float64, len(maybe))
 	for _, i := range maybe {
-		if !m.eachMoving(i, func(int32, []int32) {}) {
-			cpu, mem := m.nodes[i].utilization()
-			util[i] = max(cpu, mem)
-			cands = append(cands, i)
+		if m.eachMoving(i, func(int32, []int32) {}) {
+			misses.exclude(m.nodes[i].group, ncBlocked)
+			continue
 		}
+		cpu, mem := m.nodes[i].utilization()
+		util[i] = max(cpu, mem)
+		cands = append(cands, i)
+		misses.candidate(m.nodes[i].group, i)
 	}
 	slices.SortFunc(cands, func(a, b int32) int {
 		return cmp.Or(cmp.Compare(util[a], util[b]), strings.Compare(m.nodes[a].node.Name, m.nodes[b].node.Name))
@@ -470,7 +480,7 @@ func (m *model) findReplacement(plan *Plan, next *snapshot.State, limits []int) 
 	left := m.pdbLeft()
 	var best *replaceOption
 	consider := func(set []int32) {
-		if o := m.replaceWith(r, set, limits, left); o != nil && (best == nil || m.better(o, best)) {
+		if o := m.replaceWith(r, set, limits, left, misses); o != nil && (best == nil || m.better(o, best)) {
 			best = o
 		}
 	}
@@ -488,19 +498,25 @@ func (m *model) findReplacement(plan *Plan, next *snapshot.State, limits []int) 
 		}
 	}
 	if best != nil {
-		m.startReplacement(best, plan, next)
+		m.startReplacement(best, plan, next, m.cheaperNotTaken(best))
+		return
 	}
+	plan.ReplaceNotTaken, plan.ReplaceNotTakenOmitted = m.notReplaced(misses)
 }
 
 // replaceWith is the cheapest way to replace set (nodes of one group) by
 // new nodes of one group, when it saves enough within left of the
-// budgets; nil when there is none.
+// budgets; nil when there is none, and misses notes why.
 // The simulation is taken back.
-func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32) *replaceOption {
+func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32, misses *replaceMisses) *replaceOption {
 	from := m.nodes[set[0]].group
 	fg := &m.groups[from]
-	if limits != nil && limits[from] >= 0 && fg.draining+len(set) > limits[from] {
+	miss := func(code missCode, a, b int64) *replaceOption {
+		misses.note(from, replaceMiss{code: code, set: set, to: -1, a: a, b: b})
 		return nil
+	}
+	if limits != nil && limits[from] >= 0 && fg.draining+len(set) > limits[from] {
+		return miss(mDisruptionLimit, int64(limits[from]), int64(fg.draining))
 	}
 	need := map[int32]int32{}
 	var classes []classCount
@@ -512,10 +528,15 @@ func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32)
 			classes = addClassCount(classes, m.classOf(pi), 1)
 		})
 	}
+	// The first budget short, so that the plan names the same one each time.
+	short := int32(-1)
 	for b, n := range need {
-		if n > left[b] {
-			return nil
+		if n > left[b] && (short < 0 || b < short) {
+			short = b
 		}
+	}
+	if short >= 0 {
+		return miss(mNotEnoughPdb, int64(short), int64(need[short]))
 	}
 	m.largestFirst(classes)
 	for _, i := range set {
@@ -531,70 +552,31 @@ func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32)
 	}
 	r.rollback(moves)
 	for _, i := range set {
-		r.dest[i] = true
+		r.restoreDest(i)
 		m.restoreNode(i)
 	}
 	if len(rest) == 0 {
-		return nil // the pods fit on what stays: a delete, not a replacement
+		return miss(mFitsOnOthers, 0, 0) // a delete, not a replacement
 	}
 	// The new nodes are sized for every pod moving, not only for those
 	// that do not fit on what stays: the scheduler may well put on the new
 	// nodes the pods the simulation put elsewhere.
-	rest = classes
-	for _, cc := range rest {
+	for _, cc := range classes {
 		// Pod-dependent rules (the class's own, or another pod's required
 		// anti-affinity matching it): the packer onto new nodes does not
 		// simulate them. A class merely counted by the topology (any pod
 		// of the cluster has rules) is plain.
 		c := &m.classes[cc.class]
 		if c.feat != nil || (c.set >= 0 && m.sets[c.set].targeted) {
-			return nil
+			return miss(mPodRules, int64(cc.class), 0)
 		}
 	}
-	// The scheduler does not place as the packer does: it spreads pods by
-	// its scores. Each new node is sized with room for one more of the
-	// largest pod moving, so that any order of placement finds room: a pod
-	// finds none only if every new node holds more than its capacity less
-	// that pod, more in all than the pods moving.
-	var largest res
-	for _, cc := range rest {
-		req := m.classes[cc.class].req
-		largest.cpu, largest.mem = max(largest.cpu, req.cpu), max(largest.mem, req.mem)
-	}
-	before := float64(len(set)) * fg.ng.Price.PerHour
+	mv := m.movingOf(set, classes)
 	var best *replaceOption
 	for _, gi := range m.byName {
-		g := &m.groups[gi]
-		if g.ng.Price == nil || g.ng.Price.Currency != fg.ng.Price.Currency || g.backoff.After(m.now) {
-			continue
-		}
-		room := min(g.ng.MaxSize-g.target, m.set.ScaleUp.MaxNodesPerStep, snapshot.MaxReplacementNodes)
-		if room <= 0 {
-			continue
-		}
-		p := packer{cap: g.cap, limit: int64(room)}
-		if c := g.cap.sub(largest); c.cpu >= largest.cpu && c.mem >= largest.mem {
-			p.cap = c
-		}
-		fits := true
-		for _, cc := range rest {
-			if !m.fitsTemplate(cc.class, gi) || p.place(m.classes[cc.class].req, cc.n) < cc.n {
-				fits = false
-				break
-			}
-		}
-		if !fits {
-			continue
-		}
-		sizeAfter := fg.target - len(set)
-		if gi == from {
-			sizeAfter += int(p.opened)
-		}
-		if sizeAfter < fg.ng.MinSize {
-			continue
-		}
-		o := &replaceOption{set: set, to: gi, nodes: p.opened, before: before, after: float64(p.opened) * g.ng.Price.PerHour, currency: fg.ng.Price.Currency}
-		if o.saving() <= 0 || o.saving() < m.replaceMinSaving()*before-1e-9 {
+		o, why := m.replaceBy(&mv, gi)
+		if o == nil {
+			misses.note(from, why)
 			continue
 		}
 		if best == nil || m.better(o, best) {
@@ -607,9 +589,116 @@ func (m *model) replaceWith(r *removal, set []int32, limits []int, left []int32)
 	return best
 }
 
+// moving is what a set of nodes asks of the new nodes that would replace
+// it: every pod moving, by class (largest first), the largest of them, and
+// what the set costs per hour.
+type moving struct {
+	set     []int32
+	from    int
+	classes []classCount
+	largest res
+	before  float64
+}
+
+// movingOf is what set asks of new nodes, its pods moving by class,
+// largest first.
+func (m *model) movingOf(set []int32, classes []classCount) moving {
+	mv := moving{set: set, from: m.nodes[set[0]].group, classes: classes}
+	mv.before = float64(len(set)) * m.groups[mv.from].ng.Price.PerHour
+	// The scheduler does not place as the packer does: it spreads pods by
+	// its scores. Each new node is sized with room for one more of the
+	// largest pod moving, so that any order of placement finds room: a pod
+	// finds none only if every new node holds more than its capacity less
+	// that pod, more in all than the pods moving.
+	for _, cc := range classes {
+		req := m.classes[cc.class].req
+		mv.largest.cpu, mv.largest.mem = max(mv.largest.cpu, req.cpu), max(mv.largest.mem, req.mem)
+	}
+	return mv
+}
+
+// replaceBy is the replacement of mv's nodes by new nodes of group gi when
+// it saves enough, else nil and why not. The checks run from what no
+// other set of nodes could change (the group's price, its template) to
+// what a nearer option would (its room, the saving), the order of
+// missCode.
+func (m *model) replaceBy(mv *moving, gi int) (*replaceOption, replaceMiss) {
+	g, fg := &m.groups[gi], &m.groups[mv.from]
+	miss := replaceMiss{set: mv.set, to: gi}
+	fail := func(code missCode, a, b int64) (*replaceOption, replaceMiss) {
+		miss.code, miss.a, miss.b = code, a, b
+		return nil, miss
+	}
+	switch {
+	case g.ng.Price == nil:
+		return fail(mNoPriceTo, 0, 0)
+	case g.ng.Price.Currency != fg.ng.Price.Currency:
+		return fail(mCurrency, 0, 0)
+	}
+	for _, cc := range mv.classes {
+		if !m.fitsTemplate(cc.class, gi) {
+			return fail(mTemplate, int64(cc.class), 0)
+		}
+	}
+	if g.backoff.After(m.now) {
+		return fail(mBackedOff, 0, 0)
+	}
+	room := m.replaceRoom(gi)
+	p, ok := m.packNew(mv, gi, room)
+	if !ok {
+		code := mMaxNodesPerStep
+		if g.ng.MaxSize-g.target <= room {
+			code = mMaxSize
+		}
+		all, _ := m.packNew(mv, gi, math.MaxInt)
+		return fail(code, all.opened, int64(room))
+	}
+	sizeAfter := fg.target - len(mv.set)
+	if gi == mv.from {
+		sizeAfter += int(p.opened)
+	}
+	if sizeAfter < fg.ng.MinSize {
+		return fail(mMinSize, int64(sizeAfter), 0)
+	}
+	o := &replaceOption{set: mv.set, to: gi, nodes: p.opened, before: mv.before, after: float64(p.opened) * g.ng.Price.PerHour, currency: fg.ng.Price.Currency}
+	miss.a, miss.before, miss.after = p.opened, o.before, o.after
+	switch {
+	case o.saving() <= 0:
+		miss.code = mNotCheaper
+	case o.saving() < m.replaceMinSaving()*o.before-1e-9:
+		miss.code = mSavingTooSmall
+	default:
+		return o, replaceMiss{}
+	}
+	return nil, miss
+}
+
+// replaceRoom is how many new nodes a replacement may ask of group gi:
+// what its max size leaves, at most a step.
+func (m *model) replaceRoom(gi int) int {
+	g := &m.groups[gi]
+	return max(0, min(g.ng.MaxSize-g.target, m.set.ScaleUp.MaxNodesPerStep, snapshot.MaxReplacementNodes))
+}
+
+// packNew packs mv's pods onto at most limit new nodes of group gi, each
+// with room for one more of the largest; ok when all fit.
+func (m *model) packNew(mv *moving, gi, limit int) (p packer, ok bool) {
+	g := &m.groups[gi]
+	p = packer{cap: g.cap, limit: int64(limit)}
+	if c := g.cap.sub(mv.largest); c.cpu >= mv.largest.cpu && c.mem >= mv.largest.mem {
+		p.cap = c
+	}
+	for _, cc := range mv.classes {
+		if p.place(m.classes[cc.class].req, cc.n) < cc.n {
+			return p, false
+		}
+	}
+	return p, true
+}
+
 // startReplacement asks for o's new nodes and remembers the replacement,
 // holding its old nodes until they are Ready.
-func (m *model) startReplacement(o *replaceOption, plan *Plan, next *snapshot.State) {
+func (m *model) startReplacement(o *replaceOption, plan *Plan, next *snapshot.State, note string) {
 	g := &m.groups[o.to]
 	names := make([]string, len(o.set))
 	for i, ni := range o.set {
@@ -630,6 +719,9 @@ func (m *model) startReplacement(o *replaceOption, plan *Plan, next *snapshot.St
 	why := fmt.Sprintf("consolidation: replace %s of group %s (%s) with %s of group %s (%s), saving %s (%d%%); the old nodes drain once the new are Ready",
 		plural(len(names), "node"), from, hourly(o.before, o.currency), plural(int(o.nodes), "new node"), g.ng.Name, hourly(o.after, o.currency),
 		hourly(o.saving(), o.currency), pct)
+	if note != "" {
+		why += "; " + note
+	}
 	plan.ScaleUp = append(plan.ScaleUp, ScaleUp{NodeGroup: g.ng.Name, Delta: int(o.nodes), NewTargetSize: g.target + int(o.nodes), Pods: []string{}, Reason: why})
 	next.LastScaleUp[g.ng.Name] = m.now
 	if next.Replacing == nil {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -87,5 +88,34 @@ func TestReplaceNewNodesFirst(t *testing.T) {
 	// Without replace, the same cluster is left alone.
 	if del := Decide(replaceCluster(0.1), consolidate(), t0); len(del.ScaleUp) != 0 || len(del.Replace) != 0 {
 		t.Errorf("delete consolidation replaced: %+v / %+v", del.ScaleUp, del.Replace)
+	}
+}
+
+// TestReplaceSearchSeesEveryNodeThatStays: twelve nodes of a group, each
+// with a 1-CPU pod on its 8 CPUs, next to a far cheaper empty group. Any
+// of them, or ten together, have their pods fit on the nodes that stay: a
+// deletion, never a replacement, however many sets the search tried
+// before (each takes its own nodes away while it is tried, and must give
+// them back).
+func TestReplaceSearchSeesEveryNodeThatStays(t *testing.T) {
+	var names []string
+	var nodes []corev1.Node
+	var pods []corev1.Pod
+	for i := range 12 {
+		name := fmt.Sprintf("a-%02d", i)
+		names = append(names, name)
+		nodes = append(nodes, node(name, "a", "8", "32Gi"))
+		pods = append(pods, pod("default/"+name, "1", "1Gi", on(name)))
+	}
+	a := group("a", 0, 20, len(names), "8", "32Gi", names...)
+	a.Price = &snapshot.Price{PerHour: 0.4, Currency: "USD"}
+	cheap := group("cheap", 0, 20, 0, "8", "32Gi")
+	cheap.Price = &snapshot.Price{PerHour: 0.01, Currency: "USD"}
+	p := Decide(clusterOf([]snapshot.NodeGroup{a, cheap}, nodes, pods), replaceSettings(), t0)
+	if len(p.Replace) != 0 || len(p.ScaleUp) != 0 {
+		t.Fatalf("replaced %+v (scale-up %+v): the pods fit on the nodes that stay", p.Replace, p.ScaleUp)
+	}
+	if row, ok := notTakenRow(p, "a", ""); !ok || row.Code != NotReplacedFitsOnOtherNodes {
+		t.Errorf("a's row %+v in %s, want %s", row, notTakenRows(p), NotReplacedFitsOnOtherNodes)
 	}
 }

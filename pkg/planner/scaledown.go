@@ -585,10 +585,14 @@ func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare, tr *
 		consolidated(plan.ScaleDown[first:])
 	}
 	plan.ScaleDown = append(plan.ScaleDown, replaced...)
-	if m.mayReplaceNow(plan, next) {
-		// The search starts from the cluster as it stands.
-		undo()
-		m.findReplacement(plan, next, limits)
+	if m.replacing() {
+		if why := m.unsettled(plan, next, len(plan.ScaleDown)-len(replaced)); len(why) > 0 {
+			plan.ReplaceNotTaken = why
+		} else {
+			// The search starts from the cluster as it stands.
+			undo()
+			m.findReplacement(plan, next, limits)
+		}
 	}
 	m.writeKept(plan, next)
 }

@@ -32,6 +32,11 @@ type Plan struct {
 	// Replace are the consolidation replacements this plan starts, moves
 	// on or gives up (replace.go).
 	Replace []Replace `json:"replace,omitempty"`
+	// ReplaceNotTaken says why consolidation replace started none
+	// (notreplaced.go); at most MaxReplaceNotTaken,
+	// ReplaceNotTakenOmitted counting the rest.
+	ReplaceNotTaken        []ReplaceNotTaken `json:"replaceNotTaken,omitempty"`
+	ReplaceNotTakenOmitted int               `json:"replaceNotTakenOmitted,omitempty"`
 	// Cost is what the groups cost at the targets this plan leaves them
 	// at; nil when no group has a price.
 	Cost  *Cost          `json:"cost,omitempty"`

@@ -250,6 +250,7 @@ func halveLongest(st *evaluate.Status) bool {
 		{sizeOf(st.Actions), len(st.Actions), func(k int) { st.Actions = st.Actions[:k] }, &st.ActionsOmitted},
 		{sizeOf(st.Kept), len(st.Kept), func(k int) { st.Kept = st.Kept[:k] }, &st.KeptOmitted},
 		{sizeOf(st.Replacing), len(st.Replacing), func(k int) { st.Replacing = st.Replacing[:k] }, &st.ReplacingOmitted},
+		{sizeOf(st.ReplaceNotTaken), len(st.ReplaceNotTaken), func(k int) { st.ReplaceNotTaken = st.ReplaceNotTaken[:k] }, &st.ReplaceNotTakenOmitted},
 	}
 	if c := st.ShadowCompare; c != nil {
 		// A copy: the caller's status shares the comparison.

@@ -47,6 +47,24 @@ func worstStatus() evaluate.Status {
 	for i := range 300 {
 		st.KeptCounts = append(st.KeptCounts, planner.KeptCount{NodeGroup: long("group", i), Code: planner.KeptNotUnneededLongEnough, Nodes: 5000})
 	}
+	// Replacements and reasons none was started, each of ten nodes.
+	for i := range 20 {
+		r := planner.Replace{ID: long("replace", i), Phase: planner.ReplaceWaiting, NodeGroup: long("group", i), Delta: 100, Reason: msg, Currency: "USD", Saving: 1e9 / 3}
+		for n := range 10 {
+			r.Nodes = append(r.Nodes, long("node", i*10+n))
+		}
+		st.Replacing = append(st.Replacing, r)
+	}
+	st.ReplacingOmitted = 980
+	for i := range 10 {
+		r := planner.ReplaceNotTaken{NodeGroup: long("group", i), With: long("group", i+1), Code: planner.ReasonInsufficient, Reason: msg,
+			Option: &planner.ReplaceOption{NewNodes: 100, Before: 1e9 / 3, After: 1e9 / 7, Saving: 1e9 / 11, Currency: "USD"}}
+		for n := range 10 {
+			r.Nodes = append(r.Nodes, long("node", i*10+n))
+		}
+		st.ReplaceNotTaken = append(st.ReplaceNotTaken, r)
+	}
+	st.ReplaceNotTakenOmitted = 990
 	for i := range 20 {
 		st.Problems = append(st.Problems, evaluate.Problem{Kind: fmt.Sprintf("Kind%d", i), Count: 5000, Detail: msg})
 	}

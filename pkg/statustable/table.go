@@ -41,7 +41,7 @@ func Write(w io.Writer, d Doc, now time.Time) error {
 	c := statusClock{now: now}
 	writeStatusSummary(w, d, c)
 	for _, section := range []func(io.Writer, Doc, statusClock) error{
-		writeGroupsTable, writeUnneededTable, writeReplaceTable, writeKeptTable, writeDrainsTable, writeActionsTable, writeCompareTable,
+		writeGroupsTable, writeUnneededTable, writeReplaceTable, writeReplaceNotTakenTable, writeKeptTable, writeDrainsTable, writeActionsTable, writeCompareTable,
 	} {
 		if err := section(w, d, c); err != nil {
 			return err
@@ -252,6 +252,40 @@ func ReplaceRows(tw io.Writer, rs []planner.Replace) {
 			saving = fmt.Sprintf("%.4f %s/h", r.Saving, r.Currency)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d of %s\t%s\t%s\t%s\n", r.ID, r.Phase, r.Delta, r.NodeGroup, strings.Join(r.Nodes, ","), saving, r.Reason)
+	}
+}
+
+// writeReplaceNotTakenTable writes why the cycle started no replacement.
+func writeReplaceNotTakenTable(w io.Writer, d Doc, _ statusClock) error {
+	if len(d.ReplaceNotTaken) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	ReplaceNotTakenRows(tw, d.ReplaceNotTaken)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	more(w, d.ReplaceNotTakenOmitted, "reasons no replacement was started")
+	return nil
+}
+
+// ReplaceNotTakenRows writes a header and one row per reason no
+// replacement was started, for a tabwriter: the group of the old nodes
+// and the first of them ("-" for the plan as a whole), the group of the
+// new nodes ("-" for none), the code and the reason. `nodetide plan`
+// shows them as the status does.
+func ReplaceNotTakenRows(tw io.Writer, rs []planner.ReplaceNotTaken) {
+	fmt.Fprintln(tw, "NOT REPLACED\tNODES\tBY GROUP\tCODE\tREASON")
+	for _, r := range rs {
+		nodes := "-"
+		if len(r.Nodes) > 0 {
+			nodes = r.Nodes[0]
+		}
+		if len(r.Nodes) > 1 {
+			nodes += fmt.Sprintf(" +%d", len(r.Nodes)-1)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orNone(r.NodeGroup), nodes, orNone(r.With), r.Code, r.Reason)
 	}
 }
 

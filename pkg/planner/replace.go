@@ -95,8 +95,9 @@ func (m *model) markReplacing() {
 // nodes go (ScaleDowns returned, not yet in the plan) once the new nodes
 // are Ready and the old ones' pods fit on what stays; it is given up once
 // the new nodes are late; else it waits, in next. removals counts this
-// plan's removals per group, limits are the disruption limits.
-func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, removals []int) []ScaleDown {
+// plan's removals per group, limits are the disruption limits; a traced
+// decision records where the old nodes' pods go in tr.
+func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, removals []int, tr *trace) []ScaleDown {
 	var downs []ScaleDown
 	for _, id := range sortedKeys(m.snap.State.Replacing) {
 		rep := m.snap.State.Replacing[id]
@@ -153,7 +154,7 @@ func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, r
 		}
 		need, why := m.mayRemoveAll(old, limits, removals)
 		if why == "" {
-			why = m.moveAll(old, fresh)
+			why = m.moveAll(old, fresh, newHopTrace(m, tr))
 		}
 		if why != "" {
 			wait(why)
@@ -305,8 +306,8 @@ func (m *model) pdbLeft() []int32 {
 // chose the replacement did: all the old nodes' pods together, first on
 // the nodes that were there then, the rest on the new nodes fresh; placed
 // another way, first fit could need more room than the new nodes were
-// sized for.
-func (m *model) moveAll(old, fresh []int32) string {
+// sized for. hops, when tracing, learns where each pod went.
+func (m *model) moveAll(old, fresh []int32, hops *hopTrace) string {
 	r := m.destinations()
 	for _, i := range old {
 		r.dest[i] = false
@@ -348,8 +349,17 @@ func (m *model) moveAll(old, fresh []int32) string {
 			return fmt.Sprintf("pods of node %s (%s) fit on no node that stays", m.nodes[i].node.Name, m.unplaceable(i, cc.class))
 		}
 	}
-	for _, mv := range append(moves, movesNew...) {
+	moves = append(moves, movesNew...)
+	for _, mv := range moves {
 		m.nodes[mv.node].receiving = true
+	}
+	if hops != nil {
+		// The old nodes go together: their pods are one lot for the trace.
+		hops.start()
+		for _, i := range old {
+			m.eachMoving(i, func(pi int32, _ []int32) { hops.moving(pi) })
+		}
+		hops.moved(old[0], moves)
 	}
 	return ""
 }

@@ -538,7 +538,7 @@ func (m *model) unneeded(tr *trace) (out []unneededNode, undo func()) {
 // scaleDown tracks unneeded nodes and lists those due for removal.
 func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare, tr *trace) {
 	if !m.set.ScaleDown.Enabled {
-		m.replacementsUnderWay(plan, next, nil, make([]int, len(m.groups))) // gives them up
+		m.replacementsUnderWay(plan, next, nil, make([]int, len(m.groups)), nil) // gives them up
 		return
 	}
 	pendingFits := m.pendingFits()
@@ -548,7 +548,7 @@ func (m *model) scaleDown(plan *Plan, next *snapshot.State, spares []spare, tr *
 	}
 	removals := make([]int, len(m.groups))
 	removed := make([]res, len(m.groups))
-	replaced := m.replacementsUnderWay(plan, next, limits, removals)
+	replaced := m.replacementsUnderWay(plan, next, limits, removals, tr)
 	first := len(plan.ScaleDown)
 	unneeded, undo := m.unneeded(tr)
 	for _, u := range unneeded {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
 const oscillationRuns = 5000
@@ -133,13 +134,40 @@ func TestConsolidationNeverOscillates(t *testing.T) {
 	}
 }
 
-// applyPlan is the cluster after plan p, at later: the removed nodes gone
-// and each of their pods on the node the simulation moved it to (pending
-// if it moved nowhere), the pending pods bound where the plan put them on
-// existing nodes, and each scale-up's nodes registered, created at the
-// plan's instant, holding the pods they were added for where they fit.
-// It returns the names of the added nodes.
+// applyPlan is the cluster after plan p, at later: as carryOut leaves it,
+// and each scale-up's nodes registered, created at the plan's instant,
+// holding the pods they were added for where they fit. It returns the
+// names of the added nodes.
 func applyPlan(s snapshot.Snapshot, p Plan, tr *trace, later time.Time) (snapshot.Snapshot, map[string]bool) {
+	out, _ := carryOut(s, p, tr, later)
+	added := map[string]bool{}
+	for _, up := range p.ScaleUp {
+		g := &out.NodeGroups[groupIndex(out.NodeGroups, up.NodeGroup)]
+		var fresh []string
+		for i := range up.Delta {
+			n := newNodeOf(g, fmt.Sprintf("new-%s-%d", g.Name, i), s.CapturedAt, i)
+			added[n.Name] = true
+			fresh = append(fresh, n.Name)
+			out.Nodes = append(out.Nodes, n)
+		}
+		placeOnNew(&out, fresh, up.Pods)
+	}
+	return out, added
+}
+
+// movedOff is what became of the pods of the nodes a plan removed that
+// had to move: placed by the simulation's trace, re-placed first fit, or
+// left pending.
+type movedOff struct {
+	traced, refit, lost []string
+}
+
+// carryOut is the cluster after plan p, at later, before any node it asks
+// for registers: the removed nodes gone and each of their pods on the node
+// the simulation moved it to, else on the first node it fits (pending if
+// none); the pending pods bound where the plan put them on existing nodes;
+// the groups' targets where the plan leaves them (scale-ups' included).
+func carryOut(s snapshot.Snapshot, p Plan, tr *trace, later time.Time) (snapshot.Snapshot, movedOff) {
 	out := deepCopySnapshot(s)
 	out.CapturedAt = later
 	out.State = p.State
@@ -148,6 +176,8 @@ func applyPlan(s snapshot.Snapshot, p Plan, tr *trace, later time.Time) (snapsho
 		removed[d.Node] = true
 	}
 	var pods []corev1.Pod
+	var homeless []int // pods of removed nodes the trace moved nowhere
+	var off movedOff
 	for _, pod := range out.Pods {
 		key := podKey(&pod)
 		switch {
@@ -161,11 +191,13 @@ func applyPlan(s snapshot.Snapshot, p Plan, tr *trace, later time.Time) (snapsho
 				}
 				cur = hop
 			}
+			pending()(&pod)
+			pod.Spec.NodeName = ""
 			if removed[cur] {
-				pending()(&pod)
-				pod.Spec.NodeName = ""
+				homeless = append(homeless, len(pods))
 			} else {
 				on(cur)(&pod)
+				off.traced = append(off.traced, key)
 			}
 		case tr.existing[key] != "":
 			on(tr.existing[key])(&pod)
@@ -180,8 +212,33 @@ func applyPlan(s snapshot.Snapshot, p Plan, tr *trace, later time.Time) (snapsho
 			nodes = append(nodes, n)
 		}
 	}
+	out.Nodes = nodes
+	// The scheduler places what the simulation did not, as it finds room.
+	free := freeByNode(&out)
+	for _, pi := range homeless {
+		p := &out.Pods[pi]
+		if name := fitFirst(&out, free, p); name != "" {
+			on(name)(p)
+			off.refit = append(off.refit, podKey(p))
+		} else {
+			off.lost = append(off.lost, podKey(p))
+		}
+	}
+
 	for gi := range out.NodeGroups {
 		g := &out.NodeGroups[gi]
+		// A decrease gives back what never registered; each removal then
+		// lowers the target by its node.
+		for _, d := range p.DecreaseTarget {
+			if d.NodeGroup == g.Name {
+				g.TargetSize = d.NewTargetSize
+			}
+		}
+		for _, up := range p.ScaleUp {
+			if up.NodeGroup == g.Name {
+				g.TargetSize += up.Delta
+			}
+		}
 		var kept []string
 		for _, id := range g.Instances {
 			if name, ok := nodeNameOf(s.Nodes, id); !ok || !removed[name] {
@@ -191,27 +248,8 @@ func applyPlan(s snapshot.Snapshot, p Plan, tr *trace, later time.Time) (snapsho
 			}
 		}
 		g.Instances = kept
-		for _, d := range p.DecreaseTarget {
-			if d.NodeGroup == g.Name {
-				g.TargetSize = d.NewTargetSize
-			}
-		}
 	}
-	added := map[string]bool{}
-	for _, up := range p.ScaleUp {
-		g := &out.NodeGroups[groupIndex(out.NodeGroups, up.NodeGroup)]
-		g.TargetSize += up.Delta
-		var fresh []int
-		for i := range up.Delta {
-			n := newNodeOf(g, fmt.Sprintf("new-%s-%d", g.Name, i), s.CapturedAt, i)
-			added[n.Name] = true
-			fresh = append(fresh, len(nodes))
-			nodes = append(nodes, n)
-		}
-		placeOnNew(&out, nodes, fresh, up.Pods)
-	}
-	out.Nodes = nodes
-	return out, added
+	return out, off
 }
 
 func nodeNameOf(nodes []corev1.Node, id string) (string, bool) {
@@ -232,7 +270,8 @@ func groupIndex(groups []snapshot.NodeGroup, name string) int {
 	panic("no group " + name)
 }
 
-// newNodeOf is a registered, Ready node of g from its template.
+// newNodeOf is a registered, Ready node of g from its template, added to
+// g's instances.
 func newNodeOf(g *snapshot.NodeGroup, name string, created time.Time, i int) corev1.Node {
 	n := corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}, CreationTimestamp: metav1.NewTime(created)},
@@ -252,31 +291,77 @@ func newNodeOf(g *snapshot.NodeGroup, name string, created time.Time, i int) cor
 	return n
 }
 
-// placeOnNew binds the listed pending pods to the new nodes (indexes into
-// nodes), first fit on their requests; a pod that fits none stays pending.
-func placeOnNew(s *snapshot.Snapshot, nodes []corev1.Node, fresh []int, keys []string) {
+// placeOnNew binds the listed pods still pending to the named nodes, first
+// fit on their requests; a pod that fits none stays pending.
+func placeOnNew(s *snapshot.Snapshot, fresh []string, keys []string) {
 	want := map[string]bool{}
 	for _, k := range keys {
 		want[k] = true
 	}
-	free := make([]corev1.ResourceList, len(fresh))
-	for i, ni := range fresh {
-		free[i] = nodes[ni].Status.Allocatable.DeepCopy()
-	}
+	free := freeByNode(s)
 	for pi := range s.Pods {
 		p := &s.Pods[pi]
-		if !want[podKey(p)] {
+		if !want[podKey(p)] || p.Spec.NodeName != "" {
 			continue
 		}
-		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-		req[corev1.ResourcePods] = resource.MustParse("1")
-		for i, ni := range fresh {
-			if takes(free[i], req) {
-				on(nodes[ni].Name)(p)
+		for _, name := range fresh {
+			if takes(free[name], schedulerRequests(p)) {
+				on(name)(p)
 				break
 			}
 		}
 	}
+}
+
+// schedulerRequests is what the scheduler counts of p, a pod slot included.
+func schedulerRequests(p *corev1.Pod) corev1.ResourceList {
+	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	req[corev1.ResourcePods] = resource.MustParse("1")
+	return req
+}
+
+// freeByNode is each node's allocatable less the requests of the pods
+// bound to it that still hold room.
+func freeByNode(s *snapshot.Snapshot) map[string]corev1.ResourceList {
+	free := make(map[string]corev1.ResourceList, len(s.Nodes))
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		l := n.Status.Allocatable.DeepCopy()
+		if _, ok := l[corev1.ResourcePods]; !ok {
+			l[corev1.ResourcePods] = resource.MustParse("110")
+		}
+		free[n.Name] = l
+	}
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		l, ok := free[p.Spec.NodeName]
+		if !ok || isTerminal(p) {
+			continue
+		}
+		for name, q := range schedulerRequests(p) {
+			f := l[name]
+			f.Sub(q)
+			l[name] = f
+		}
+	}
+	return free
+}
+
+// fitFirst is the first node that takes pod p, as the scheduler's filters
+// see it (Ready, schedulable, taints, required node affinity, requests),
+// its room taken; "" when none does.
+func fitFirst(s *snapshot.Snapshot, free map[string]corev1.ResourceList, p *corev1.Pod) string {
+	aff := nodeaffinity.GetRequiredNodeAffinity(p)
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		if !nodeReady(n) || n.Spec.Unschedulable || n.DeletionTimestamp != nil || hasTaint(n, TaintDraining) || !tolerated(p, n.Spec.Taints) {
+			continue
+		}
+		if ok, _ := aff.Match(n); ok && takes(free[n.Name], schedulerRequests(p)) {
+			return n.Name
+		}
+	}
+	return ""
 }
 
 // takes subtracts req from free when all of it fits.

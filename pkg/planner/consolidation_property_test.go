@@ -214,7 +214,10 @@ func carryOut(s snapshot.Snapshot, p Plan, tr *trace, later time.Time) (snapshot
 	}
 	out.Nodes = nodes
 	// The scheduler places what the simulation did not, as it finds room.
-	free := freeByNode(&out)
+	var free map[string]corev1.ResourceList
+	if len(homeless) > 0 {
+		free = freeByNode(&out)
+	}
 	for _, pi := range homeless {
 		p := &out.Pods[pi]
 		if name := fitFirst(&out, free, p); name != "" {
@@ -294,6 +297,9 @@ func newNodeOf(g *snapshot.NodeGroup, name string, created time.Time, i int) cor
 // placeOnNew binds the listed pods still pending to the named nodes, first
 // fit on their requests; a pod that fits none stays pending.
 func placeOnNew(s *snapshot.Snapshot, fresh []string, keys []string) {
+	if len(keys) == 0 {
+		return
+	}
 	want := map[string]bool{}
 	for _, k := range keys {
 		want[k] = true
@@ -316,7 +322,7 @@ func placeOnNew(s *snapshot.Snapshot, fresh []string, keys []string) {
 // schedulerRequests is what the scheduler counts of p, a pod slot included.
 func schedulerRequests(p *corev1.Pod) corev1.ResourceList {
 	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-	req[corev1.ResourcePods] = resource.MustParse("1")
+	req[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return req
 }
 
@@ -328,7 +334,7 @@ func freeByNode(s *snapshot.Snapshot) map[string]corev1.ResourceList {
 		n := &s.Nodes[i]
 		l := n.Status.Allocatable.DeepCopy()
 		if _, ok := l[corev1.ResourcePods]; !ok {
-			l[corev1.ResourcePods] = resource.MustParse("110")
+			l[corev1.ResourcePods] = *resource.NewQuantity(110, resource.DecimalSI)
 		}
 		free[n.Name] = l
 	}

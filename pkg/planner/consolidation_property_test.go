@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,7 +76,9 @@ func randomConsolidation(t *testing.T, r *rand.Rand, s *snapshot.Snapshot, set *
 // (removed nodes gone, their pods where the simulation moved them; new
 // nodes registered with the pods they were added for), plan again soon
 // after: the second plan never grows a group the first shrank, nor
-// removes a node the first added.
+// removes a node the first added; neither removes a node created within
+// max(delayAfterAdd, unneededTime), whether a scale-up on record added it
+// or not.
 func TestConsolidationNeverOscillates(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 23))
 	seen := map[string]int{}
@@ -117,6 +120,12 @@ func TestConsolidationNeverOscillates(t *testing.T) {
 				fail("the second plan removes %s, which the first added", d.Node)
 			}
 		}
+		if n := youngRemoval(&s, first, window); n != "" {
+			fail("the first plan removes %s, created within %s", n, window)
+		}
+		if n := youngRemoval(&s2, second, window); n != "" {
+			fail("the second plan removes %s, created within %s", n, window)
+		}
 		count := func(what string, ok bool) {
 			if ok {
 				seen[what]++
@@ -132,6 +141,23 @@ func TestConsolidationNeverOscillates(t *testing.T) {
 		count("secondRemoves", len(second.ScaleDown) > 0)
 		count("secondAdds", len(second.ScaleUp) > 0)
 	}
+}
+
+// youngRemoval is the first node plan p, made for s, removes though it
+// was created within window of the plan; "" when there is none. A removal
+// that brings a group down to a schedule's max takes any node.
+func youngRemoval(s *snapshot.Snapshot, p Plan, window time.Duration) string {
+	for _, d := range p.ScaleDown {
+		if strings.Contains(d.Reason, "above its max size") {
+			continue
+		}
+		for i := range s.Nodes {
+			if n := &s.Nodes[i]; n.Name == d.Node && s.CapturedAt.Sub(n.CreationTimestamp.Time) < window {
+				return d.Node
+			}
+		}
+	}
+	return ""
 }
 
 // applyPlan is the cluster after plan p, at later: as carryOut leaves it,

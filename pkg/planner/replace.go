@@ -295,11 +295,11 @@ func (m *model) holdDrained(plan *Plan, next *snapshot.State, id string, rep sna
 	}
 	rep.Since, rep.Drained = rep.Since.UTC(), rep.Drained.UTC()
 	keepReplacing(next, id, rep)
-	why := fmt.Sprintf("its old nodes drained at %s: the %s that received their pods (its new nodes of group %s and the others they moved onto) are no candidates for scale-down or replacement until %s, the longer of delayAfterAdd and unneededTime after",
-		h.drained.UTC().Format(time.RFC3339), plural(len(held), "node"), rep.NodeGroup, h.until.UTC().Format(time.RFC3339))
+	why := fmt.Sprintf("its old nodes drained at %s; until %s, the longer of delayAfterAdd and unneededTime after, it holds from scale-down and replacement the %s that received their pods (its new nodes of group %s and the others they moved onto)",
+		h.drained.UTC().Format(time.RFC3339), h.until.UTC().Format(time.RFC3339), plural(len(held), "node"), rep.NodeGroup)
 	if draining {
-		why = fmt.Sprintf("its old nodes are draining: the %s that receive their pods (its new nodes of group %s and the others they move onto) are no candidates for scale-down or replacement until %s after the drain, the longer of delayAfterAdd and unneededTime",
-			plural(len(held), "node"), rep.NodeGroup, window)
+		why = fmt.Sprintf("its old nodes are draining; until %s after the drain, the longer of delayAfterAdd and unneededTime, it holds from scale-down and replacement the %s that receive their pods (its new nodes of group %s and the others they move onto)",
+			window, plural(len(held), "node"), rep.NodeGroup)
 	}
 	plan.Replace = append(plan.Replace, Replace{ID: id, Phase: ReplaceHolding, NodeGroup: rep.NodeGroup, Delta: rep.Delta, Nodes: slices.Clone(rep.Nodes), Reason: why})
 }

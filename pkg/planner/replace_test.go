@@ -200,13 +200,13 @@ func TestReplaceHoldsWhatReceivedItsPods(t *testing.T) {
 		reason         string
 	}{
 		{name: "just drained", at: 5 * time.Minute, held: true, drained: 4 * time.Minute, until: 14 * time.Minute,
-			reason: "its old nodes drained at 2026-11-30T10:04:00Z: the 2 nodes that received their pods (its new nodes of group small and the others they moved onto) are no candidates for scale-down or replacement until 2026-11-30T10:14:00Z, the longer of delayAfterAdd and unneededTime after"},
+			reason: "its old nodes drained at 2026-11-30T10:04:00Z; until 2026-11-30T10:14:00Z, the longer of delayAfterAdd and unneededTime after, it holds from scale-down and replacement the 2 nodes that received their pods (its new nodes of group small and the others they moved onto)"},
 		// small-0 came at 10:01: by creation alone it would be old enough
 		// from 10:11.
 		{name: "young no more, within the window", at: 13*time.Minute + 59*time.Second, held: true, drained: 4 * time.Minute, until: 14 * time.Minute},
 		{name: "window over", at: 14 * time.Minute},
 		{name: "old node still draining", still: true, at: 20 * time.Minute, held: true, drained: 20 * time.Minute,
-			reason: "its old nodes are draining: the 2 nodes that receive their pods (its new nodes of group small and the others they move onto) are no candidates for scale-down or replacement until 10m0s after the drain, the longer of delayAfterAdd and unneededTime"},
+			reason: "its old nodes are draining; until 10m0s after the drain, the longer of delayAfterAdd and unneededTime, it holds from scale-down and replacement the 2 nodes that receive their pods (its new nodes of group small and the others they move onto)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := heldCluster(true, tc.still)

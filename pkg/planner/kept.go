@@ -53,6 +53,7 @@ const (
 	KeptHeadroom                = "Headroom"
 	KeptReplacing               = "Replacing"
 	KeptReceivesMovedPods       = "ReceivesMovedPods"
+	KeptReceivedMovedPods       = "ReceivedMovedPods"
 )
 
 // keptCode indexes keptCodes; the order is the order Plan.Kept lists.
@@ -70,6 +71,7 @@ const (
 	kHeadroom
 	kReplacing
 	kReceivesMovedPods
+	kReceivedMovedPods
 	kGroupShrinking
 	kScaleDownDisabled
 	kNodeTooNew
@@ -84,7 +86,8 @@ var keptCodes = [...]string{
 	kBlockedByPod: KeptBlockedByPod, kNotEnoughPdb: KeptNotEnoughPdb, kNoPlaceToMovePods: KeptNoPlaceToMovePods,
 	kNotUnneededLongEnough: KeptNotUnneededLongEnough, kScaleDownInCooldown: KeptScaleDownInCooldown,
 	kPendingPodFits: KeptPendingPodFits, kMinSizeReached: KeptNodeGroupMinSizeReached,
-	kDisruptionLimit: KeptDisruptionLimitReached, kHeadroom: KeptHeadroom, kReplacing: KeptReplacing, kReceivesMovedPods: KeptReceivesMovedPods, kGroupShrinking: KeptGroupShrinking,
+	kDisruptionLimit: KeptDisruptionLimitReached, kHeadroom: KeptHeadroom, kReplacing: KeptReplacing, kReceivesMovedPods: KeptReceivesMovedPods,
+	kReceivedMovedPods: KeptReceivedMovedPods, kGroupShrinking: KeptGroupShrinking,
 	kScaleDownDisabled: KeptScaleDownDisabled, kNodeTooNew: KeptNodeTooNew, kPendingPodPlaced: KeptPendingPodPlaced,
 	kNotReady: KeptNotReady, kUnschedulable: KeptUnschedulable, kNotUnderutilized: KeptNotUnderutilized,
 }
@@ -116,6 +119,8 @@ func (m *model) keptBefore(i int32, util float64) bool {
 		m.keep(i, kReplacing, 0, 0)
 	case n.receiving:
 		m.keep(i, kReceivesMovedPods, 0, 0)
+	case n.received:
+		m.keep(i, kReceivedMovedPods, 0, 0)
 	case !n.ready:
 		m.keep(i, kNotReady, 0, 0)
 	case !n.schedulable:
@@ -214,6 +219,8 @@ func (m *model) keptReason(r keptRec, next *snapshot.State) string {
 		return "a consolidation replacement holds it until its new nodes are Ready (see the plan's replace)"
 	case kReceivesMovedPods:
 		return "a consolidation replacement under way moves, or is to move, the pods of the nodes it replaces onto it (see the plan's replace)"
+	case kReceivedMovedPods:
+		return m.heldBy[r.node].reason()
 	case kGroupShrinking:
 		return fmt.Sprintf("group above its max size %d: the surplus goes by shrinking it", g.ng.MaxSize)
 	case kScaleDownDisabled:

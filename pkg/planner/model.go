@@ -42,6 +42,10 @@ type nodeInfo struct {
 	// receiving: the pods of nodes a replacement drains move here in this
 	// plan; it is not removed with them.
 	receiving bool
+	// received: a replacement drained earlier moved its old nodes' pods
+	// here (or it is one of the replacement's new nodes), and holds it for
+	// a while (model.heldBy says which and until when).
+	received bool
 	// placed are the simulated placements (only kept when model.topoOn).
 	placed []classCount
 	gone   bool // removed by the scale-down simulation
@@ -171,6 +175,8 @@ type model struct {
 	spent  map[int32]int32
 	covers []int32
 	kept   []keptRec // nodes scale-down keeps, and why (kept.go)
+	// heldBy is the drained replacement that holds each received node.
+	heldBy map[int32]drainedHold
 
 	vols *volumeIndex // nil when the snapshot has no volume objects
 }

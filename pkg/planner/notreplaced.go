@@ -465,6 +465,12 @@ func (m *model) podOfClass(set []int32, c int32) string {
 // settled cluster, as Karpenter consolidates: no pending pods, nothing
 // growing, shrinking or draining, nothing else in this plan. removals is
 // how many of plan.ScaleDown are not a replacement's.
+//
+// A drained replacement that only holds the nodes that received its pods
+// (Holding) is not under way: it changes nothing in the cluster, and its
+// nodes are no candidates while it holds them, so the search may look at
+// the others. Its old nodes still draining keep the cluster unsettled as
+// any drain does (NodeGroupChanging).
 func (m *model) unsettled(plan *Plan, next *snapshot.State, removals int) []ReplaceNotTaken {
 	var out []ReplaceNotTaken
 	note := func(code, format string, args ...any) {
@@ -472,18 +478,26 @@ func (m *model) unsettled(plan *Plan, next *snapshot.State, removals int) []Repl
 	}
 	under, abandoned := -1, -1
 	for i, r := range plan.Replace {
-		if r.Phase == ReplaceAbandoned {
+		switch {
+		case r.Phase == ReplaceAbandoned:
 			abandoned = max(abandoned, i)
-		} else if under < 0 {
+		case r.Phase != ReplaceHolding && under < 0:
 			under = i
+		}
+	}
+	waiting := ""
+	for _, id := range sortedKeys(next.Replacing) {
+		if next.Replacing[id].Drained.IsZero() {
+			waiting = id
+			break
 		}
 	}
 	switch {
 	case under >= 0:
 		r := plan.Replace[under]
 		note(NotReplacedUnderWay, "replacement %s (%s) is under way: one at a time", r.ID, r.Phase)
-	case len(next.Replacing) > 0:
-		note(NotReplacedUnderWay, "replacement %s is under way: one at a time", sortedKeys(next.Replacing)[0])
+	case waiting != "":
+		note(NotReplacedUnderWay, "replacement %s is under way: one at a time", waiting)
 	case abandoned >= 0:
 		note(NotReplacedAbandoned, "this plan gives up replacement %s: none starts in the same plan", plan.Replace[abandoned].ID)
 	}

@@ -17,7 +17,9 @@ import (
 // Currency) less than Nodes do. The new nodes are asked for first (phase
 // Requested); the old ones stay (Waiting) until the new are Ready and the
 // old ones' pods fit on what stays, then they drain (Draining). If the new
-// nodes are not Ready in time, nothing is removed (Abandoned).
+// nodes are not Ready in time, nothing is removed (Abandoned). Once
+// drained, it holds the nodes that received the old ones' pods for
+// max(delayAfterAdd, unneededTime) after (Holding).
 type Replace struct {
 	ID        string   `json:"id"`
 	Phase     string   `json:"phase"`
@@ -26,7 +28,7 @@ type Replace struct {
 	Nodes     []string `json:"nodes"`
 	// Before is what Nodes cost per hour, After the new nodes; zero when
 	// the groups have no price now (a replacement under way whose prices
-	// went missing).
+	// went missing) or Nodes are gone or going (Holding).
 	Before   float64 `json:"beforePerHour"`
 	After    float64 `json:"afterPerHour"`
 	Saving   float64 `json:"savingPerHour"`
@@ -40,6 +42,7 @@ const (
 	ReplaceWaiting   = "Waiting"
 	ReplaceDraining  = "Draining"
 	ReplaceAbandoned = "Abandoned"
+	ReplaceHolding   = "Holding"
 )
 
 // DefaultReplaceMinSaving is the share of a replacement's cost it must
@@ -80,9 +83,14 @@ func replacementID(nodes []string, since time.Time) string {
 
 // markReplacing holds the nodes of replacements under way, before
 // anything else looks at them: they are no candidates for scale-down and
-// no destinations for pods, as they are about to go.
+// no destinations for pods, as they are about to go. A drained
+// replacement's old nodes are draining or gone (or, their drain rolled
+// back, ordinary nodes again).
 func (m *model) markReplacing() {
 	for _, rep := range m.snap.State.Replacing {
+		if !rep.Drained.IsZero() {
+			continue
+		}
 		for _, name := range rep.Nodes {
 			if i, ok := m.nodeByName[name]; ok {
 				m.nodes[i].replacing = true
@@ -93,14 +101,20 @@ func (m *model) markReplacing() {
 
 // replacementsUnderWay moves each replacement of the State on: its old
 // nodes go (ScaleDowns returned, not yet in the plan) once the new nodes
-// are Ready and the old ones' pods fit on what stays; it is given up once
-// the new nodes are late; else it waits, in next. removals counts this
-// plan's removals per group, limits are the disruption limits; a traced
-// decision records where the old nodes' pods go in tr.
+// are Ready and the old ones' pods fit on what stays, and it stays in next
+// drained, to hold the nodes that receive them; it is given up once the
+// new nodes are late; else it waits, in next. removals counts this plan's
+// removals per group, limits are the disruption limits; a traced decision
+// records where the old nodes' pods go in tr.
 func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, removals []int, tr *trace) []ScaleDown {
 	var downs []ScaleDown
 	for _, id := range sortedKeys(m.snap.State.Replacing) {
 		rep := m.snap.State.Replacing[id]
+		if !rep.Drained.IsZero() {
+			// Done: whatever the settings now, its hold runs out on its own.
+			m.holdDrained(plan, next, id, rep)
+			continue
+		}
 		out := Replace{ID: id, NodeGroup: rep.NodeGroup, Delta: rep.Delta, Nodes: slices.Clone(rep.Nodes)}
 		gi := m.groupIndex(rep.NodeGroup)
 		var old []int32
@@ -140,11 +154,8 @@ func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, r
 				return
 			}
 			hold()
-			if next.Replacing == nil {
-				next.Replacing = map[string]snapshot.Replacement{}
-			}
 			rep.Since = rep.Since.UTC()
-			next.Replacing[id] = rep
+			keepReplacing(next, id, rep)
 			out.Phase, out.Reason = ReplaceWaiting, why
 			plan.Replace = append(plan.Replace, out)
 		}
@@ -153,8 +164,9 @@ func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, r
 			continue
 		}
 		need, why := m.mayRemoveAll(old, limits, removals)
+		var dest []int32
 		if why == "" {
-			why = m.moveAll(old, fresh, newHopTrace(m, tr))
+			dest, why = m.moveAll(old, fresh, newHopTrace(m, tr))
 		}
 		if why != "" {
 			wait(why)
@@ -164,6 +176,10 @@ func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, r
 		for b, n := range need {
 			m.spent[b] += n
 		}
+		// Its new nodes and the others its old nodes' pods move onto get
+		// the pods now: from now on holdDrained holds them.
+		rep.Since, rep.Drained, rep.Receivers = rep.Since.UTC(), m.now, m.receiverNames(dest)
+		keepReplacing(next, id, rep)
 		out.Phase = ReplaceDraining
 		out.Reason = fmt.Sprintf("the %s of group %s are Ready and the pods fit on what stays: %s go",
 			plural(rep.Delta, "new node"), rep.NodeGroup, plural(len(old), "node"))
@@ -182,6 +198,110 @@ func (m *model) replacementsUnderWay(plan *Plan, next *snapshot.State, limits, r
 		}
 	}
 	return downs
+}
+
+// keepReplacing puts replacement id, as rep, in next.
+func keepReplacing(next *snapshot.State, id string, rep snapshot.Replacement) {
+	if next.Replacing == nil {
+		next.Replacing = map[string]snapshot.Replacement{}
+	}
+	next.Replacing[id] = rep
+}
+
+// receiverNames are the names of nodes dest, sorted, at most
+// snapshot.MaxReplacementReceivers: first fit moves a drain's pods onto a
+// few nodes. Past the bound the rest are not held; their unneeded clock,
+// which receiving the pods in this plan restarts, still keeps scale-down
+// from them for unneededTime.
+func (m *model) receiverNames(dest []int32) []string {
+	names := make([]string, 0, len(dest))
+	for _, i := range dest {
+		names = append(names, m.nodes[i].node.Name)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	return names[:min(len(names), snapshot.MaxReplacementReceivers)]
+}
+
+// drainedHold is why a drained replacement holds a node: until, the
+// window after drained, or still draining (its old nodes' pods still
+// moving).
+type drainedHold struct {
+	id             string
+	drained, until time.Time
+	window         time.Duration
+	draining       bool
+}
+
+// reason says why a held node is kept.
+func (h drainedHold) reason() string {
+	if h.draining {
+		return fmt.Sprintf("replacement %s drains its old nodes, whose pods move onto its new nodes and the nodes that stay: held until %s after the drain (the longer of delayAfterAdd and unneededTime), so that they do not move again at once (see the plan's replace)",
+			h.id, h.window)
+	}
+	return fmt.Sprintf("replacement %s drained its old nodes at %s onto its new nodes and the nodes that stay: held until %s (the longer of delayAfterAdd and unneededTime after), so that the pods do not move again at once (see the plan's replace)",
+		h.id, h.drained.UTC().Format(time.RFC3339), h.until.UTC().Format(time.RFC3339))
+}
+
+// holdDrained holds, for max(delayAfterAdd, unneededTime) after the pods
+// moved, a drained replacement's new nodes (its group's nodes created
+// since it started) and the others it moved its old nodes' pods onto: no
+// candidates for scale-down nor for another replacement. The new nodes
+// got their pods at the drain, up to scaleUp.maxNodeProvisionTime after
+// they were created, so the young-node rule, which counts from creation,
+// may have run out; taken at once, the pods would move twice within
+// minutes. The pods move while the old nodes drain: a plan that sees one
+// of them still draining moves the drained time on to now. Once the
+// window has passed, or none of the nodes is left, the replacement is
+// forgotten: it is not in next.
+func (m *model) holdDrained(plan *Plan, next *snapshot.State, id string, rep snapshot.Replacement) {
+	window := max(m.set.ScaleDown.DelayAfterAdd, m.set.ScaleDown.UnneededTime)
+	draining := false
+	for _, name := range rep.Nodes {
+		if i, ok := m.nodeByName[name]; ok && (m.nodes[i].draining || m.nodes[i].node.DeletionTimestamp != nil) {
+			draining = true
+		}
+	}
+	if draining && m.now.After(rep.Drained) {
+		rep.Drained = m.now
+	}
+	h := drainedHold{id: id, drained: rep.Drained, until: rep.Drained.Add(window), window: window, draining: draining}
+	if !m.now.Before(h.until) {
+		return
+	}
+	var held []int32
+	if gi := m.groupIndex(rep.NodeGroup); gi >= 0 {
+		held, _ = m.newSince(gi, rep.Since)
+	}
+	for _, name := range rep.Receivers {
+		if i, ok := m.nodeByName[name]; ok {
+			held = append(held, i)
+		}
+	}
+	slices.Sort(held)
+	held = slices.Compact(held)
+	if len(held) == 0 && !draining {
+		return
+	}
+	if m.heldBy == nil {
+		m.heldBy = map[int32]drainedHold{}
+	}
+	for _, i := range held {
+		// Held by two, a node names the hold that ends last.
+		if prev, ok := m.heldBy[i]; !ok || h.until.After(prev.until) {
+			m.heldBy[i] = h
+		}
+		m.nodes[i].received = true
+	}
+	rep.Since, rep.Drained = rep.Since.UTC(), rep.Drained.UTC()
+	keepReplacing(next, id, rep)
+	why := fmt.Sprintf("its old nodes drained at %s; until %s, the longer of delayAfterAdd and unneededTime after, it holds from scale-down and replacement the %s that received their pods (its new nodes of group %s and the others they moved onto)",
+		h.drained.UTC().Format(time.RFC3339), h.until.UTC().Format(time.RFC3339), plural(len(held), "node"), rep.NodeGroup)
+	if draining {
+		why = fmt.Sprintf("its old nodes are draining; until %s after the drain, the longer of delayAfterAdd and unneededTime, it holds from scale-down and replacement the %s that receive their pods (its new nodes of group %s and the others they move onto)",
+			window, plural(len(held), "node"), rep.NodeGroup)
+	}
+	plan.Replace = append(plan.Replace, Replace{ID: id, Phase: ReplaceHolding, NodeGroup: rep.NodeGroup, Delta: rep.Delta, Nodes: slices.Clone(rep.Nodes), Reason: why})
 }
 
 // release lets the nodes of a replacement given up be scale-down
@@ -306,8 +426,9 @@ func (m *model) pdbLeft() []int32 {
 // chose the replacement did: all the old nodes' pods together, first on
 // the nodes that were there then, the rest on the new nodes fresh; placed
 // another way, first fit could need more room than the new nodes were
-// sized for. hops, when tracing, learns where each pod went.
-func (m *model) moveAll(old, fresh []int32, hops *hopTrace) string {
+// sized for. hops, when tracing, learns where each pod went. dest are the
+// nodes the pods went to, a node once per move.
+func (m *model) moveAll(old, fresh []int32, hops *hopTrace) (dest []int32, why string) {
 	r := m.destinations()
 	for _, i := range old {
 		r.dest[i] = false
@@ -346,12 +467,13 @@ func (m *model) moveAll(old, fresh []int32, hops *hopTrace) string {
 				m.restoreNode(j)
 			}
 			i := from[cc.class]
-			return fmt.Sprintf("pods of node %s (%s) fit on no node that stays", m.nodes[i].node.Name, m.unplaceable(i, cc.class))
+			return nil, fmt.Sprintf("pods of node %s (%s) fit on no node that stays", m.nodes[i].node.Name, m.unplaceable(i, cc.class))
 		}
 	}
 	moves = append(moves, movesNew...)
 	for _, mv := range moves {
 		m.nodes[mv.node].receiving = true
+		dest = append(dest, mv.node)
 	}
 	if hops != nil {
 		// The old nodes go together: their pods are one lot for the trace.
@@ -361,7 +483,7 @@ func (m *model) moveAll(old, fresh []int32, hops *hopTrace) string {
 		}
 		hops.moved(old[0], moves)
 	}
-	return ""
+	return dest, ""
 }
 
 // largestFirst orders the classes of pods a replacement moves, the
@@ -434,7 +556,7 @@ func (m *model) replaceCandidate(i int32, next *snapshot.State) notCandidate {
 		return ncGoing
 	case !n.ready || !n.schedulable:
 		return ncNotReady
-	case n.replacing || n.receiving || n.gotPending:
+	case n.replacing || n.receiving || n.received || n.gotPending:
 		return ncHeld
 	case nodeOptedOut(n.node):
 		return ncOptedOut

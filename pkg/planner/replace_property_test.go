@@ -146,8 +146,12 @@ func settle(r *rand.Rand, s *snapshot.Snapshot) {
 //
 //   - no plan removes (by scale-down or a replacement's drain) a node
 //     created within max(delayAfterAdd, unneededTime), the window, nor a
-//     new node of a replacement under way; a removal that brings a group
-//     down to a schedule's max takes any node and is left out;
+//     new node of a replacement under way, nor within the window after a
+//     replacement's drain a node that received its old nodes' pods (its
+//     new nodes and the nodes the pods went to: they got the pods then,
+//     up to maxNodeProvisionTime after the new nodes were created); a
+//     removal that brings a group down to a schedule's max takes any node
+//     and is left out;
 //   - no plan undoes an earlier one. A replacement is one move: its
 //     scale-up asks for the new nodes, the drain of its old nodes follows,
 //     and together they lower the cost. Undoing is reversing a move within
@@ -155,14 +159,16 @@ func settle(r *rand.Rand, s *snapshot.Snapshot) {
 //     group an earlier plan shrank (the nodes removed were needed after
 //     all); removing a node the sequence added (above); a replacement
 //     taking as its old nodes nodes created within the window, such as
-//     the new nodes of an earlier one (ping-pong between groups). A
+//     the new nodes of an earlier one (ping-pong between groups), or nodes
+//     that received an earlier one's pods within the window after its
+//     drain (the pods would move twice within minutes). A
 //     replacement's own scale-up may grow a group shrunk before: its new
 //     nodes are sized for the pods of its old nodes, not for those an
 //     earlier removal moved, and the cost goes down again. Past the
-//     window a replacement's new nodes are ordinary nodes (the planner
-//     keeps no record of them once it is done), and another replacement
-//     may take them: that saves replaceMinSaving of their cost again, a
-//     further saving rather than a return (counted as retaken);
+//     window after its drain a replacement's new nodes are ordinary
+//     nodes, and another replacement may take them: that saves
+//     replaceMinSaving of their cost again, a further saving rather than
+//     a return (counted as retaken);
 //   - a replacement starts only in a plan that changes nothing else, with
 //     no other under way, as the plan says (one at a time);
 //   - no group's target goes below its min size by removals, nor above
@@ -189,7 +195,7 @@ func TestReplaceNeverOscillates(t *testing.T) {
 		for what, least := range map[string]int{
 			"requested": 300, "waited": 450, "completed": 190, "abandoned": 80, "multiNode": 40,
 			"completedWithWindow": 145, "newNodesNever": 70, "replacementGrowsShrunk": 40,
-			"removed": 1500, "removedAddedAfterWindow": 65, "scaledUp": 220,
+			"removed": 1500, "removedAddedAfterWindow": 65, "scaledUp": 220, "holding": 265, "retaken": 6,
 		} {
 			if seen[what] < least {
 				t.Errorf("only %d of %s, want %d or more", seen[what], what, least)
@@ -227,9 +233,13 @@ type replaceWorld struct {
 	newOf map[string]string
 	// shrunk: group → the last plan that removed one of its nodes.
 	shrunk map[string]time.Time
-	reps   map[string]*repRecord
-	plans  []timedPlan
-	seen   map[string]int
+	// drained: replacement → the plan that drained its old nodes;
+	// received: node → the last replacement whose drain moved pods onto it.
+	drained  map[string]time.Time
+	received map[string]string
+	reps     map[string]*repRecord
+	plans    []timedPlan
+	seen     map[string]int
 }
 
 type timedPlan struct {
@@ -264,6 +274,7 @@ func newReplaceWorld(r *rand.Rand, s snapshot.Snapshot, set Settings, seen map[s
 		r: r, set: set, window: max(set.ScaleDown.DelayAfterAdd, set.ScaleDown.UnneededTime),
 		s: deepCopySnapshot(s), now: s.CapturedAt,
 		added: map[string]time.Time{}, newOf: map[string]string{}, shrunk: map[string]time.Time{},
+		drained: map[string]time.Time{}, received: map[string]string{},
 		reps: map[string]*repRecord{}, seen: seen,
 	}
 }
@@ -322,6 +333,18 @@ func (w *replaceWorld) register() {
 	w.coming = left
 }
 
+// gotMovedPods names the replacement whose drain, within the window,
+// moved pods onto node n: n is one of its new nodes, or a node its old
+// nodes' pods went to; "" when none did.
+func (w *replaceWorld) gotMovedPods(n string) (id string, ago time.Duration) {
+	for _, id := range []string{w.newOf[n], w.received[n]} {
+		if at, ok := w.drained[id]; ok && w.now.Sub(at) < w.window {
+			return id, w.now.Sub(at)
+		}
+	}
+	return "", 0
+}
+
 func (w *replaceWorld) count(what string, ok bool) {
 	if ok {
 		w.seen[what]++
@@ -367,6 +390,7 @@ func (w *replaceWorld) step(p Plan, tr *trace) error {
 	var started *Replace
 	draining := map[string]string{} // old node → its replacement draining now
 	held := map[string]bool{}       // the replacements that hold their new nodes
+	active := 0                     // the replacements not only holding
 	for i := range p.Replace {
 		rep := &p.Replace[i]
 		switch rep.Phase {
@@ -377,13 +401,20 @@ func (w *replaceWorld) step(p Plan, tr *trace) error {
 				draining[n] = rep.ID
 			}
 		}
-		held[rep.ID] = rep.Phase == ReplaceWaiting || rep.Phase == ReplaceDraining
-		w.count(map[string]string{ReplaceRequested: "requested", ReplaceWaiting: "waited", ReplaceDraining: "completed", ReplaceAbandoned: "abandoned"}[rep.Phase], true)
+		held[rep.ID] = rep.Phase == ReplaceWaiting || rep.Phase == ReplaceDraining || rep.Phase == ReplaceHolding
+		if rep.Phase != ReplaceHolding {
+			active++
+		}
+		w.count(map[string]string{ReplaceRequested: "requested", ReplaceWaiting: "waited", ReplaceDraining: "completed", ReplaceAbandoned: "abandoned", ReplaceHolding: "holding"}[rep.Phase], true)
 	}
-	// Under way: a replacement of the state whose old nodes are still there.
+	// Under way: a replacement of the state not yet drained whose old nodes
+	// are still there.
 	underWay := map[string]bool{}
 	for id, rep := range w.s.State.Replacing {
 		for _, n := range rep.Nodes {
+			if !rep.Drained.IsZero() {
+				break
+			}
 			if nodes[n] != nil {
 				underWay[id] = true
 			}
@@ -417,6 +448,9 @@ func (w *replaceWorld) step(p Plan, tr *trace) error {
 		w.count("removedAddedAfterWindow", added)
 		if id := w.newOf[d.Node]; id != "" && held[id] {
 			return fmt.Errorf("removes %s, a new node of replacement %s under way", d.Node, id)
+		}
+		if id, ago := w.gotMovedPods(d.Node); id != "" {
+			return fmt.Errorf("removes %s, which received the pods of replacement %s's drain %s ago, within the window %s", d.Node, id, ago, w.window)
 		}
 		if strings.HasPrefix(d.Reason, "consolidation: replaced by") != (draining[d.Node] != "") {
 			return fmt.Errorf("removal %+v and the plan's draining replacements %v disagree", d, draining)
@@ -482,11 +516,12 @@ func (w *replaceWorld) step(p Plan, tr *trace) error {
 		}
 	}
 
-	// A replacement started.
+	// A replacement started: one that only holds the nodes that received
+	// its pods changes nothing.
 	if started != nil {
-		if len(p.Replace) != 1 || len(p.ScaleUp) != 1 || len(p.ScaleDown) != 0 || len(p.DecreaseTarget) != 0 {
+		if active != 1 || len(p.ScaleUp) != 1 || len(p.ScaleDown) != 0 || len(p.DecreaseTarget) != 0 {
 			return fmt.Errorf("replacement %s starts in a plan that changes more: %d replacements, %d scale-ups, %d removals, %d decreases",
-				started.ID, len(p.Replace), len(p.ScaleUp), len(p.ScaleDown), len(p.DecreaseTarget))
+				started.ID, active, len(p.ScaleUp), len(p.ScaleDown), len(p.DecreaseTarget))
 		}
 		for id := range underWay {
 			return fmt.Errorf("replacement %s starts while %s is under way", started.ID, id)
@@ -501,6 +536,10 @@ func (w *replaceWorld) step(p Plan, tr *trace) error {
 					what = "added by the sequence"
 				}
 				return fmt.Errorf("replacement %s takes %s (%s), created %s ago, within the window %s", started.ID, n, what, age, w.window)
+			}
+			if id, ago := w.gotMovedPods(n); id != "" {
+				return fmt.Errorf("replacement %s takes %s, which received the pods of replacement %s's drain %s ago, within the window %s",
+					started.ID, n, id, ago, w.window)
 			}
 			if o.nodeOf[n] != from {
 				return fmt.Errorf("replacement %s takes nodes of groups %s and %s", started.ID, from, o.nodeOf[n])
@@ -566,6 +605,9 @@ func (w *replaceWorld) step(p Plan, tr *trace) error {
 		if !moved[podKey(pd)] {
 			continue
 		}
+		if id := draining[podNode[podKey(pd)]]; id != "" {
+			w.received[pd.Spec.NodeName] = id
+		}
 		for name, q := range schedulerRequests(pd) {
 			if f := free[pd.Spec.NodeName][name]; !q.IsZero() && f.Sign() < 0 {
 				return fmt.Errorf("pod %s moved to %s, which is short of %s by %s", podKey(pd), pd.Spec.NodeName, name, f.String())
@@ -608,6 +650,7 @@ func (w *replaceWorld) step(p Plan, tr *trace) error {
 		case ReplaceAbandoned:
 			rec.done = true
 		case ReplaceDraining:
+			w.drained[rep.ID] = w.now
 			rec.done = true
 			own := w.cost(rec.currency) - rec.before - rec.others
 			if own > -minSaving*rec.oldCost+1e-9 {

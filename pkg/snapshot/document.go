@@ -399,8 +399,8 @@ func (s State) Normal() State {
 	if len(s.Replacing) > 0 {
 		out.Replacing = make(map[string]Replacement, len(s.Replacing))
 		for id, r := range s.Replacing {
-			r.Nodes = slices.Clone(r.Nodes)
-			r.Since = r.Since.UTC()
+			r.Nodes, r.Receivers = slices.Clone(r.Nodes), slices.Clone(r.Receivers)
+			r.Since, r.Drained = r.Since.UTC(), r.Drained.UTC()
 			out.Replacing[id] = r
 		}
 	}
@@ -822,7 +822,7 @@ func (d *docDecoder) replacing(path string, s *State) error {
 			return badDoc(path, "a replacement's ID must not be empty")
 		}
 		var r Replacement
-		err := d.object(rp, []string{"nodeGroup", "delta", "nodes", "since"}, func(key, kp string) error {
+		err := d.object(rp, []string{"nodeGroup", "delta", "nodes", "since", "drained", "receivers"}, func(key, kp string) error {
 			switch key {
 			case "nodeGroup":
 				return d.value(kp, &r.NodeGroup)
@@ -832,6 +832,10 @@ func (d *docDecoder) replacing(path string, s *State) error {
 				return d.value(kp, &r.Nodes)
 			case "since":
 				return d.value(kp, &r.Since)
+			case "drained":
+				return d.value(kp, &r.Drained)
+			case "receivers":
+				return d.value(kp, &r.Receivers)
 			}
 			return nil
 		})
@@ -848,7 +852,8 @@ func (d *docDecoder) replacing(path string, s *State) error {
 
 // Validate checks a replacement's fields: a group, 1 to
 // MaxReplacementNodes new nodes, 1 to MaxReplacementNodes distinct named
-// nodes, and a start.
+// nodes, a start, and receivers (at most MaxReplacementReceivers distinct
+// named nodes) only once drained.
 func (r Replacement) Validate() error {
 	switch {
 	case r.NodeGroup == "":
@@ -859,14 +864,27 @@ func (r Replacement) Validate() error {
 		return fmt.Errorf("nodes: must name 1 to %d nodes, got %d", MaxReplacementNodes, len(r.Nodes))
 	case r.Since.IsZero():
 		return errors.New("since: missing: when the new nodes were asked for")
+	case len(r.Receivers) > 0 && r.Drained.IsZero():
+		return errors.New("receivers: only a drained replacement has them (drained is missing)")
+	case len(r.Receivers) > MaxReplacementReceivers:
+		return fmt.Errorf("receivers: must name at most %d nodes, got %d", MaxReplacementReceivers, len(r.Receivers))
 	}
-	seen := map[string]bool{}
-	for i, n := range r.Nodes {
+	if err := distinctNames("nodes", r.Nodes); err != nil {
+		return err
+	}
+	return distinctNames("receivers", r.Receivers)
+}
+
+// distinctNames checks that the node names of list field key are neither
+// empty nor repeated.
+func distinctNames(key string, names []string) error {
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
 		switch {
 		case n == "":
-			return fmt.Errorf("nodes[%d]: must not be empty", i)
+			return fmt.Errorf("%s[%d]: must not be empty", key, i)
 		case seen[n]:
-			return fmt.Errorf("nodes[%d]: node %q listed twice", i, n)
+			return fmt.Errorf("%s[%d]: node %q listed twice", key, i, n)
 		}
 		seen[n] = true
 	}

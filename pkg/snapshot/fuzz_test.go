@@ -35,6 +35,8 @@ func FuzzReadSnapshot(f *testing.F) {
 	}
 	f.Add([]byte(`{"capturedAt": "2026-11-30T10:00:00Z", "pods": [{"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1e309"}}}]}}]}`))
 	f.Add([]byte(`{"capturedAt": "2026-11-30T10:00:00Z", "nodeGroups": [{"name": "g", "maxSize": 2, "template": {"allocatable": {"cpu": 4}}}]}`))
+	f.Add([]byte(`{"capturedAt": "2026-11-30T10:00:00Z", "state": {"replacing": {"r-1": {"nodeGroup": "g", "delta": 1, "nodes": ["a"], ` +
+		`"since": "2026-11-30T09:50:00+01:00", "drained": "2026-11-30T09:55:00.5+01:00", "receivers": ["b", "c"]}}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := snapshot.ReadSnapshot(bytes.NewReader(data))
 		if err != nil {

@@ -175,12 +175,29 @@ type State struct {
 // MaxReplacementNodes bounds a replacement's new and replaced nodes.
 const MaxReplacementNodes = 100
 
+// MaxReplacementReceivers bounds the nodes a drained replacement holds
+// besides its new ones: its old nodes' pods go to a few nodes (first fit),
+// and the bound keeps the state table's item far below DynamoDB's 400 KB
+// whatever the names.
+const MaxReplacementReceivers = 1000
+
 // Replacement is one consolidation replacement under way: Delta new nodes
 // of NodeGroup were asked for at Since; Nodes go once they are Ready and
 // the pods of Nodes fit on what stays.
+//
+// Once Nodes drain, the replacement stays a while to hold the nodes that
+// received their pods: its new nodes (the group's nodes created since
+// Since) and Receivers. Drained is when the pods moved: the plan that
+// drained Nodes, then each plan that still saw one of them draining. It is
+// zero until then.
 type Replacement struct {
 	NodeGroup string    `json:"nodeGroup"`
 	Delta     int       `json:"delta"`
 	Nodes     []string  `json:"nodes"`
 	Since     time.Time `json:"since"`
+	Drained   time.Time `json:"drained,omitzero"`
+	// Receivers are the nodes the drain moved the pods of Nodes onto, by
+	// name, at most MaxReplacementReceivers: only a drained replacement
+	// has them.
+	Receivers []string `json:"receivers,omitempty"`
 }

@@ -18,7 +18,8 @@ import (
 // A consolidation replacement under way (snapshot.State.Replacing) is one
 // REPLACE#<id> item whose replacement attribute holds it as JSON. It is
 // written and compared whole: a replacement changes only by starting,
-// being given up or being done, never field by field.
+// draining (and moving its drained time on while its old nodes drain),
+// being given up or its hold ending, never field by field.
 const (
 	replacePrefix   = "REPLACE#"
 	attrReplacement = "replacement"
@@ -28,10 +29,11 @@ const (
 // table is taken for damage, not for a plan (the planner starts a handful).
 const maxReplacements = 1000
 
-// encodeReplacement is the stored form: compact JSON with the time in UTC,
-// so equal replacements encode to equal strings.
+// encodeReplacement is the stored form: compact JSON with the times in
+// UTC, so equal replacements encode to equal strings. A replacement not
+// yet drained has neither drained nor receivers, as before they existed.
 func encodeReplacement(r snapshot.Replacement) (string, error) {
-	r.Since = r.Since.UTC()
+	r.Since, r.Drained = r.Since.UTC(), r.Drained.UTC()
 	b, err := json.Marshal(r)
 	if err != nil {
 		return "", fmt.Errorf("encode replacement: %w", err)
@@ -49,7 +51,7 @@ func decodeReplacement(s string) (snapshot.Replacement, error) {
 	if err := r.Validate(); err != nil {
 		return snapshot.Replacement{}, err
 	}
-	r.Since = r.Since.UTC()
+	r.Since, r.Drained = r.Since.UTC(), r.Drained.UTC()
 	return r, nil
 }
 

@@ -3,6 +3,7 @@ package state_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,109 @@ func TestReplacingRoundTrip(t *testing.T) {
 	})
 }
 
+// TestReplacingDrainedRoundTrip: a replacement goes through every stored
+// form it has: started, drained (with the nodes its old nodes' pods moved
+// onto), drained again later while its old nodes still drain, and gone once
+// its hold ends. Each reads back as written, times in UTC, and saving what
+// was loaded unchanged writes nothing.
+func TestReplacingDrainedRoundTrip(t *testing.T) {
+	cet := time.FixedZone("CET", 3600)
+	since := time.Date(2026, 12, 4, 10, 0, 0, 123456789, cet)
+	started := replacement("small", since, "big-1", "big-2")
+	drained := started
+	drained.Drained, drained.Receivers = since.Add(4*time.Minute), []string{"mid-1", "small-0"}
+	later := drained
+	later.Drained = since.Add(6 * time.Minute)
+	forEachBackend(t, func(t *testing.T, open func(string) state.Store) {
+		ctx := context.Background()
+		s := open("c1")
+		prev, err := s.LoadState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []struct {
+			name string
+			r    *snapshot.Replacement
+		}{{"started", &started}, {"drained", &drained}, {"drained later", &later}, {"hold over", nil}} {
+			next := prev.Normal()
+			delete(next.Replacing, "r1")
+			if step.r != nil {
+				if next.Replacing == nil {
+					next.Replacing = map[string]snapshot.Replacement{}
+				}
+				next.Replacing["r1"] = *step.r
+			}
+			if err := s.SaveState(ctx, prev, next); err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+			got, err := s.LoadState(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+			r, ok := got.Replacing["r1"]
+			switch {
+			case step.r == nil:
+				if len(got.Replacing) != 0 {
+					t.Fatalf("%s: replacing = %+v, want none", step.name, got.Replacing)
+				}
+			case !ok || len(got.Replacing) != 1 || !r.Since.Equal(step.r.Since) || !r.Drained.Equal(step.r.Drained) ||
+				r.Since.Location() != time.UTC || r.Drained.Location() != time.UTC ||
+				!slices.Equal(r.Nodes, step.r.Nodes) || !slices.Equal(r.Receivers, step.r.Receivers):
+				t.Fatalf("%s: loaded %+v, want %+v (in UTC)", step.name, got.Replacing, *step.r)
+			}
+			if err := s.SaveState(ctx, got, got.Normal()); err != nil {
+				t.Fatalf("%s: saving what was loaded: %v", step.name, err)
+			}
+			prev = got
+		}
+	})
+}
+
+// TestReplacingStoredBeforeDrain: an item stored as a replacement was
+// before it could be drained (no drained, no receivers) reads back, and a
+// save from it that drains the replacement matches it whole: the stored
+// form of a replacement not drained is unchanged.
+func TestReplacingStoredBeforeDrain(t *testing.T) {
+	client := dynamoClient(t)
+	table := tableName(t)
+	if err := state.CreateTable(t.Context(), client, table); err != nil {
+		t.Fatal(err)
+	}
+	_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{
+		TableName: aws.String(table),
+		Item: map[string]types.AttributeValue{
+			"pk":          &types.AttributeValueMemberS{Value: "CLUSTER#c"},
+			"sk":          &types.AttributeValueMemberS{Value: "REPLACE#r1"},
+			"replacement": &types.AttributeValueMemberS{Value: `{"nodeGroup":"g","delta":1,"nodes":["n"],"since":"2026-12-04T10:00:00Z"}`},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := state.NewDynamoDB(client, table, "c")
+	loaded, err := s.LoadState(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := loaded.Replacing["r1"]
+	if !r.Drained.IsZero() || r.Receivers != nil {
+		t.Fatalf("loaded %+v, want it not drained", r)
+	}
+	next := loaded.Normal()
+	r.Drained, r.Receivers = r.Since.Add(3*time.Minute), []string{"m"}
+	next.Replacing["r1"] = r
+	if err := s.SaveState(t.Context(), loaded, next); err != nil {
+		t.Fatalf("drain a replacement stored without drained: %v", err)
+	}
+	got, err := s.LoadState(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := got.Replacing["r1"]; !g.Drained.Equal(r.Drained) || !slices.Equal(g.Receivers, []string{"m"}) {
+		t.Errorf("loaded %+v, want it drained", g)
+	}
+}
+
 // TestReplacingConflict: two runs that loaded the same state cannot both
 // decide a replacement's fate; the second is told, and what the first wrote
 // stays. A retry of the same save succeeds.
@@ -118,6 +222,25 @@ func TestReplacingConflict(t *testing.T) {
 		if err := s.SaveState(ctx, empty, other); err != nil {
 			t.Errorf("retry of the same save: %v", err)
 		}
+		// Two runs from one load both drain it, at different times: the
+		// item is compared whole, so the second is told.
+		loaded, _ = s.LoadState(ctx)
+		drainedAt := func(d time.Duration) snapshot.State {
+			next := loaded.Normal()
+			r := next.Replacing["r1"]
+			r.Drained, r.Receivers = since.Add(d), []string{"small-0"}
+			next.Replacing["r1"] = r
+			return next
+		}
+		if err := s.SaveState(ctx, loaded, drainedAt(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveState(ctx, loaded, drainedAt(2*time.Minute)); !errors.Is(err, state.ErrConflict) {
+			t.Errorf("second drain of r1: %v, want a conflict", err)
+		}
+		if now, _ := s.LoadState(ctx); !now.Replacing["r1"].Drained.Equal(since.Add(time.Minute)) {
+			t.Errorf("replacing = %+v, want the first run's drain kept", now.Replacing)
+		}
 	})
 }
 
@@ -137,6 +260,8 @@ func TestReplacingInvalidChangesNothing(t *testing.T) {
 		{"node twice", "r", replacement("g", since, "n", "n"), "listed twice"},
 		{"no start", "r", replacement("g", time.Time{}, "n"), "since"},
 		{"delta zero", "r", snapshot.Replacement{NodeGroup: "g", Nodes: []string{"n"}, Since: since}, "delta"},
+		{"receivers undrained", "r", snapshot.Replacement{NodeGroup: "g", Delta: 1, Nodes: []string{"n"}, Since: since, Receivers: []string{"m"}}, "receivers"},
+		{"receiver twice", "r", snapshot.Replacement{NodeGroup: "g", Delta: 1, Nodes: []string{"n"}, Since: since, Drained: since, Receivers: []string{"m", "m"}}, "listed twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,6 +299,9 @@ func TestReplacingDamagedItem(t *testing.T) {
 		{"key twice", &types.AttributeValueMemberS{Value: `{"nodeGroup":"g","nodeGroup":"h","delta":1,"nodes":["n"],"since":"2026-12-04T10:00:00Z"}`}, "nodeGroup"},
 		{"trailing data", &types.AttributeValueMemberS{Value: `{"nodeGroup":"g","delta":1,"nodes":["n"],"since":"2026-12-04T10:00:00Z"} {}`}, "after"},
 		{"delta too large", &types.AttributeValueMemberS{Value: `{"nodeGroup":"g","delta":101,"nodes":["n"],"since":"2026-12-04T10:00:00Z"}`}, "delta"},
+		{"drained not a time", &types.AttributeValueMemberS{Value: `{"nodeGroup":"g","delta":1,"nodes":["n"],"since":"2026-12-04T10:00:00Z","drained":"soon"}`}, "drained"},
+		{"receivers undrained", &types.AttributeValueMemberS{Value: `{"nodeGroup":"g","delta":1,"nodes":["n"],"since":"2026-12-04T10:00:00Z","receivers":["m"]}`}, "receivers"},
+		{"receivers not a list", &types.AttributeValueMemberS{Value: `{"nodeGroup":"g","delta":1,"nodes":["n"],"since":"2026-12-04T10:00:00Z","drained":"2026-12-04T10:03:00Z","receivers":"m"}`}, "receivers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,7 +11,8 @@ import (
 
 // TestCostInStatus: the cost now and after the plan with the change, the
 // groups left uncounted, a PRICE column only when a group has a price, and
-// the replacements with their saving.
+// the replacements with their saving (none for one that only holds the
+// nodes that received its pods).
 func TestCostInStatus(t *testing.T) {
 	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	var d Doc
@@ -26,7 +27,8 @@ func TestCostInStatus(t *testing.T) {
 		Change:    []planner.CostTotal{{Currency: "USD", PerHour: -0.35, PerMonth: -255.5}},
 		NoPrice:   1,
 	}
-	d.Replacing = []planner.Replace{{ID: "r-1", Phase: planner.ReplaceWaiting, NodeGroup: "small", Delta: 1, Nodes: []string{"big-1"},
+	d.Replacing = []planner.Replace{{ID: "r-0", Phase: planner.ReplaceHolding, NodeGroup: "small", Delta: 1, Nodes: []string{"big-0"},
+		Reason: "its old nodes drained at 2026-12-04T09:55:00Z; until 2026-12-04T10:05:00Z ..."}, {ID: "r-1", Phase: planner.ReplaceWaiting, NodeGroup: "small", Delta: 1, Nodes: []string{"big-1"},
 		Saving: 0.35, Currency: "USD", Reason: "0 of 1 new node of group small Ready"}}
 	d.ReplacingOmitted = 2
 	var b strings.Builder
@@ -41,6 +43,7 @@ func TestCostInStatus(t *testing.T) {
 		"0.4 USD/h (config)\n",
 		"no price\n",
 		"REPLACE  PHASE    NEW NODES   OLD NODES  SAVING        REASON\n",
+		"r-0      Holding  1 of small  big-0      -             its old nodes drained at 2026-12-04T09:55:00Z; until 2026-12-04T10:05:00Z ...\n",
 		"r-1      Waiting  1 of small  big-1      0.3500 USD/h  0 of 1 new node of group small Ready\n",
 		"... and 2 more replacements, not shown\n",
 	} {

@@ -416,6 +416,7 @@ type rWatcher struct {
 	violations []string
 	kinds      []string       // the format of each violation
 	repeats    map[string]int // samples that broke each kind
+	reported   int            // violations reported so far
 	stop       chan struct{}
 	done       sync.WaitGroup
 }
@@ -436,8 +437,20 @@ func (b *replaceBed) watch(t *testing.T, oldMayGo bool) *rWatcher {
 	t.Cleanup(func() {
 		w.halt()
 		cancel()
+		w.report(t) // when the test ended before result
 	})
 	return w
+}
+
+// report fails t with the violations not reported yet.
+func (w *rWatcher) report(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, v := range w.violations[w.reported:] {
+		t.Errorf("%s (%d times)", v, w.repeats[w.kinds[w.reported+i]])
+	}
+	w.reported = len(w.violations)
 }
 
 // halt stops the watch; it may be called again.
@@ -599,13 +612,11 @@ func (w *rWatcher) watchPods(ctx context.Context) {
 func (w *rWatcher) result(t *testing.T) rSample {
 	t.Helper()
 	w.halt()
+	w.report(t)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.samples < 10 {
 		t.Errorf("only %d samples taken", w.samples)
-	}
-	for i, v := range w.violations {
-		t.Errorf("%s (%d times)", v, w.repeats[w.kinds[i]])
 	}
 	return w.last
 }
@@ -706,14 +717,18 @@ func (b *replaceBed) requested(t *testing.T, grow func(ctx context.Context)) {
 	})
 }
 
-// settle runs cycles until no replacement is under way and no drain of
-// the old node runs, and returns every phase the plans gave the old
-// node's replacement, in order (repeats dropped).
+// settleCycles is how many cycles in a row must find nothing under way:
+// the ones after a replacement ends must not start another.
+const settleCycles = 3
+
+// settle runs cycles until settleCycles in a row end with no replacement
+// under way and no drain of the old node running, and returns every phase
+// the plans gave the old node's replacement, in order (repeats dropped).
 func (b *replaceBed) settle(t *testing.T, i int) []string {
 	t.Helper()
 	var phases []string
 	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	for calm := 0; ; {
 		res := b.run(t, i, nil)
 		if p := b.phase(res); p != "" && (len(phases) == 0 || phases[len(phases)-1] != p) {
 			phases = append(phases, p)
@@ -722,7 +737,11 @@ func (b *replaceBed) settle(t *testing.T, i int) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(s.replacing) == 0 && len(s.oldDrains) == len(s.oldDrainsFinished) {
+		calm++
+		if len(s.replacing) > 0 || len(s.oldDrains) > len(s.oldDrainsFinished) {
+			calm = 0
+		}
+		if calm == settleCycles {
 			return phases
 		}
 		if time.Now().After(deadline) {
@@ -974,7 +993,7 @@ func TestReplaceByConcurrentCycles(t *testing.T) {
 			tc.start(t, b)
 			var phases []string
 			deadline := time.Now().Add(3 * time.Minute)
-			for {
+			for calm := 0; calm < settleCycles; {
 				for _, res := range b.together(t) {
 					if p := b.phase(res); p != "" && (len(phases) == 0 || phases[len(phases)-1] != p) {
 						phases = append(phases, p)
@@ -984,10 +1003,11 @@ func TestReplaceByConcurrentCycles(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, there := s.node(s.big, b.old); !there && len(s.replacing) == 0 && len(s.oldDrains) == len(s.oldDrainsFinished) {
-					break
+				calm++
+				if _, there := s.node(s.big, b.old); there || len(s.replacing) > 0 || len(s.oldDrains) > len(s.oldDrainsFinished) {
+					calm = 0
 				}
-				if time.Now().After(deadline) {
+				if calm < settleCycles && time.Now().After(deadline) {
 					t.Fatalf("not done after 3 minutes (phases %v): %s", phases, s)
 				}
 				time.Sleep(time.Second)

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -233,12 +234,23 @@ func StopAll(ctx context.Context, grace time.Duration, procs ...*Process) error 
 			continue
 		}
 		// The group's id stays reserved while any member lives, so this
-		// reaches stragglers of ours only (ESRCH: there are none). Reusing
-		// the id for an unrelated group would take a pid wrap-around in the
-		// moment since the reaping.
-		_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
+		// reaches stragglers of ours only (ESRCH: there are none) -- unless
+		// none was left when the child was reaped and the id has been handed
+		// on since: a child that ended long before Stop (or a second Stop)
+		// leaves time for a pid wrap-around, which takes seconds where
+		// pid_max is 32768. A process now running under the child's pid
+		// shows that: its group, if it leads one, is someone else's.
+		if !pidInUse(p.PID()) {
+			_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// pidInUse reports whether a process (a zombie too) has the pid now.
+func pidInUse(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
 }
 
 // waitAll waits until every process is reaped, expired fires or ctx ends.

@@ -67,12 +67,17 @@ func StartDynalite(ctx context.Context) (*Dynalite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start dynalite: node (Node.js 20 or later) is not on PATH: %w", err)
 	}
+	// Keeps dynalite up when a client goes away mid-request (see the file).
+	preload := filepath.Join(root, "internal", "testbed", "dynalite-preload.cjs")
+	if _, err := os.Stat(preload); err != nil {
+		return nil, fmt.Errorf("start dynalite: %w", err)
+	}
 
 	// The free port is found by binding and releasing it, so another process
 	// can take it before node binds; a few attempts make that harmless.
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		d, err := startDynalite(ctx, node, cli)
+		d, err := startDynalite(ctx, node, preload, cli)
 		if err == nil {
 			return d, nil
 		}
@@ -82,7 +87,7 @@ func StartDynalite(ctx context.Context) (*Dynalite, error) {
 	}
 }
 
-func startDynalite(ctx context.Context, node, cli string) (*Dynalite, error) {
+func startDynalite(ctx context.Context, node, preload, cli string) (*Dynalite, error) {
 	ports, err := childproc.FreePorts(1)
 	if err != nil {
 		return nil, fmt.Errorf("start dynalite: %w", err)
@@ -92,7 +97,7 @@ func startDynalite(ctx context.Context, node, cli string) (*Dynalite, error) {
 		return nil, fmt.Errorf("start dynalite: create log: %w", err)
 	}
 	logFile.Close() // Start opens it for the child
-	cmd := exec.Command(node, cli,
+	cmd := exec.Command(node, "--require", preload, cli,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
 		// Without these, new tables sit in CREATING for half a second.
 		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")

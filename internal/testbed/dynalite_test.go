@@ -3,6 +3,8 @@ package testbed_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -52,6 +54,42 @@ func TestDynaliteStartUseStop(t *testing.T) {
 	}
 	if err := d.Stop(); err != nil {
 		t.Errorf("second Stop: %v", err)
+	}
+}
+
+// TestDynaliteOutlivesClientsGoneMidRequest: a client that goes away while
+// sending a request (a function killed mid-step, a process stopped at a
+// test's end) must not end dynalite, which every later test of the binary
+// shares.
+func TestDynaliteOutlivesClientsGoneMidRequest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	d, err := testbed.StartDynalite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Stop() })
+	host := strings.TrimPrefix(d.Endpoint, "http://")
+	for i := range 3 {
+		conn, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatalf("round %d: dynalite is gone: %v", i, err)
+		}
+		// The headers promise a body that never comes; then the
+		// connection is reset, as the kernel does for a killed process.
+		fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-amz-json-1.0\r\n"+
+			"X-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Length: 100\r\n\r\n{\"Limit\"", host)
+		if err := conn.(*net.TCPConn).SetLinger(0); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+		// A whole request after it: answered, or dynalite has died.
+		if _, err := d.Client(t).ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
+			t.Fatalf("round %d: after a client went away mid-request: %v", i, err)
+		}
+	}
+	if err := syscall.Kill(d.PID(), 0); err != nil {
+		t.Errorf("dynalite (pid %d) after clients went away mid-request: %v", d.PID(), err)
 	}
 }
 

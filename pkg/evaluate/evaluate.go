@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -326,7 +327,14 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 	}
 	defer e.release(lease)
 	began := time.Now()
-	res, snap, err := e.cycle(ctx)
+	res, snap, err := e.cycle(ctx, lease)
+	if errors.Is(err, errSuperseded) {
+		// Another run acts on what this one read: its plan is void, and
+		// the status is that run's.
+		e.log().Info("skipped: superseded while deciding", "error", err.Error())
+		metrics.From(ctx).Add(metrics.LeaseSkips, 1, nil)
+		return Result{Skipped: err.Error(), Actions: []Action{}, Recovered: res.Recovered}, nil
+	}
 	if err == nil && res.Plan != nil && e.Shadow && e.Compare != nil {
 		res.ShadowCompare = e.compare(ctx, snap, res)
 	}
@@ -340,8 +348,10 @@ func (e *Evaluator) Run(ctx context.Context) (Result, error) {
 }
 
 // cycle is Run's work under the lease; it also returns the snapshot it
-// read (empty when reading failed), for the status.
-func (e *Evaluator) cycle(ctx context.Context) (Result, snapshot.Snapshot, error) {
+// read (empty when reading failed), for the status. It fails with
+// errSuperseded, having done nothing the plan says, when another run took
+// the lease meanwhile (see confirm).
+func (e *Evaluator) cycle(ctx context.Context, lease state.Lease) (Result, snapshot.Snapshot, error) {
 	var rec drain.Recovered
 	if e.Recoverer != nil && !e.Shadow {
 		// Before the snapshot, so the plan sees the nodes it gave back.
@@ -375,6 +385,11 @@ func (e *Evaluator) cycle(ctx context.Context) (Result, snapshot.Snapshot, error
 	if e.Shadow {
 		actions, next = shadowActions(plan), shadowState(plan.State, snap.State)
 	} else {
+		if acts(plan) {
+			if err := e.confirm(ctx, lease, snap.State); err != nil {
+				return Result{Actions: []Action{}, Recovered: recovered}, snap, err
+			}
+		}
 		actions = e.act(ctx, plan, groups, snap, &next)
 		e.recordEvents(ctx, plan, snap, actions)
 	}
@@ -386,11 +401,64 @@ func (e *Evaluator) cycle(ctx context.Context) (Result, snapshot.Snapshot, error
 		comingOfAge: comingOfAge(snap.Pods, e.Settings.ScaleUp.PendingPodMinAge, snap.CapturedAt)}, snap, nil
 }
 
-func (e *Evaluator) acquire(ctx context.Context) (state.Lease, string, error) {
-	ttl := e.LeaseTTL
-	if ttl <= 0 {
-		ttl = 2 * time.Minute
+// errSuperseded: another run took the lease while this one decided.
+var errSuperseded = errors.New("another evaluate run took the lease while this one decided; its plan is not acted on")
+
+// acts reports whether carrying plan out changes the cloud or the cluster.
+func acts(plan planner.Plan) bool {
+	return len(plan.ScaleUp)+len(plan.DecreaseTarget)+len(plan.ScaleDown) > 0
+}
+
+// confirm checks, just before a cycle acts, that it still acts alone on
+// what it read. A cycle held up past its lease (a throttled API, a paused
+// process) may find that another run has taken the lease and acted: it
+// would then ask for nodes or start a replacement a second time. So the
+// lease is renewed (refused while another holds it) and the state read
+// again: if what runs record when they act is as the cycle read it, no
+// other run has acted since, and none can until this one's act is done
+// (errSuperseded otherwise).
+func (e *Evaluator) confirm(ctx context.Context, lease state.Lease, read snapshot.State) error {
+	_, err := e.Store.AcquireLease(ctx, LeaseName, lease.Holder, e.leaseTTL(), e.now())
+	if errors.Is(err, state.ErrLeaseHeld) {
+		return fmt.Errorf("%w: %w", errSuperseded, err)
 	}
+	if err != nil {
+		return fmt.Errorf("renew lease: %w", err)
+	}
+	now, err := e.Store.LoadState(ctx)
+	if err != nil {
+		return fmt.Errorf("confirm the state: %w", err)
+	}
+	if !sameActs(read, now) {
+		return fmt.Errorf("%w: scale-ups, back-offs or replacements were recorded since it read the state", errSuperseded)
+	}
+	return nil
+}
+
+// sameActs reports whether two states record the same scale-ups,
+// back-offs and replacements: every run that grows a group or starts a
+// replacement changes them. Unneeded times are left out: drains clear
+// them as they end, and a drain started twice is one drain (its name
+// comes from the node and that time).
+func sameActs(a, b snapshot.State) bool {
+	times := func(x, y map[string]time.Time) bool {
+		return maps.EqualFunc(x, y, time.Time.Equal)
+	}
+	return times(a.LastScaleUp, b.LastScaleUp) && times(a.BackoffUntil, b.BackoffUntil) &&
+		maps.EqualFunc(a.Replacing, b.Replacing, func(x, y snapshot.Replacement) bool {
+			return x.NodeGroup == y.NodeGroup && x.Delta == y.Delta && slices.Equal(x.Nodes, y.Nodes) && x.Since.Equal(y.Since)
+		})
+}
+
+func (e *Evaluator) leaseTTL() time.Duration {
+	if e.LeaseTTL <= 0 {
+		return 2 * time.Minute
+	}
+	return e.LeaseTTL
+}
+
+func (e *Evaluator) acquire(ctx context.Context) (state.Lease, string, error) {
+	ttl := e.leaseTTL()
 	holder := e.Holder
 	if holder == "" {
 		holder = fmt.Sprintf("evaluate-%d", time.Now().UnixNano())

@@ -135,22 +135,7 @@ func TestReplacingDrainedRoundTrip(t *testing.T) {
 // save from it that drains the replacement matches it whole: the stored
 // form of a replacement not drained is unchanged.
 func TestReplacingStoredBeforeDrain(t *testing.T) {
-	client := dynamoClient(t)
-	table := tableName(t)
-	if err := state.CreateTable(t.Context(), client, table); err != nil {
-		t.Fatal(err)
-	}
-	_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{
-		TableName: aws.String(table),
-		Item: map[string]types.AttributeValue{
-			"pk":          &types.AttributeValueMemberS{Value: "CLUSTER#c"},
-			"sk":          &types.AttributeValueMemberS{Value: "REPLACE#r1"},
-			"replacement": &types.AttributeValueMemberS{Value: `{"nodeGroup":"g","delta":1,"nodes":["n"],"since":"2026-12-04T10:00:00Z"}`},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, table := replaceItemTable(t, &types.AttributeValueMemberS{Value: `{"nodeGroup":"g","delta":1,"nodes":["n"],"since":"2026-12-04T10:00:00Z"}`})
 	s := state.NewDynamoDB(client, table, "c")
 	loaded, err := s.LoadState(t.Context())
 	if err != nil {
@@ -305,26 +290,30 @@ func TestReplacingDamagedItem(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client := dynamoClient(t)
-			table := tableName(t)
-			if err := state.CreateTable(t.Context(), client, table); err != nil {
-				t.Fatal(err)
-			}
-			_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{
-				TableName: aws.String(table),
-				Item: map[string]types.AttributeValue{
-					"pk":          &types.AttributeValueMemberS{Value: "CLUSTER#c"},
-					"sk":          &types.AttributeValueMemberS{Value: "REPLACE#r1"},
-					"replacement": tt.value,
-				},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = state.NewDynamoDB(client, table, "c").LoadState(t.Context())
+			client, table := replaceItemTable(t, tt.value)
+			_, err := state.NewDynamoDB(client, table, "c").LoadState(t.Context())
 			if err == nil || !strings.Contains(err.Error(), "REPLACE#r1") || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("load: %v, want an error naming REPLACE#r1 and %q", err, tt.want)
 			}
 		})
 	}
+}
+
+// replaceItemTable is a fresh table holding cluster c's item REPLACE#r1 as
+// written by hand, its replacement attribute value.
+func replaceItemTable(t *testing.T, value types.AttributeValue) (*dynamodb.Client, string) {
+	t.Helper()
+	client, table := newTable(t)
+	_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{
+		TableName: aws.String(table),
+		Item: map[string]types.AttributeValue{
+			"pk":          &types.AttributeValueMemberS{Value: "CLUSTER#c"},
+			"sk":          &types.AttributeValueMemberS{Value: "REPLACE#r1"},
+			"replacement": value,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, table
 }
